@@ -1,0 +1,63 @@
+"""Run one entry point of one program and save what it returned. Runs in a subprocess.
+
+This file is executed by any Python (for example a virtualenv with an old JAX), so it imports
+only the standard library, numpy and jax, and never this project. The parent process sets
+XLA_FLAGS (device count, HLO dump folder) before this starts.
+
+usage: python worker.py ROOT MODULE:FUNCTION OUT_DIR
+Writes OUT_DIR/outputs.npz (one array per leaf, keyed by leaf index) and OUT_DIR/result.json
+(key paths, dtypes, jax version, wall time, or the error).
+"""
+
+import importlib
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def _key_path(path):
+    return "".join(str(k) for k in path) or "<root>"
+
+
+def main(root, entry, out_dir):
+    module_name, _, function_name = entry.partition(":")
+    result = {"entry": entry, "ok": False}
+    start = time.perf_counter()
+    try:
+        sys.path.insert(0, root)
+        import numpy as np
+        import jax
+
+        result["jax_version"] = jax.__version__
+        function = getattr(importlib.import_module(module_name), function_name)
+        value = function()
+        leaves = jax.tree_util.tree_flatten_with_path(value)[0]
+        result["treedef"] = str(jax.tree_util.tree_structure(value))
+        arrays, described = {}, []
+        for index, (path, leaf) in enumerate(leaves):
+            array = leaf
+            if hasattr(leaf, "dtype") and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+                array = jax.random.key_data(leaf)
+            try:
+                array = np.asarray(jax.device_get(array))
+            except Exception as error:  # not an array: keep its repr
+                described.append({"path": _key_path(path), "repr": repr(leaf)[:200],
+                                  "error": f"not an array: {error}"})
+                continue
+            arrays[f"leaf{index}"] = array
+            described.append({"path": _key_path(path), "key": f"leaf{index}",
+                              "dtype": str(array.dtype), "shape": list(array.shape)})
+        np.savez(os.path.join(out_dir, "outputs.npz"), **arrays)
+        result.update(ok=True, leaves=described)
+    except BaseException as error:  # noqa: BLE001 - report anything, including SystemExit
+        result["error"] = f"{type(error).__name__}: {error}"
+        result["traceback"] = traceback.format_exc()[-4000:]
+    result["seconds"] = time.perf_counter() - start
+    with open(os.path.join(out_dir, "result.json"), "w") as handle:
+        json.dump(result, handle)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])

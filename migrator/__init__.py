@@ -1,0 +1,1 @@
+"""The pmap-migrate tool around the pure transforms: files, diffs, writes, reports, CLI."""

@@ -1,0 +1,90 @@
+"""Finding the Python files to migrate, deterministically and without leaving the tree."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Iterator
+
+from transforms.findings import Finding
+
+SKIPPED_DIRS = {
+    ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist",
+    "node_modules", "site-packages", ".eggs", ".mypy_cache", ".pytest_cache", ".ruff_cache",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceFile:
+    """A file to process: where it is, the root it was found under, how to name it."""
+
+    path: Path
+    root: Path  # the directory relative paths (diff headers, --out-dir) are taken from
+    display: str
+    problem: Finding | None = None  # set when the path cannot be processed
+
+    @property
+    def relative(self) -> Path:
+        return self.path.relative_to(self.root)
+
+
+def display_name(path: Path) -> str:
+    try:
+        return path.absolute().relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return path.absolute().as_posix()
+
+
+def discover(paths: list[Path]) -> Iterator[SourceFile]:
+    """Every .py file under `paths`, sorted, each once. Symlinks are never followed out."""
+    seen: set[Path] = set()
+    for given in paths:
+        given = Path(os.path.abspath(given))
+        if given.is_dir() and not given.is_symlink():
+            yield from _walk(given, seen)
+        else:
+            yield from _single(given, given.parent, seen)
+
+
+def _walk(root: Path, seen: set[Path]) -> Iterator[SourceFile]:
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(
+            d for d in dirnames if d not in SKIPPED_DIRS and not d.endswith(".egg-info")
+        )
+        here = Path(dirpath)
+        for name in sorted(filenames):
+            if name.endswith(".py"):
+                yield from _single(here / name, root, seen, inside=root)
+        for name in dirnames:
+            if (here / name).is_symlink():
+                yield _problem(here / name, root, "PM007", "symlinked directory not followed")
+
+
+def _single(path: Path, root: Path, seen: set[Path], inside: Path | None = None):
+    if path.is_symlink():
+        try:
+            target = path.resolve(strict=True)
+        except (OSError, RuntimeError) as error:
+            yield _problem(path, root, "PM003", f"broken or looping symlink ({error.__class__.__name__})")
+            return
+        if inside is not None:
+            # Inside a walked tree a link is never written through: its target is either
+            # processed where it lives, or lies outside the paths given.
+            where = "outside the tree" if not target.is_relative_to(inside) else "inside the tree"
+            yield _problem(path, root, "PM007", f"symlink to {where} ({display_name(target)}), not followed")
+            return
+        path = target
+    if not path.exists():
+        yield _problem(path, root, "PM003", "no such file or directory")
+        return
+    real = path.resolve()
+    if real in seen:
+        return
+    seen.add(real)
+    yield SourceFile(path=path, root=root, display=display_name(path))
+
+
+def _problem(path: Path, root: Path, code: str, message: str) -> SourceFile:
+    finding = Finding(code=code, line=1, col=1, message=message, path=display_name(path))
+    return SourceFile(path=path, root=root, display=display_name(path), problem=finding)

@@ -1,0 +1,129 @@
+"""Per-file pipeline: read, check it is text, migrate, re-parse, and say what happened.
+
+Nothing here writes user files except `write_result`, and it writes only parsed, changed
+output atomically. A file that fails at any step gets one error finding and the run goes on.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import shutil
+import traceback
+from pathlib import Path
+from typing import Iterator
+
+import libcst as cst
+
+from migrator.files import SourceFile, discover
+from migrator.textio import NotText, atomic_write, check_text
+from transforms.findings import Finding
+from transforms.pipeline import migrate_source, might_need_migration
+from transforms.target import TargetJax
+
+
+@dataclasses.dataclass
+class FileResult:
+    file: SourceFile
+    original: bytes = b""
+    migrated: bytes = b""
+    encoding: str = "utf-8"
+    findings: list[Finding] = dataclasses.field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.migrated != self.original and not self.has_error
+
+    @property
+    def has_error(self) -> bool:
+        return any(f.severity == "error" for f in self.findings)
+
+    def fail(self, code: str, message: str, line: int = 1, col: int = 1) -> "FileResult":
+        self.findings.append(Finding(code, line, col, message, self.file.display))
+        self.migrated = self.original
+        return self
+
+
+def process(file: SourceFile, target: TargetJax) -> FileResult:
+    result = FileResult(file=file)
+    if file.problem:
+        result.findings.append(file.problem)
+        return result
+    try:
+        result.original = result.migrated = file.path.read_bytes()
+    except OSError as error:
+        return result.fail("PM003", f"cannot read: {error.strerror or error}")
+    try:
+        result.encoding = check_text(result.original)
+    except NotText as error:
+        return result.fail("PM002", str(error), error.line)
+    if not might_need_migration(result.original):
+        _check_syntax(result)
+        return result
+    try:
+        migration = migrate_source(result.original, target)
+    except cst.ParserSyntaxError as error:
+        return result.fail("PM001", f"syntax error: {error.message}", error.raw_line, error.raw_column + 1)
+    except RecursionError:
+        return result.fail("PM005", "file too deeply nested for the parser")
+    except Exception as error:  # noqa: BLE001 - one bad file must not stop the run
+        last = traceback.extract_tb(error.__traceback__)[-1]
+        return result.fail("PM005", f"{type(error).__name__}: {error} (at {last.name}:{last.lineno})")
+    result.findings.extend(f.at(file.display) for f in migration.findings)
+    if migration.source != result.original:
+        try:
+            cst.parse_module(migration.source)
+        except Exception as error:  # noqa: BLE001
+            return result.fail("PM004", f"rewritten code does not parse: {error}")
+    result.migrated = migration.source
+    return result
+
+
+def _check_syntax(result: FileResult) -> None:
+    """Files the prefilter skips are still checked with the fast `ast` parser."""
+    try:
+        ast.parse(result.original, filename=result.file.display)
+    except SyntaxError as error:
+        result.fail("PM001", f"syntax error: {error.msg}", error.lineno or 1, (error.offset or 0) or 1)
+    except (ValueError, RecursionError) as error:
+        result.fail("PM001", f"cannot parse: {error}")
+
+
+def process_all(paths: list[Path], target: TargetJax) -> Iterator[FileResult]:
+    for file in discover(paths):
+        yield process(file, target)
+
+
+def write_result(result: FileResult, out_dir: Path | None) -> None:
+    """Write a changed file in place (or its migrated copy under out_dir); errors -> findings."""
+    try:
+        if out_dir is None:
+            if result.changed:
+                atomic_write(result.file.path, result.migrated, expected_original=result.original)
+            return
+        destination = out_dir / result.file.relative
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        if result.changed:
+            atomic_write(destination, result.migrated)
+            shutil.copymode(result.file.path, destination)
+        elif result.file.problem is None and result.file.path.is_file():
+            shutil.copy2(result.file.path, destination)
+    except OSError as error:
+        result.fail("PM006", f"not written: {error}")
+
+
+def copy_other_files(roots: list[Path], out_dir: Path) -> None:
+    """--out-dir gets every non-Python file of the given directories too, unchanged."""
+    from migrator.files import SKIPPED_DIRS
+
+    for root in roots:
+        root = Path(root).absolute()
+        if not root.is_dir():
+            continue
+        for path in sorted(root.rglob("*")):
+            rel = path.relative_to(root)
+            if any(part in SKIPPED_DIRS for part in rel.parts) or path.suffix == ".py":
+                continue
+            if path.is_file() and not path.is_symlink():
+                (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, out_dir / rel)

@@ -1,0 +1,67 @@
+"""Reading source bytes safely and writing them back atomically, keeping mode and bytes.
+
+libcst works on bytes and gives bytes back in the file's own encoding, BOM and line endings,
+so this module only decides whether a file is text and how to put new bytes in its place.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+import tokenize
+from pathlib import Path
+
+
+class NotText(Exception):
+    def __init__(self, message: str, line: int = 1):
+        super().__init__(message)
+        self.line = line
+
+
+def source_encoding(data: bytes) -> str:
+    """The encoding Python would use for `data` (cookie or BOM, else utf-8)."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as error:
+        raise NotText(str(error)) from None
+    return encoding
+
+
+def check_text(data: bytes) -> str:
+    """Raise NotText for binary data or bytes invalid in the declared encoding; return it."""
+    if b"\0" in data[:8192]:
+        raise NotText("binary file (contains NUL bytes)")
+    encoding = source_encoding(data)
+    try:
+        data.decode(encoding)
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise NotText(f"not valid {encoding}: {error.reason} at byte {error.start}", line) from None
+    except LookupError:
+        raise NotText(f"unknown encoding {encoding!r}") from None
+    return encoding
+
+
+def atomic_write(path: Path, data: bytes, *, expected_original: bytes | None = None) -> None:
+    """Replace `path` by `data` in one rename, keeping its mode.
+
+    The new bytes go to a temporary file beside the target, are flushed to disk, and then
+    renamed over it, so a reader (or a crash) sees the old file or the new one, never half.
+    With `expected_original`, refuse when the file changed since it was read.
+    """
+    if expected_original is not None and path.exists() and path.read_bytes() != expected_original:
+        raise OSError(f"{path} changed while pmap-migrate was running; not written")
+    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".pmap-migrate.tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

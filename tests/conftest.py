@@ -1,0 +1,30 @@
+"""Shared test helpers. JAX is never imported here: programs run in subprocesses."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "corpus"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+LEGACY_PYTHON = os.environ.get("PMAP_MIGRATE_LEGACY_PYTHON", "/opt/jax-legacy/bin/python")
+
+
+def legacy_python_or_skip() -> str:
+    if not shutil.which(LEGACY_PYTHON) and not Path(LEGACY_PYTHON).exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"CI needs the legacy JAX interpreter at {LEGACY_PYTHON}")
+        pytest.skip(f"no legacy JAX interpreter at {LEGACY_PYTHON}")
+    return LEGACY_PYTHON
+
+
+def fixture_cases() -> list[Path]:
+    return sorted(p for p in FIXTURES.iterdir() if (p / "before.py").exists())
+
+
+def is_runnable(source: bytes) -> bool:
+    return b"\ndef run(" in source

@@ -1,0 +1,32 @@
+"""Regenerate tests/fixtures/*/after.py and findings.txt from the current tool.
+
+Run it after changing a transform, then READ the git diff of the fixtures: it is the review
+of what the change does to every form. `python tests/regen_fixtures.py`
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from transforms.pipeline import migrate_source  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def findings_text(findings) -> str:
+    return "".join(f"{f.line}:{f.col} {f.code} {f.message}\n" for f in findings)
+
+
+def main() -> None:
+    for case in sorted(p for p in FIXTURES.iterdir() if (p / "before.py").exists()):
+        result = migrate_source((case / "before.py").read_bytes())
+        (case / "after.py").write_bytes(result.source)
+        (case / "findings.txt").write_text(findings_text(result.findings), encoding="utf-8")
+        print(f"{case.name}: {len(result.findings)} findings")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""A finding: one thing the tool says about one place in a file."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from transforms.rules import rule
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    code: str
+    line: int
+    col: int
+    message: str
+    path: str = ""
+
+    @property
+    def severity(self) -> str:
+        return rule(self.code).severity
+
+    @property
+    def check(self) -> str:
+        """What the user must check or do."""
+        return rule(self.code).check
+
+    @property
+    def needs_human(self) -> bool:
+        return self.severity == "warning"
+
+    def at(self, path: str) -> "Finding":
+        return dataclasses.replace(self, path=path)
+
+    def to_text(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}: {self.code} {self.severity} {self.message}"
+
+    def to_dict(self) -> dict:
+        return {
+            "path": self.path,
+            "line": self.line,
+            "col": self.col,
+            "code": self.code,
+            "name": rule(self.code).name,
+            "severity": self.severity,
+            "fix": rule(self.code).fix,
+            "message": self.message,
+            "check": self.check,
+        }

@@ -1,0 +1,83 @@
+"""Report, or rename where it is the same function, APIs that pmap-era code uses and that JAX
+removed (research §3, R15): `jax.tree_map`, `device_put_replicated/_sharded`, pmap internals.
+
+Rules that are data: the table below maps a qualified name to its finding code, and the rename
+table maps a removed name to its replacement for the target JAX.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+from libcst.codemod import CodemodContext, ContextAwareTransformer
+from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider
+
+from transforms.findings import Finding
+from transforms.target import TargetJax
+
+REPORTED = {
+    "jax.device_put_replicated": "PM301",
+    "jax.device_put_sharded": "PM302",
+    "jax.sharding.PmapSharding": "PM303",
+    "jax.interpreters.pxla.ShardedDeviceArray": "PM303",
+    "jax.pxla.ShardedDeviceArray": "PM303",
+}
+REPORTED_ATTRIBUTES = {"device_buffers": "PM303", "jax_pmap_shmap_merge": "PM303"}
+REPORTED_STRINGS = {"jax_pmap_shmap_merge": "PM303"}
+TREE_MAP = "jax.tree_map"
+
+
+class RemovedApis(ContextAwareTransformer):
+    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider, ParentNodeProvider)
+
+    def __init__(self, context: CodemodContext, target: TargetJax):
+        super().__init__(context)
+        self.target = target
+        self.findings: list[Finding] = []
+
+    def _report(self, node: cst.CSTNode, code: str, message: str) -> None:
+        pos = self.get_metadata(PositionProvider, node).start
+        self.findings.append(Finding(code=code, line=pos.line, col=pos.column + 1, message=message))
+
+    def _qualified(self, node: cst.CSTNode) -> set[str]:
+        return {q.name for q in self.get_metadata(QualifiedNameProvider, node, set())}
+
+    def _in_import(self, node: cst.CSTNode) -> bool:
+        parent = self.get_metadata(ParentNodeProvider, node, None)
+        return isinstance(parent, (cst.ImportAlias, cst.AsName))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self._check_reference(node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value in REPORTED_ATTRIBUTES and not self._qualified(node) & REPORTED.keys():
+            self._report(node, REPORTED_ATTRIBUTES[node.attr.value],
+                         f"`.{node.attr.value}` belongs to the removed pmap implementation")
+            return
+        self._check_reference(node)
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        for text, code in REPORTED_STRINGS.items():
+            if text in node.value:
+                self._report(node, code, f"reads or sets `{text}`, which JAX 0.10 removed")
+
+    def _check_reference(self, node: cst.Name | cst.Attribute) -> None:
+        if self._in_import(node):
+            return
+        for name in self._qualified(node) & REPORTED.keys():
+            self._report(node, REPORTED[name], f"`{name}` was removed from JAX; not migrated")
+        if TREE_MAP in self._qualified(node) and isinstance(node, cst.Name):
+            self._report(node, "PM304", "`tree_map` imported from jax: change the import to "
+                         "`jax.tree_util.tree_map` by hand")
+
+    def leave_Attribute(
+        self, original_node: cst.Attribute, updated_node: cst.Attribute
+    ) -> cst.BaseExpression:
+        if TREE_MAP not in self._qualified(original_node) or self._in_import(original_node):
+            return updated_node
+        replacement = "tree.map" if self.target.has_tree_module else "tree_util.tree_map"
+        self._report(original_node, "PM304", f"jax.tree_map -> jax.{replacement}")
+        parts = replacement.split(".")
+        value = updated_node.value
+        for part in parts[:-1]:
+            value = cst.Attribute(value=value, attr=cst.Name(part))
+        return updated_node.with_changes(value=value, attr=cst.Name(parts[-1]))

@@ -1,0 +1,40 @@
+"""Finding codes, loaded from rules.toml (the one place they are defined)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import tomllib
+from importlib import resources
+
+SEVERITIES = ("info", "warning", "error")
+FIX_KINDS = ("safe", "review", "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str
+    severity: str
+    fix: str
+    summary: str
+    check: str
+    before: str = ""
+    after: str = ""
+
+
+@functools.cache
+def all_rules() -> dict[str, Rule]:
+    """Every rule by code, in file order."""
+    text = resources.files("transforms").joinpath("rules.toml").read_text(encoding="utf-8")
+    rules = {}
+    for code, fields in tomllib.loads(text).items():
+        rule = Rule(code=code, **{k: v.strip("\n") for k, v in fields.items()})
+        if rule.severity not in SEVERITIES or rule.fix not in FIX_KINDS:
+            raise ValueError(f"rules.toml: {code} has a bad severity or fix kind")
+        rules[code] = rule
+    return rules
+
+
+def rule(code: str) -> Rule:
+    return all_rules()[code]
