@@ -63,7 +63,10 @@ def process(file: SourceFile, target: TargetJax) -> FileResult:
     try:
         migration = migrate_source(result.original, target)
     except cst.ParserSyntaxError as error:
-        return result.fail("PM001", f"syntax error: {error.message}", error.raw_line, error.raw_column + 1)
+        _check_syntax(result)  # Python's own message and position are the clearer ones
+        if not result.has_error:
+            result.fail("PM001", f"syntax error: {error.message}", error.raw_line, error.raw_column + 1)
+        return result
     except RecursionError:
         return result.fail("PM005", "file too deeply nested for the parser")
     except Exception as error:  # noqa: BLE001 - one bad file must not stop the run

@@ -146,7 +146,9 @@ class PmapToShardMap(ContextAwareTransformer):
             if self.get_metadata(PositionProvider, stmt).end.line >= first_site_line
         )
         index = min(header_end, first_site_stmt)
-        helper = cst.parse_module(helper_source(self.target)).body
+        # Written with the module's own newline, so a CRLF file stays CRLF inside strings too.
+        text = helper_source(self.target).replace("\n", updated.default_newline)
+        helper = cst.parse_module(text).body
         helper = [
             helper[0].with_changes(
                 leading_lines=[cst.EmptyLine(), cst.EmptyLine()]
@@ -200,7 +202,7 @@ class PmapToShardMap(ContextAwareTransformer):
         if not self._is_pmap(original_node.decorator):
             return updated_node
         if self._decorated_twice(original_node):
-            self._report(original_node, "PM206", "pmap of a pmapped function; not migrated")
+            self._report(original_node, "PM206", f"{self._nesting(original_node)}; not migrated")
             return updated_node
         self._migrated(original_node, "@" + self._code(original_node.decorator), "")
         return updated_node.with_changes(decorator=cst.Name(HELPER_NAME))
@@ -220,6 +222,14 @@ class PmapToShardMap(ContextAwareTransformer):
         if positional:
             inner = m.findall(positional[0].value, m.Call() | m.Name() | m.Attribute())
             self._nested.update(n for n in inner if self._is_pmap_site(n))
+
+    def _nesting(self, decorator: cst.Decorator) -> str:
+        """Stacked pmap decorators: the one listed first is the outer pmap."""
+        owner = self.get_metadata(ParentNodeProvider, decorator)
+        pmaps = [d for d in owner.decorators if self._is_pmap_site(d.decorator)]
+        if pmaps[0] is decorator:
+            return "pmap of a pmapped function"
+        return "pmap inside the function of another pmap"
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         if self._is_pmap(original_node.func):
@@ -257,7 +267,7 @@ class PmapToShardMap(ContextAwareTransformer):
             raise SiteRefused("PM206", "pmap of a pmapped function")
         owner = self.get_metadata(ParentNodeProvider, call, None)
         if isinstance(owner, cst.Decorator) and self._decorated_twice(owner):
-            raise SiteRefused("PM206", "pmap of a pmapped function")
+            raise SiteRefused("PM206", self._nesting(owner))
         if not partial and not positional and not any(
             a.keyword and a.keyword.value == "fun" for a in pmap_args
         ) and not any(a.star for a in pmap_args):

@@ -57,7 +57,7 @@ class RemovedApis(ContextAwareTransformer):
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         for text, code in REPORTED_STRINGS.items():
-            if text in node.value:
+            if node.evaluated_value == text:
                 self._report(node, code, f"reads or sets `{text}`, which JAX 0.10 removed")
 
     def _check_reference(self, node: cst.Name | cst.Attribute) -> None:

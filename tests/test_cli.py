@@ -1,0 +1,172 @@
+"""The command line as a user runs it: exit codes, appliable diffs, safe writes, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+SIMPLE = b'''import functools
+import jax
+from jax import lax
+
+
+@functools.partial(jax.pmap, axis_name="i", in_axes=(0, None))
+def step(x, w):
+    return lax.psum(x * w, "i")
+'''
+REFUSED = b"import jax\n\nf = jax.pmap(lambda x: x, in_axes=-1)\n"
+
+
+def cli(*args, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "migrator.cli", *map(str, args)],
+        cwd=cwd or ROOT, capture_output=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+
+
+def leftovers(tree: Path) -> list[str]:
+    return [p.name for p in tree.rglob("*") if p.name.endswith(".pmap-migrate.tmp")]
+
+
+def test_diff_is_appliable_with_git_and_then_clean(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "train.py").write_bytes(SIMPLE)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    result = cli("diff", "pkg", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.startswith(b"--- a/pkg/train.py\n+++ b/pkg/train.py\n")
+    assert b"pkg/train.py:6:2: PM100 info" in result.stderr
+    (tmp_path / "change.patch").write_bytes(result.stdout)
+    subprocess.run(["git", "apply", "change.patch"], cwd=tmp_path, check=True)
+    again = cli("diff", "pkg", cwd=tmp_path)
+    assert again.returncode == 0 and again.stdout == b""
+
+
+def test_apply_keeps_encoding_bom_line_endings_and_mode(tmp_path):
+    crlf = tmp_path / "crlf.py"
+    crlf.write_bytes(SIMPLE.replace(b"\n", b"\r\n"))
+    bom = tmp_path / "bom.py"
+    bom.write_bytes(b"\xef\xbb\xbf" + SIMPLE)
+    latin = tmp_path / "latin.py"
+    latin.write_bytes(b"# -*- coding: latin-1 -*-\n# caf\xe9\n" + SIMPLE)
+    os.chmod(crlf, 0o755)
+    result = cli("apply", tmp_path)
+    assert result.returncode == 0, result.stderr
+    new_crlf = crlf.read_bytes()
+    assert b"_pmap_style_shard_map" in new_crlf
+    assert new_crlf.count(b"\n") == new_crlf.count(b"\r\n"), "every line ending stays CRLF"
+    assert stat.S_IMODE(crlf.stat().st_mode) == 0o755
+    assert bom.read_bytes().startswith(b"\xef\xbb\xbf") and b"_pmap_style" in bom.read_bytes()
+    assert b"# caf\xe9\n" in latin.read_bytes() and b"_pmap_style" in latin.read_bytes()
+    assert leftovers(tmp_path) == []
+
+
+def test_apply_twice_equals_apply_once(tmp_path):
+    target = tmp_path / "a.py"
+    target.write_bytes(SIMPLE)
+    assert cli("apply", target).returncode == 0
+    once = target.read_bytes()
+    second = cli("apply", target)
+    assert second.returncode == 0
+    assert target.read_bytes() == once
+    assert b"0 changed" in second.stderr
+
+
+def test_bad_files_are_reported_and_the_run_goes_on(tmp_path):
+    (tmp_path / "good.py").write_bytes(SIMPLE)
+    (tmp_path / "broken.py").write_bytes(b"import jax\ndef f(:\n    jax.pmap(f)\n")
+    (tmp_path / "binary.py").write_bytes(b"\x00\x01\x02pmap\xff")
+    (tmp_path / "bad_utf8.py").write_bytes(b"import jax\nx = '\xff\xfe'  # pmap\n")
+    (tmp_path / "dangling.py").symlink_to(tmp_path / "missing.py")
+    (tmp_path / "loop.py").symlink_to(tmp_path / "loop.py")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name not in ("good.py", "dangling.py", "loop.py")}
+    result = cli("apply", tmp_path)
+    err = result.stderr.decode()
+    assert result.returncode == 2
+    assert f"{tmp_path}/broken.py:2:" in err and "PM001" in err
+    assert f"{tmp_path}/binary.py:1:1: PM002" in err
+    assert f"{tmp_path}/bad_utf8.py:2:1: PM002" in err
+    assert f"{tmp_path}/dangling.py:1:1: PM003" in err
+    assert f"{tmp_path}/loop.py:1:1: PM003" in err
+    assert b"_pmap_style_shard_map" in (tmp_path / "good.py").read_bytes()
+    for name, data in before.items():
+        assert (tmp_path / name).read_bytes() == data, f"{name} was touched"
+
+
+def test_symlinks_are_never_written_through(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "lib.py").write_bytes(SIMPLE)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "link.py").symlink_to(outside / "lib.py")
+    result = cli("apply", tree)
+    assert result.returncode == 0, result.stderr
+    assert b"PM007" in result.stderr
+    assert (outside / "lib.py").read_bytes() == SIMPLE
+
+
+def test_out_dir_writes_migrated_tree_and_copies_the_rest(tmp_path):
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "train.py").write_bytes(SIMPLE)
+    (src / "plain.py").write_bytes(b"x = 1\n")
+    (src / "data.txt").write_bytes(b"keep me")
+    out = tmp_path / "out"
+    result = cli("apply", src, "--out-dir", out)
+    assert result.returncode == 0, result.stderr
+    assert (src / "sub" / "train.py").read_bytes() == SIMPLE
+    assert b"_pmap_style_shard_map" in (out / "sub" / "train.py").read_bytes()
+    assert (out / "plain.py").read_bytes() == b"x = 1\n"
+    assert (out / "data.txt").read_bytes() == b"keep me"
+
+
+def test_sites_needing_a_human_exit_1_and_are_left_alone(tmp_path):
+    target = tmp_path / "neg.py"
+    target.write_bytes(REFUSED)
+    result = cli("apply", target)
+    assert result.returncode == 1
+    assert b"neg.py:3:5: PM201 warning" in result.stderr
+    assert target.read_bytes() == REFUSED
+
+
+def test_scan_json_lists_every_site(tmp_path):
+    (tmp_path / "a.py").write_bytes(SIMPLE)
+    (tmp_path / "b.py").write_bytes(REFUSED)
+    result = cli("scan", tmp_path, "--format", "json")
+    assert result.returncode == 1
+    document = json.loads(result.stdout)
+    assert document["schema_version"] == 1
+    codes = sorted((Path(f["path"]).name, f["code"], f["line"]) for f in document["findings"])
+    assert codes == [("a.py", "PM100", 6), ("b.py", "PM201", 3)]
+    assert document["summary"]["needs_human"] == 1
+    assert (tmp_path / "a.py").read_bytes() == SIMPLE, "scan never writes"
+
+
+def test_clean_tree_exits_0(tmp_path):
+    (tmp_path / "a.py").write_bytes(b"import jax\nf = jax.jit(lambda x: x)\n")
+    for command in ("diff", "scan", "apply"):
+        assert cli(command, tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize("args", [["diff", "x.py", "--target-jax", "banana"], ["nonsense"]])
+def test_bad_arguments_exit_2(args, tmp_path):
+    (tmp_path / "x.py").write_bytes(b"")
+    assert cli(*args, cwd=tmp_path).returncode == 2
+
+
+def test_old_target_uses_experimental_shard_map(tmp_path):
+    target = tmp_path / "a.py"
+    target.write_bytes(SIMPLE)
+    result = cli("diff", target, "--target-jax", "0.4.38")
+    assert b"from jax.experimental.shard_map import shard_map" in result.stdout
+    assert b"check_rep=False" in result.stdout
