@@ -11,7 +11,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "corpus"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-LEGACY_PYTHON = os.environ.get("PMAP_MIGRATE_LEGACY_PYTHON", "/opt/jax-legacy/bin/python")
+LEGACY_PYTHON = os.environ.get(
+    "PMAP_MIGRATE_LEGACY_PYTHON", str(ROOT / ".venv-jax-legacy" / "bin" / "python")
+)
 
 
 def legacy_python_or_skip() -> str:

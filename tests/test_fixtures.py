@@ -37,7 +37,11 @@ def test_second_run_changes_nothing(case):
     assert not [f for f in again.findings if f.code == "PM100"]
 
 
-RUNNABLE = [c for c in CASES if is_runnable((c / "before.py").read_bytes())]
+# report_* cases show refused or removed forms; many cannot run on current JAX by design.
+RUNNABLE = [
+    c for c in CASES
+    if not c.name.startswith("report_") and is_runnable((c / "before.py").read_bytes())
+]
 
 
 @pytest.mark.parametrize("case", RUNNABLE, ids=[c.name for c in RUNNABLE])
