@@ -76,7 +76,7 @@ def {name}(
     def split_static(args):
         dyn = tuple(a for i, a in enumerate(args) if i not in static)
         dyn_specs = in_specs
-        if static and isinstance(in_specs, tuple):
+        if static and isinstance(in_specs, tuple) and not is_spec(in_specs):  # P was a tuple < 0.6
             dyn_specs = tuple(s for i, s in enumerate(in_specs) if i not in static)
         return dyn, dyn_specs
 
