@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -12,6 +14,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from equivalence.hlo import CompiledSummary, read_dump
 
 WORKER = Path(__file__).with_name("worker.py")
 
@@ -23,20 +27,30 @@ class RunOutcome:
     output: dict | None = None  # {"treedef", "leaves", "arrays"}
     error: str = ""
     jax_version: str = ""
-    hlo_dir: Path | None = None
+    compiled: CompiledSummary = dataclasses.field(default_factory=lambda: CompiledSummary([]))
 
 
-def run_entry(
+def run_entry(root: Path, entry: str, **options) -> RunOutcome:
+    """Run `entry` (module:function) with `root` on sys.path, in its own process; clean up."""
+    work = Path(tempfile.mkdtemp(prefix="pmap-migrate-run-", dir=options.pop("work_dir", None)))
+    try:
+        return _run_in(work, Path(root).absolute(), entry, **options)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run_in(
+    out_dir: Path,
     root: Path,
     entry: str,
     *,
     devices: int = 8,
     python: str = sys.executable,
     timeout: float = 300,
-    work_dir: Path | None = None,
+    rng_compat: bool = True,
 ) -> RunOutcome:
-    """Run `entry` (module:function) with `root` on sys.path, in its own process."""
-    out_dir = Path(tempfile.mkdtemp(prefix="pmap-migrate-run-", dir=work_dir))
+    if os.sep in python:
+        python = os.path.abspath(python)
     hlo_dir = out_dir / "hlo"
     env = dict(os.environ)
     env["XLA_FLAGS"] = " ".join(
@@ -48,28 +62,51 @@ def run_entry(
         ]
     ).strip()
     env["JAX_PLATFORMS"] = "cpu"
+    if rng_compat:
+        # jax 0.5 made threefry partitionable by default, which changed random streams; with
+        # the flag on, old references draw the same numbers as current JAX, so only the
+        # migration is compared, not the version upgrade.
+        env["JAX_THREEFRY_PARTITIONABLE"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     start = time.perf_counter()
-    try:
-        completed = subprocess.run(
+    # Output goes to files, not pipes: an entry that prints megabytes cannot fill memory or
+    # block, and the tail of stderr explains a crash.
+    with open(out_dir / "stdout.txt", "wb") as stdout, open(out_dir / "stderr.txt", "wb") as stderr:
+        process = subprocess.Popen(
             [python, str(WORKER), str(root), entry, str(out_dir)],
-            env=env,
-            cwd=str(root),
-            capture_output=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
+            env=env, cwd=str(root), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+            start_new_session=True,
         )
-    except subprocess.TimeoutExpired:
-        return RunOutcome(False, time.perf_counter() - start, error=f"timed out after {timeout:g} s")
+        try:
+            returncode = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            return RunOutcome(False, time.perf_counter() - start, error=f"timed out after {timeout:g} s")
     seconds = time.perf_counter() - start
     result_file = out_dir / "result.json"
     if not result_file.exists():
-        tail = completed.stderr.decode(errors="replace")[-2000:]
-        return RunOutcome(False, seconds, error=f"worker died (exit {completed.returncode}): {tail}")
+        tail = _tail(out_dir / "stderr.txt")
+        return RunOutcome(False, seconds, error=f"worker died (exit {returncode}): {tail}")
     result = json.loads(result_file.read_text())
     if not result["ok"]:
         return RunOutcome(False, seconds, error=result["error"], jax_version=result.get("jax_version", ""))
     with np.load(out_dir / "outputs.npz") as saved:
         arrays = {key: saved[key] for key in saved.files}
     output = {"treedef": result["treedef"], "leaves": result["leaves"], "arrays": arrays}
-    return RunOutcome(True, seconds, output=output, jax_version=result["jax_version"], hlo_dir=hlo_dir)
+    return RunOutcome(
+        True, seconds, output=output, jax_version=result["jax_version"], compiled=read_dump(hlo_dir)
+    )
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    """Kill the worker and anything it started (it runs in its own session)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def _tail(path: Path, limit: int = 2000) -> str:
+    data = path.read_bytes()[-limit:] if path.exists() else b""
+    return data.decode(errors="replace").strip()

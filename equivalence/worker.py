@@ -47,8 +47,15 @@ def main(root, entry, out_dir):
                                   "error": f"not an array: {error}"})
                 continue
             arrays[f"leaf{index}"] = array
-            described.append({"path": _key_path(path), "key": f"leaf{index}",
-                              "dtype": str(array.dtype), "shape": list(array.shape)})
+            entry = {"path": _key_path(path), "key": f"leaf{index}",
+                     "dtype": str(array.dtype), "shape": list(array.shape)}
+            sharding = getattr(leaf, "sharding", None)
+            if sharding is not None and hasattr(leaf, "shape"):
+                # Spec level, comparable between PmapSharding and NamedSharding: the shape of
+                # one shard, and over how many devices the array lives.
+                entry["sharding"] = {"shard_shape": list(sharding.shard_shape(leaf.shape)),
+                                     "devices": len(sharding.device_set)}
+            described.append(entry)
         np.savez(os.path.join(out_dir, "outputs.npz"), **arrays)
         result.update(ok=True, leaves=described)
     except BaseException as error:  # noqa: BLE001 - report anything, including SystemExit

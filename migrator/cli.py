@@ -101,6 +101,105 @@ def scan(
     raise typer.Exit(report.exit_code(results, pending_counts=True))
 
 
+@app.command()
+def check(
+    paths: List[Path] = typer.Argument(
+        ..., help="ORIGINAL MIGRATED roots, or one ORIGINAL root to migrate into a temporary copy."
+    ),
+    entry: List[str] = typer.Option([], "--entry", help="MODULE:FUNCTION returning a pytree."),
+    function: Optional[str] = typer.Option(
+        None, "--function", help="Property mode: MODULE:NAME of a pmapped function to call."
+    ),
+    inputs: Optional[str] = typer.Option(
+        None, "--inputs", help="Property mode: MODULE:NAME of a hypothesis strategy or example list of argument tuples."
+    ),
+    max_examples: int = typer.Option(50, "--max-examples", help="Property mode: inputs to draw."),
+    devices: str = typer.Option("8", "--devices", help="Comma-separated device counts."),
+    reference_python: Optional[str] = typer.Option(
+        None, "--reference-python", help="Interpreter for the original (e.g. a jax 0.4.38 venv)."
+    ),
+    report_json: Optional[Path] = typer.Option(None, "--report-json"),
+    junit: Optional[Path] = typer.Option(None, "--junit"),
+    timeout: float = typer.Option(300.0, "--timeout", help="Seconds per run before it is killed."),
+    rng_compat: bool = typer.Option(
+        True, "--rng-compat/--no-rng-compat",
+        help="Run both sides with jax_threefry_partitionable=1 so old and new JAX draw the same random numbers.",
+    ),
+    target_jax: str = TargetOpt,
+) -> None:
+    """Run original and migrated entries on N fake CPU devices and compare them."""
+    import tempfile
+
+    from rich.console import Console
+
+    from equivalence import reports as check_reports
+    from equivalence.check import CheckOptions
+    from equivalence.check import check as run_check
+
+    if len(paths) not in (1, 2):
+        raise typer.BadParameter("give ORIGINAL MIGRATED, or a single ORIGINAL", param_hint="PATHS")
+    for path in paths:
+        if not path.exists():
+            raise typer.BadParameter(f"{path} does not exist", param_hint="PATHS")
+    if not entry and not function:
+        raise typer.BadParameter("give --entry MODULE:FUNCTION (or --function with --inputs)", param_hint="--entry")
+    if bool(function) != bool(inputs):
+        raise typer.BadParameter("--function and --inputs go together", param_hint="--function")
+    for name in [*entry, *(x for x in (function, inputs) if x)]:
+        if ":" not in name:
+            raise typer.BadParameter(f"{name!r} is not MODULE:FUNCTION", param_hint="--entry")
+    try:
+        counts = tuple(int(d) for d in devices.split(",") if d.strip())
+    except ValueError:
+        raise typer.BadParameter(f"{devices!r} is not a list of numbers", param_hint="--devices") from None
+    if not counts or min(counts) < 1:
+        raise typer.BadParameter("device counts must be positive", param_hint="--devices")
+    options = CheckOptions(devices=counts, timeout=timeout, rng_compat=rng_compat)
+    if reference_python:
+        options.reference_python = reference_python
+    roots = [_as_root(p) for p in paths]
+    with tempfile.TemporaryDirectory(prefix="pmap-migrate-check-") as scratch:
+        if len(roots) == 1:
+            migrated_root = Path(scratch) / "migrated"
+            results = list(process_all([roots[0]], _target(target_jax)))
+            copy_other_files([roots[0]], migrated_root)
+            for result in results:
+                write_result(result, migrated_root)
+            for result in results:  # what the temporary migration could not do
+                for finding in result.findings:
+                    if finding.severity != "info":
+                        typer.echo(finding.to_text(), err=True)
+            roots.append(migrated_root)
+        console = Console(width=None if sys.stdout.isatty() else 160)
+        if function:
+            from equivalence.properties_cli import run_properties
+
+            code = run_properties(roots[0], roots[1], function, inputs, options, max_examples,
+                                  console, report_json)
+            raise typer.Exit(code)
+        found = []
+        for result in run_check(roots[0], roots[1], list(entry), options):
+            found.append(result)
+            console.print(
+                f"{result.entry} [{result.devices} devices]: {result.verdict} ({result.seconds:.1f} s)",
+                highlight=False,
+            )
+    check_reports.print_terminal(found, console)
+    if report_json:
+        check_reports.write_json(found, report_json)
+    if junit:
+        check_reports.write_junit(found, junit)
+    from equivalence.check import exit_code
+
+    raise typer.Exit(exit_code(found))
+
+
+def _as_root(path: Path) -> Path:
+    """A file's root is its folder (its module is then the file's stem)."""
+    path = path.absolute()
+    return path if path.is_dir() else path.parent
+
+
 def main() -> None:
     try:
         app()

@@ -111,6 +111,8 @@ def {name}(
 
 {shard_map_call}
 
+        # Compiled programs (profiles, HLO dumps) carry the mapped function's name, as with pmap.
+        run.__name__ = run.__qualname__ = getattr(fun, "__name__", "pmapped")
         return jax.jit(run, static_argnums=static, donate_argnums=donate)
 
     @functools.wraps(fun)

@@ -1,0 +1,43 @@
+"""Call one function repeatedly with pickled arguments: the per-side process of the
+function-level (property) check. Imports only the standard library, numpy and jax, so it runs
+under any interpreter (e.g. a legacy-JAX virtualenv).
+
+usage: python call_worker.py ROOT MODULE:FUNCTION
+Protocol, one line each way: the parent writes the path of a pickle holding an argument
+tuple; the worker answers with the path of a pickle holding {"ok": True, "output": ...} (a
+pytree of numpy arrays) or {"ok": False, "error": "..."}. An empty line ends the worker.
+"""
+
+import importlib
+import pickle
+import sys
+import traceback
+
+
+def main(root, target):
+    sys.path.insert(0, root)
+    import jax
+    import numpy as np
+
+    module_name, _, name = target.partition(":")
+    function = getattr(importlib.import_module(module_name), name)
+    for line in sys.stdin:
+        path = line.strip()
+        if not path:
+            break
+        with open(path, "rb") as handle:
+            args = pickle.load(handle)
+        try:
+            output = jax.tree_util.tree_map(lambda x: np.asarray(jax.device_get(x)), function(*args))
+            answer = {"ok": True, "output": output}
+        except Exception as error:  # noqa: BLE001 - report it to the parent
+            answer = {"ok": False, "error": f"{type(error).__name__}: {error}",
+                      "traceback": traceback.format_exc()[-2000:]}
+        with open(path + ".out", "wb") as handle:
+            pickle.dump(answer, handle)
+        sys.stdout.write(path + ".out\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

@@ -1,0 +1,188 @@
+"""The equivalence check: run each entry, original and migrated, at each device count, and
+compare outputs, collectives, donation and output sharding.
+
+Verdicts per entry and device count:
+- "equivalent": every section agrees;
+- "different": a section differs, or the migrated side fails or times out while the original runs;
+- "error": the check could not be made (the original itself fails or times out).
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+from equivalence.compare import compare_outputs
+from equivalence.runner import RunOutcome, run_entry
+
+EQUIVALENT, DIFFERENT, ERROR = "equivalent", "different", "error"
+
+
+@dataclasses.dataclass
+class Section:
+    verdict: str  # equivalent | different | skipped
+    differences: list[str] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    details: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class EntryReport:
+    entry: str
+    devices: int
+    verdict: str
+    seconds: float
+    original: dict
+    migrated: dict
+    sections: dict[str, Section]
+
+    @property
+    def differences(self) -> list[str]:
+        found = [f"{name}: {d}" for name, s in self.sections.items() for d in s.differences]
+        for side in ("original", "migrated"):
+            if getattr(self, side).get("error"):
+                found.insert(0, f"{side} failed: {getattr(self, side)['error']}")
+        return found
+
+    def to_dict(self) -> dict:
+        return {
+            "entry": self.entry,
+            "devices": self.devices,
+            "verdict": self.verdict,
+            "seconds": round(self.seconds, 3),
+            "original": self.original,
+            "migrated": self.migrated,
+            **{name: dataclasses.asdict(section) for name, section in self.sections.items()},
+        }
+
+
+@dataclasses.dataclass
+class CheckOptions:
+    devices: tuple[int, ...] = (8,)
+    reference_python: str = sys.executable  # runs the original
+    python: str = sys.executable  # runs the migrated code
+    timeout: float = 300.0
+    jobs: int = 2
+    rng_compat: bool = True  # see equivalence.runner: same random streams on old and new JAX
+
+
+def check(original_root: Path, migrated_root: Path, entries: list[str], options: CheckOptions):
+    """Yield an EntryReport per (entry, device count), in order, running sides in parallel."""
+    same_jax = options.reference_python == options.python
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+        for entry in entries:
+            for devices in options.devices:
+                start = time.perf_counter()
+                original = pool.submit(
+                    run_entry, original_root, entry, devices=devices,
+                    python=options.reference_python, timeout=options.timeout,
+                    rng_compat=options.rng_compat,
+                )
+                migrated = pool.submit(
+                    run_entry, migrated_root, entry, devices=devices,
+                    python=options.python, timeout=options.timeout,
+                    rng_compat=options.rng_compat,
+                )
+                yield compare_runs(
+                    entry, devices, original.result(), migrated.result(),
+                    same_jax=same_jax, seconds=time.perf_counter() - start,
+                )
+
+
+def compare_runs(
+    entry: str, devices: int, original: RunOutcome, migrated: RunOutcome, *, same_jax: bool,
+    seconds: float = 0.0,
+) -> EntryReport:
+    sides = {"original": _side(original), "migrated": _side(migrated)}
+    if not original.ok:
+        return EntryReport(entry, devices, ERROR, seconds, **sides, sections={})
+    if not migrated.ok:
+        return EntryReport(entry, devices, DIFFERENT, seconds, **sides, sections={})
+    sections = {
+        "outputs": _outputs(original, migrated),
+        "collectives": _collectives(original, migrated, same_jax),
+        "donation": _donation(original, migrated),
+        "sharding": _sharding(original, migrated),
+    }
+    verdict = DIFFERENT if any(s.verdict == DIFFERENT for s in sections.values()) else EQUIVALENT
+    return EntryReport(entry, devices, verdict, seconds, **sides, sections=sections)
+
+
+def _side(outcome: RunOutcome) -> dict:
+    return {"ok": outcome.ok, "seconds": round(outcome.seconds, 3),
+            "jax_version": outcome.jax_version, "error": outcome.error}
+
+
+def _verdict(differences: list[str]) -> str:
+    return DIFFERENT if differences else EQUIVALENT
+
+
+def _outputs(original: RunOutcome, migrated: RunOutcome) -> Section:
+    differences = [str(d) for d in compare_outputs(original.output, migrated.output)]
+    leaves = len(original.output["leaves"])
+    return Section(_verdict(differences), differences, details={"leaves": leaves})
+
+
+def _collectives(original: RunOutcome, migrated: RunOutcome, same_jax: bool) -> Section:
+    """Same JAX on both sides: counts must match exactly. Across JAX versions XLA combines and
+    folds collectives differently, so only the kinds and device groups must match and count
+    changes are notes."""
+    before = original.compiled.program_collectives()
+    after = migrated.compiled.program_collectives()
+    differences, notes = [], []
+    for label in sorted(set(before) | set(after)):
+        old, new = before.get(label, 0), after.get(label, 0)
+        if old == new:
+            continue
+        if not old or not new:
+            differences.append(f"{label}: {'added' if not old else 'removed'} ({old} -> {new} operands)")
+        elif same_jax:
+            differences.append(f"{label}: {old} -> {new} operands")
+        else:
+            notes.append(f"{label}: {old} -> {new} operands (different JAX versions; kinds match)")
+    extra = migrated.compiled.data_movement_collectives() - original.compiled.data_movement_collectives()
+    for label, count in sorted(extra.items()):
+        notes.append(
+            f"extra data movement in the migrated run: {label} x{count} in eager operations "
+            "(e.g. x[0] on a sharded output compiles a gather; prefer out_axes=None or "
+            "x.addressable_shards[0].data)"
+        )
+    details = {"original": original.compiled.to_dict(), "migrated": migrated.compiled.to_dict()}
+    return Section(_verdict(differences), differences, notes, details)
+
+
+def _donation(original: RunOutcome, migrated: RunOutcome) -> Section:
+    before, after = original.compiled.donations(), migrated.compiled.donations()
+    differences = []
+    if before != after:
+        differences.append(
+            f"aliased (donated) parameters per program: original {before}, migrated {after}"
+        )
+    return Section(_verdict(differences), differences, details={"original": before, "migrated": after})
+
+
+def _sharding(original: RunOutcome, migrated: RunOutcome) -> Section:
+    differences, compared = [], 0
+    for a, b in zip(original.output["leaves"], migrated.output["leaves"]):
+        if "sharding" in a and "sharding" in b:
+            compared += 1
+            if a["sharding"] != b["sharding"]:
+                differences.append(f"{a['path']}: {a['sharding']} != {b['sharding']}")
+    verdict = _verdict(differences) if compared else "skipped"
+    return Section(verdict, differences, details={"compared_leaves": compared})
+
+
+def summary(reports: list[EntryReport]) -> dict:
+    verdicts = collections.Counter(r.verdict for r in reports)
+    return {"checks": len(reports), **{v: verdicts.get(v, 0) for v in (EQUIVALENT, DIFFERENT, ERROR)}}
+
+
+def exit_code(reports: list[EntryReport]) -> int:
+    counts = summary(reports)
+    if counts[ERROR]:
+        return 2
+    return 1 if counts[DIFFERENT] else 0

@@ -1,0 +1,177 @@
+"""What a program compiled to: collectives and donation, read from XLA's optimised HLO dumps.
+
+The worker runs with `--xla_dump_to`, so every module the entry compiled leaves a
+`*.after_optimizations.txt`. From each we read the collectives (kind, operand count, device
+groups) and the parameters aliased to outputs (donation).
+
+Normalisation, so that only the migration shows up as a difference:
+- legacy pmap compiles with replicas, shard_map with partitions: device groups are written
+  as sorted tuples of ids whatever the spelling (`{{0,1}}`, `[2,4]<=[8]`, `mesh[...]`);
+- the async forms (`all-reduce-start`) count as their op;
+- an all-reduce of a constant is dropped (newer JAX folds `psum(constant)` before XLA sees it);
+- modules JAX compiles for single eager operations (`jit_gather` for `x[0]`, `jit_squeeze`,
+  ...) are "data movement", reported apart from the program's own collectives.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import re
+from pathlib import Path
+
+KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+_OP = re.compile(
+    r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(?P<shape>.*?)\s(?P<kind>" + "|".join(KINDS) + r")"
+    r"(?:-start)?\((?P<operands>[^)]*)\)(?P<attrs>.*)$"
+)
+_GROUPS = re.compile(r"replica_groups=(\{\{[^=]*?\}\}|\{\}|\[[^\]]*\][^,]*|mesh\[[^\]]*\]\s*\{[^}]*\})")
+_PAIRS = re.compile(r"source_target_pairs=(\{\{[^=]*?\}\})")
+_ALIAS = re.compile(r"input_output_alias=\{(?P<body>.*?)\}\s*(?:,|$)")
+_HEADER = re.compile(r"^HloModule\s+(?P<name>[\w.\-]+)")
+_COUNT = re.compile(r"(replica_count|num_partitions)=(\d+)")
+
+# Modules JAX compiles for one eager operation outside the user's jitted code (data movement).
+EAGER_OPERATIONS = {
+    "gather", "squeeze", "convert_element_type", "broadcast_in_dim", "_multi_slice",
+    "dynamic_slice", "slice", "concatenate", "reshape", "transpose", "_identity_fn",
+    "device_put", "_reshard", "copy", "_take", "_unstack", "_where", "select_n", "_split",
+    "expand_dims", "_getitem", "stack",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Collective:
+    kind: str
+    groups: str  # normalised device groups or source-target pairs
+    operands: int
+
+    def label(self) -> str:
+        return f"{self.kind} {self.groups}"
+
+
+@dataclasses.dataclass
+class Module:
+    name: str
+    devices: int
+    collectives: list[Collective]
+    aliased_parameters: int
+
+    @property
+    def data_movement(self) -> bool:
+        return self.name.removeprefix("jit_") in EAGER_OPERATIONS
+
+
+def parse_module(text: str) -> Module:
+    lines = text.splitlines()
+    header = lines[0] if lines else ""
+    match = _HEADER.match(header)
+    counts = {k: int(v) for k, v in _COUNT.findall(header)}
+    devices = max(counts.get("replica_count", 1), counts.get("num_partitions", 1))
+    collectives = []
+    for line in lines:
+        if "from instruction" in line:
+            continue
+        op = _OP.match(line)
+        if not op:
+            continue
+        operands = [o for o in op["operands"].split(",") if o.strip()]
+        if op["kind"] == "all-reduce" and operands and all(
+            re.search(r"%?constant[\w.]*\s*$", o.strip()) for o in operands
+        ):
+            continue
+        collectives.append(
+            Collective(op["kind"], _normalise_groups(op["attrs"], devices), max(1, len(operands)))
+        )
+    alias = _ALIAS.search(header)
+    aliased = len(re.findall(r"\(\s*\d+\s*,", alias["body"])) if alias else 0
+    return Module(match["name"] if match else "?", devices, collectives, aliased)
+
+
+def _normalise_groups(attrs: str, devices: int) -> str:
+    pairs = _PAIRS.search(attrs)
+    if pairs:
+        found = re.findall(r"\{(\d+),(\d+)\}", pairs.group(1))
+        return "pairs " + " ".join(f"{a}->{b}" for a, b in sorted((int(a), int(b)) for a, b in found))
+    groups = _GROUPS.search(attrs)
+    everyone = "groups " + ",".join(str(d) for d in range(devices))
+    if not groups or groups.group(1) in ("{}",):
+        return everyone
+    text = groups.group(1)
+    if text.startswith("{{"):
+        parsed = [sorted(int(d) for d in g.split(",") if d) for g in re.findall(r"\{([\d,]*)\}", text)]
+        return "groups " + " | ".join(",".join(map(str, g)) for g in sorted(parsed))
+    iota = re.fullmatch(r"\[(\d+),(\d+)\]<=\[(\d+)\]", text.strip())
+    if iota:
+        n_groups, size = int(iota.group(1)), int(iota.group(2))
+        groups = [list(range(i * size, (i + 1) * size)) for i in range(n_groups)]
+        return "groups " + " | ".join(",".join(map(str, g)) for g in groups)
+    mesh = re.fullmatch(r"mesh\[(.*)\]\s*\{(.*)\}", text.strip())
+    if mesh:
+        axes = re.findall(r"'([^']+)'=(\d+)", mesh.group(1))
+        reduced = set(re.findall(r"'([^']+)'", mesh.group(2)))
+        if reduced == {name for name, _ in axes}:
+            return everyone
+    return "raw " + text
+
+
+@dataclasses.dataclass
+class CompiledSummary:
+    modules: list[Module]
+
+    def program_collectives(self) -> collections.Counter:
+        return _count(m for m in self.modules if not m.data_movement)
+
+    def data_movement_collectives(self) -> collections.Counter:
+        return _count(m for m in self.modules if m.data_movement)
+
+    def donations(self) -> list[int]:
+        """Aliased-parameter counts of the program modules that donate, sorted."""
+        programs = _distinct(m for m in self.modules if not m.data_movement)
+        return sorted(m.aliased_parameters for m in programs if m.aliased_parameters)
+
+    def to_dict(self) -> dict:
+        return {
+            "program_collectives": _as_rows(self.program_collectives()),
+            "data_movement_collectives": _as_rows(self.data_movement_collectives()),
+            "donations": self.donations(),
+            "modules": [
+                {"name": m.name, "devices": m.devices, "collectives": len(m.collectives),
+                 "aliased_parameters": m.aliased_parameters, "data_movement": m.data_movement}
+                for m in self.modules
+            ],
+        }
+
+
+def _distinct(modules) -> list[Module]:
+    """One of each program: JAX may compile the same function again for inputs that are
+    committed differently (new pmap and jit do, legacy pmap did not), which is not a change
+    in what the program communicates."""
+    seen, distinct = set(), []
+    for module in modules:
+        key = (module.name.removeprefix("jit_").removeprefix("pmap_"),
+               tuple(sorted((c.label(), c.operands) for c in module.collectives)),
+               module.aliased_parameters)
+        if key not in seen:
+            seen.add(key)
+            distinct.append(module)
+    return distinct
+
+
+def _count(modules) -> collections.Counter:
+    counter: collections.Counter = collections.Counter()
+    for module in _distinct(modules):
+        for c in module.collectives:
+            counter[c.label()] += c.operands
+    return counter
+
+
+def _as_rows(counter: collections.Counter) -> list[dict]:
+    return [{"collective": k, "operands": v} for k, v in sorted(counter.items())]
+
+
+def read_dump(folder: Path | None) -> CompiledSummary:
+    if folder is None or not folder.is_dir():
+        return CompiledSummary([])
+    files = sorted(folder.glob("*after_optimizations.txt"))
+    return CompiledSummary([parse_module(f.read_text(errors="replace")) for f in files])
