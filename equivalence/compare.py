@@ -36,8 +36,8 @@ def compare_outputs(original: dict, migrated: dict) -> list[Difference]:
     for a, b in zip(original["leaves"], migrated["leaves"]):
         path = a["path"]
         if "key" not in a or "key" not in b:
-            if a.get("repr") != b.get("repr"):
-                differences.append(Difference(path, f"non-array {a.get('repr')} != {b.get('repr')}"))
+            kinds = f"{a.get('type', a.get('dtype'))} / {b.get('type', b.get('dtype'))}"
+            differences.append(Difference(path, f"not an array ({kinds}); cannot be compared"))
             continue
         x, y = original["arrays"][a["key"]], migrated["arrays"][b["key"]]
         if x.shape != y.shape or x.dtype != y.dtype:

@@ -90,8 +90,11 @@ def _run_in(
     result = json.loads(result_file.read_text())
     if not result["ok"]:
         return RunOutcome(False, seconds, error=result["error"], jax_version=result.get("jax_version", ""))
-    with np.load(out_dir / "outputs.npz") as saved:
-        arrays = {key: saved[key] for key in saved.files}
+    try:
+        with np.load(out_dir / "outputs.npz") as saved:
+            arrays = {key: saved[key] for key in saved.files}
+    except (OSError, ValueError) as error:
+        return RunOutcome(False, seconds, error=f"outputs could not be read back: {error}")
     output = {"treedef": result["treedef"], "leaves": result["leaves"], "arrays": arrays}
     return RunOutcome(
         True, seconds, output=output, jax_version=result["jax_version"], compiled=read_dump(hlo_dir)

@@ -42,8 +42,10 @@ def main(root, entry, out_dir):
                 array = jax.random.key_data(leaf)
             try:
                 array = np.asarray(jax.device_get(array))
-            except Exception as error:  # not an array: keep its repr
-                described.append({"path": _key_path(path), "repr": repr(leaf)[:200],
+                if array.dtype == object:
+                    raise TypeError(f"{type(leaf).__name__} is not an array")
+            except Exception as error:  # not an array: say what it is
+                described.append({"path": _key_path(path), "type": type(leaf).__name__,
                                   "error": f"not an array: {error}"})
                 continue
             arrays[f"leaf{index}"] = array

@@ -199,3 +199,54 @@ def test_property_mode_draws_inputs_and_shrinks_a_difference(planted, tmp_path):
         # Shrunk: the smallest shape, all zeros.
         assert "shape=(8, 1)" in result["minimal_failure"]["input"]
         assert "values=[0. 0. 0. 0. 0. 0. 0. 0.]" in result["minimal_failure"]["input"]
+
+
+HOSTILE = '''import os
+import sys
+
+import numpy as np
+
+
+def raises():
+    raise KeyError("boom")
+
+
+def exits():
+    sys.exit(3)
+
+
+def segfaults():
+    os.kill(os.getpid(), 11)
+
+
+def floods():
+    sys.stdout.write("x" * 20_000_000)
+    sys.stderr.write("y" * 5_000_000)
+    return {"a": np.arange(3)}
+
+
+def not_arrays():
+    return {"obj": object(), "n": 3}
+
+
+def fine():
+    return {"a": np.arange(4.0)}
+'''
+
+
+def test_hostile_entries_are_each_reported_and_the_rest_still_run(tmp_path):
+    original = write(tmp_path / "original", "")
+    (original / "hostile.py").write_text(HOSTILE)
+    migrated = write(tmp_path / "migrated", "")
+    (migrated / "hostile.py").write_text(HOSTILE.replace('raise KeyError("boom")', "return 1"))
+    entries = [f"hostile:{name}" for name in ("raises", "exits", "segfaults", "floods", "not_arrays", "fine")]
+    reports = {r.entry.split(":")[1]: r for r in check(original, migrated, entries, CheckOptions(devices=(2,), timeout=60))}
+    assert list(reports) == ["raises", "exits", "segfaults", "floods", "not_arrays", "fine"]
+    assert reports["raises"].verdict == "error" and "KeyError" in reports["raises"].original["error"]
+    assert reports["exits"].verdict == "error" and "SystemExit: 3" in reports["exits"].original["error"]
+    assert reports["segfaults"].verdict == "error" and "worker died" in reports["segfaults"].original["error"]
+    assert reports["floods"].verdict == "equivalent"
+    assert reports["not_arrays"].verdict == "different"
+    assert reports["not_arrays"].differences == [
+        "outputs: ['obj']: not an array (object / object); cannot be compared"]
+    assert reports["fine"].verdict == "equivalent"
