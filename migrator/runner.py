@@ -7,6 +7,8 @@ output atomically. A file that fails at any step gets one error finding and the 
 from __future__ import annotations
 
 import ast
+import concurrent.futures
+import functools
 import dataclasses
 import shutil
 import traceback
@@ -29,10 +31,15 @@ class FileResult:
     migrated: bytes = b""
     encoding: str = "utf-8"
     findings: list[Finding] = dataclasses.field(default_factory=list)
+    was_changed: bool = False  # kept by slim() once the contents are dropped
 
     @property
     def changed(self) -> bool:
-        return self.migrated != self.original and not self.has_error
+        return self.was_changed or (self.migrated != self.original and not self.has_error)
+
+    def slim(self) -> "FileResult":
+        """The same result without the file contents, so a long run keeps only findings."""
+        return dataclasses.replace(self, original=b"", migrated=b"", was_changed=self.changed)
 
     @property
     def has_error(self) -> bool:
@@ -92,9 +99,28 @@ def _check_syntax(result: FileResult) -> None:
         result.fail("PM001", f"cannot parse: {error}")
 
 
-def process_all(paths: list[Path], target: TargetJax) -> Iterator[FileResult]:
-    for file in discover(paths):
-        yield process(file, target)
+def process_all(paths: list[Path], target: TargetJax, jobs: int = 1) -> Iterator[FileResult]:
+    return process_files(discover(paths), target, jobs)
+
+
+def process_files(files, target: TargetJax, jobs: int = 1) -> Iterator[FileResult]:
+    """Results in discovery order whatever `jobs` is; unchanged files come back slim."""
+    if jobs <= 1:
+        for file in files:
+            yield _for_caller(process(file, target))
+        return
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+        work = functools.partial(_process_in_worker, target=target)
+        yield from pool.map(work, files, chunksize=16)
+
+
+def _process_in_worker(file: SourceFile, target: TargetJax) -> FileResult:
+    return _for_caller(process(file, target))
+
+
+def _for_caller(result: FileResult) -> FileResult:
+    """Contents travel back only when a diff or a write needs them."""
+    return result if result.changed else result.slim()
 
 
 def write_result(result: FileResult, out_dir: Path | None) -> None:
