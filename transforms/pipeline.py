@@ -17,6 +17,7 @@ from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from transforms.findings import Finding
 from transforms.pmap_sites import PmapToShardMap
 from transforms.removed_apis import RemovedApis
+from transforms.suppressions import Suppressions
 from transforms.target import DEFAULT_TARGET, TargetJax
 
 # Files without any of these words cannot hold a site; they are never parsed by libcst.
@@ -52,11 +53,13 @@ def migrate_source(source: bytes, target: TargetJax = DEFAULT_TARGET) -> Migrati
     # RemovedApis runs first because it never adds lines, so every finding keeps the line
     # numbers of the input file.
     context = CodemodContext()
+    suppressions = Suppressions.from_source(source)
     for transform_class in (RemovedApis, PmapToShardMap):
-        transform = transform_class(context, target)
+        transform = transform_class(context, target, suppressions)
         module = transform.transform_module(module)
         findings.extend(transform.findings)
     module = AddImportsVisitor(context).transform_module(module)
     module = RemoveImportsVisitor(context).transform_module(module)
+    findings.extend(suppressions.unused())
     findings.sort(key=lambda f: (f.line, f.col, f.code))
     return MigrationResult(source=module.bytes, findings=findings, _original=source)

@@ -21,6 +21,7 @@ from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameP
 from transforms.findings import Finding
 from transforms.runtime_helper import HELPER_MARKER, HELPER_NAME, helper_source
 from transforms.specs import AxesNotTranslatable, axes_to_specs
+from transforms.suppressions import Suppressions
 from transforms.target import TargetJax
 
 PMAP = "jax.pmap"
@@ -53,9 +54,12 @@ class PmapToShardMap(ContextAwareTransformer):
 
     METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider, ParentNodeProvider)
 
-    def __init__(self, context: CodemodContext, target: TargetJax):
+    def __init__(
+        self, context: CodemodContext, target: TargetJax, suppressions: Suppressions | None = None
+    ):
         super().__init__(context)
         self.target = target
+        self.suppressions = suppressions or Suppressions([])
         self.findings: list[Finding] = []
         self.migrated_lines: list[int] = []
         self._nested: set[cst.CSTNode] = set()  # pmap sites inside another site's function
@@ -90,9 +94,14 @@ class PmapToShardMap(ContextAwareTransformer):
         pos = self.get_metadata(PositionProvider, node).start
         return pos.line, pos.column + 1
 
-    def _report(self, node: cst.CSTNode, code: str, message: str) -> None:
+    def _report(self, node: cst.CSTNode, code: str, message: str) -> bool:
+        """Record a finding; False when a suppression comment covers it (reported as PM011)."""
         line, col = self._position(node)
+        if self.suppressions.covers(line, code):
+            self.findings.append(Finding("PM011", line, col, f"{code} suppressed: {message}"))
+            return False
         self.findings.append(Finding(code=code, line=line, col=col, message=message))
+        return True
 
     def _code(self, node: cst.CSTNode) -> str:
         return self._source_module.code_for_node(node).strip()
@@ -204,7 +213,8 @@ class PmapToShardMap(ContextAwareTransformer):
         if self._decorated_twice(original_node):
             self._report(original_node, "PM206", f"{self._nesting(original_node)}; not migrated")
             return updated_node
-        self._migrated(original_node, "@" + self._code(original_node.decorator), "")
+        if not self._migrated(original_node, "@" + self._code(original_node.decorator), ""):
+            return updated_node
         return updated_node.with_changes(decorator=cst.Name(HELPER_NAME))
 
     def _decorated_twice(self, decorator: cst.Decorator) -> bool:
@@ -250,7 +260,8 @@ class PmapToShardMap(ContextAwareTransformer):
         except (SiteRefused, AxesNotTranslatable) as refused:
             self._report(original, refused.code, f"{label}: {refused.message}; not migrated")
             return updated
-        self._migrated(original, label, summary)
+        if not self._migrated(original, label, summary):
+            return updated
         if partial:
             helper_arg = updated.args[0].with_changes(value=cst.Name(HELPER_NAME))
             return updated.with_changes(args=[helper_arg, *new_args])
@@ -327,11 +338,13 @@ class PmapToShardMap(ContextAwareTransformer):
     def _code_fresh(self, node: cst.CSTNode) -> str:
         return " ".join(cst.Module(body=[]).code_for_node(node).split())
 
-    def _migrated(self, node: cst.CSTNode, label: str, summary: str) -> None:
-        line, _ = self._position(node)
-        self.migrated_lines.append(line)
+    def _migrated(self, node: cst.CSTNode, label: str, summary: str) -> bool:
+        """Report the migration of a site; False when a suppression keeps it as it is."""
         detail = f" ({summary})" if summary else ""
-        self._report(node, "PM100", f"{label} -> jax.jit + jax.shard_map{detail}")
+        if not self._report(node, "PM100", f"{label} -> jax.jit + jax.shard_map{detail}"):
+            return False
+        self.migrated_lines.append(self._position(node)[0])
+        return True
 
 
 def _repeatable(node: cst.BaseExpression) -> bool:

@@ -12,6 +12,7 @@ from libcst.codemod import CodemodContext, ContextAwareTransformer
 from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider
 
 from transforms.findings import Finding
+from transforms.suppressions import Suppressions
 from transforms.target import TargetJax
 
 REPORTED = {
@@ -29,14 +30,22 @@ TREE_MAP = "jax.tree_map"
 class RemovedApis(ContextAwareTransformer):
     METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider, ParentNodeProvider)
 
-    def __init__(self, context: CodemodContext, target: TargetJax):
+    def __init__(
+        self, context: CodemodContext, target: TargetJax, suppressions: Suppressions | None = None
+    ):
         super().__init__(context)
         self.target = target
+        self.suppressions = suppressions or Suppressions([])
         self.findings: list[Finding] = []
 
-    def _report(self, node: cst.CSTNode, code: str, message: str) -> None:
+    def _report(self, node: cst.CSTNode, code: str, message: str) -> bool:
+        """Record a finding; False when a suppression comment covers it (reported as PM011)."""
         pos = self.get_metadata(PositionProvider, node).start
+        if self.suppressions.covers(pos.line, code):
+            self.findings.append(Finding("PM011", pos.line, pos.column + 1, f"{code} suppressed: {message}"))
+            return False
         self.findings.append(Finding(code=code, line=pos.line, col=pos.column + 1, message=message))
+        return True
 
     def _qualified(self, node: cst.CSTNode) -> set[str]:
         return {q.name for q in self.get_metadata(QualifiedNameProvider, node, set())}
@@ -75,7 +84,8 @@ class RemovedApis(ContextAwareTransformer):
         if TREE_MAP not in self._qualified(original_node) or self._in_import(original_node):
             return updated_node
         replacement = "tree.map" if self.target.has_tree_module else "tree_util.tree_map"
-        self._report(original_node, "PM304", f"jax.tree_map -> jax.{replacement}")
+        if not self._report(original_node, "PM304", f"jax.tree_map -> jax.{replacement}"):
+            return updated_node
         parts = replacement.split(".")
         value = updated_node.value
         for part in parts[:-1]:

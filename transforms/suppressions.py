@@ -1,0 +1,69 @@
+"""`# pmap-migrate: ignore[CODE, ...]` comments: leave a site alone, on purpose and visibly.
+
+A comment on a site's line or on the line above covers that site. Without codes it covers
+every code. A covered site is not rewritten and is reported as suppressed (PM011); a comment
+that covered nothing is reported as unused (PM012), like ruff's RUF100.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import re
+import tokenize
+
+from transforms.findings import Finding
+
+MARKER = re.compile(r"#\s*pmap-migrate:\s*ignore(?:\[(?P<codes>[A-Za-z0-9_,\s]*)\])?")
+
+
+@dataclasses.dataclass
+class Suppression:
+    line: int
+    col: int
+    codes: frozenset[str]  # empty: every code
+    used: bool = False
+
+    def matches(self, code: str) -> bool:
+        return not self.codes or code in self.codes
+
+
+class Suppressions:
+    def __init__(self, items: list[Suppression]):
+        self._by_line = {s.line: s for s in items}
+
+    @classmethod
+    def from_source(cls, source: bytes) -> "Suppressions":
+        if b"pmap-migrate:" not in source:
+            return cls([])
+        items = []
+        try:
+            for token in tokenize.tokenize(io.BytesIO(source).readline):
+                if token.type != tokenize.COMMENT:
+                    continue
+                match = MARKER.search(token.string)
+                if match:
+                    codes = match["codes"] or ""
+                    items.append(Suppression(
+                        token.start[0], token.start[1] + 1,
+                        frozenset(c.strip().upper() for c in codes.split(",") if c.strip()),
+                    ))
+        except (tokenize.TokenError, SyntaxError):
+            pass  # the parser reports the file; nothing to suppress
+        return cls(items)
+
+    def covers(self, line: int, code: str) -> bool:
+        """True when a comment on `line` or the line above suppresses `code` (and mark it used)."""
+        for candidate in (line, line - 1):
+            suppression = self._by_line.get(candidate)
+            if suppression and suppression.matches(code):
+                suppression.used = True
+                return True
+        return False
+
+    def unused(self) -> list[Finding]:
+        return [
+            Finding("PM012", s.line, s.col, "unused suppression: nothing here is reported"
+                    + (f" as {', '.join(sorted(s.codes))}" if s.codes else ""))
+            for s in self._by_line.values() if not s.used
+        ]
