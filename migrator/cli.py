@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Callable, List, Optional
@@ -18,8 +19,10 @@ from typing import Callable, List, Optional
 import typer
 
 from migrator import report
-from migrator.diffing import unified_diff
+from migrator.config import Config, ConfigError, load_config
+from migrator.diffing import colorize, notebook_cell_headers, unified_diff
 from migrator.files import discover
+from migrator.formats import WRITERS
 from migrator.runner import FileResult, copy_other_files, process_all, process_files, write_result
 from transforms.target import NEWEST, TargetJax
 
@@ -33,38 +36,83 @@ app = typer.Typer(
 class Format(str, enum.Enum):
     text = "text"
     json = "json"
+    sarif = "sarif"
+    github = "github"
+    junit = "junit"
 
 
 PathsArg = typer.Argument(..., help="Files or directories to migrate.", show_default=False)
-TargetOpt = typer.Option(NEWEST, "--target-jax", help="JAX version the output is written for.")
+TargetOpt = typer.Option(
+    None, "--target-jax",
+    help=f"JAX version the output is written for: a version or 'auto' (default: the project's "
+    f"[tool.pmap-migrate] target-jax, else {NEWEST}).",
+)
+FormatOpt = typer.Option(Format.text, "--format", help="Findings as text, json, sarif, github or junit.")
 JobsOpt = typer.Option(
     0, "--jobs", "-j", help="Worker processes (0: one per core). Output order does not depend on it."
 )
 ProgressOpt = typer.Option(True, "--progress/--no-progress", help="Progress bar on a terminal.")
 
 
-def _target(text: str) -> TargetJax:
+def _target(text: str | None) -> TargetJax:
     try:
-        return TargetJax.parse(text)
+        return TargetJax.parse(text or NEWEST)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--target-jax") from None
 
 
+def _config(paths: list[Path], target: str | None) -> Config:
+    """[tool.pmap-migrate] from the nearest pyproject.toml; command-line flags win."""
+    if target and target != "auto":
+        _target(target)
+    try:
+        return load_config(paths, override_target=target)
+    except ConfigError as error:
+        typer.echo(f"pmap-migrate: {error}", err=True)
+        raise typer.Exit(report.EXIT_ERROR) from None
+
+
 def _run(
-    paths: list[Path], target: str, jobs: int, progress: bool, handle: Callable[[FileResult], None]
+    paths: list[Path], target: str | None, jobs: int, progress: bool,
+    handle: Callable[[FileResult], None],
 ) -> list[FileResult]:
     """Process every file, hand each full result to `handle`, keep the slim ones."""
-    files = list(discover(paths))
+    config = _config(paths, target)
+    files = list(discover(paths, config))
     workers = jobs or os.cpu_count() or 1
     workers = min(workers, max(1, len(files) // 8))  # processes only pay off on larger trees
     show = progress and sys.stderr.isatty() and sys.stdout.isatty() and len(files) > 1
     kept = []
     with _progress(show, len(files)) as advance:
-        for result in process_files(files, _target(target), workers):
+        for result in process_files(files, _target(config.target_jax), workers, config):
             handle(result)
             kept.append(result.slim())
             advance()
     return kept
+
+
+class _Findings:
+    """Findings of a streaming run in the chosen format: text and github line by line,
+    the document formats (json, sarif, junit) at the end."""
+
+    def __init__(self, format: Format, stream):
+        self.format, self.stream = format, stream
+        self.writer = WRITERS[format.value]() if format.value in WRITERS else None
+
+    def add(self, result: FileResult) -> None:
+        if self.format is Format.text:
+            report.write_text([result], self.stream)
+        elif self.writer is not None:
+            self.writer.add(result)
+            if self.format is Format.github:
+                self.writer.finish(self.stream)
+                self.writer = WRITERS["github"]()
+
+    def finish(self, results: list[FileResult]) -> None:
+        if self.format is Format.json:
+            report.write_json(results, self.stream)
+        elif self.writer is not None and self.format is not Format.github:
+            self.writer.finish(self.stream)
 
 
 @contextlib.contextmanager
@@ -84,10 +132,16 @@ def diff(
     paths: List[Path] = PathsArg,
     target_jax: str = TargetOpt,
     context: int = typer.Option(3, "--context", "-U", help="Lines of context in the diff."),
+    color: Optional[bool] = typer.Option(
+        None, "--color/--no-color", help="Colour the diff (default: when stdout is a terminal)."
+    ),
+    format: Format = FormatOpt,
     jobs: int = JobsOpt,
     progress: bool = ProgressOpt,
 ) -> None:
     """Dry run: print a unified diff (git apply / patch -p1) and the findings on stderr."""
+    colored = sys.stdout.isatty() if color is None else color
+    findings = _Findings(format, sys.stderr)
 
     def show(result: FileResult) -> None:
         if result.changed:
@@ -96,12 +150,16 @@ def diff(
                 result.migrated.decode(result.encoding),
                 result.file.display,
                 context,
+                section=notebook_cell_headers if result.file.path.suffix == ".ipynb" else None,
             )
+            if colored:
+                text = colorize(text)
             sys.stdout.buffer.write(text.encode(result.encoding))
             sys.stdout.buffer.flush()
-        report.write_text([result], sys.stderr)
+        findings.add(result)
 
     results = _run(paths, target_jax, jobs, progress, show)
+    findings.finish(results)
     typer.echo(report.summary_line(results, "would change"), err=True)
     raise typer.Exit(report.exit_code(results, pending_counts=True))
 
@@ -134,20 +192,15 @@ def apply(
 def scan(
     paths: List[Path] = PathsArg,
     target_jax: str = TargetOpt,
-    format: Format = typer.Option(Format.text, "--format", help="text or json."),
+    format: Format = FormatOpt,
     jobs: int = JobsOpt,
     progress: bool = ProgressOpt,
 ) -> None:
     """Inventory: list every pmap site and finding, change nothing."""
-    as_text = format is Format.text
-    results = _run(
-        paths, target_jax, jobs, progress,
-        (lambda r: report.write_text([r], sys.stdout)) if as_text else (lambda r: None),
-    )
-    if as_text:
-        typer.echo(report.summary_line(results, "would change"), err=True)
-    else:
-        report.write_json(results, sys.stdout)
+    findings = _Findings(format, sys.stdout)
+    results = _run(paths, target_jax, jobs, progress, findings.add)
+    findings.finish(results)
+    typer.echo(report.summary_line(results, "would change"), err=True)
     raise typer.Exit(report.exit_code(results, pending_counts=True))
 
 
@@ -254,6 +307,9 @@ def _as_root(path: Path) -> Path:
 
 
 def main() -> None:
+    # SIGTERM (CI cancellation, timeout) unwinds like Ctrl-C, so a write in progress removes
+    # its temporary file; the file being replaced is never half-written either way.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         app()
     except SystemExit:

@@ -36,26 +36,36 @@ def display_name(path: Path) -> str:
         return path.absolute().as_posix()
 
 
-def discover(paths: list[Path]) -> Iterator[SourceFile]:
-    """Every .py file under `paths`, sorted, each once. Symlinks are never followed out."""
+SOURCE_SUFFIXES = (".py", ".ipynb")
+
+
+def discover(paths: list[Path], config=None) -> Iterator[SourceFile]:
+    """Every .py / .ipynb file under `paths` (the configuration's include and exclude
+    globs when given), sorted, each once. Files named on the command line are always
+    taken. Symlinks are never followed out of the tree."""
     seen: set[Path] = set()
     for given in paths:
         given = Path(os.path.abspath(given))
         if given.is_dir() and not given.is_symlink():
-            yield from _walk(given, seen)
+            yield from _walk(given, seen, config)
         else:
             yield from _single(given, given.parent, seen)
 
 
-def _walk(root: Path, seen: set[Path]) -> Iterator[SourceFile]:
+def _walk(root: Path, seen: set[Path], config) -> Iterator[SourceFile]:
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(
-            d for d in dirnames if d not in SKIPPED_DIRS and not d.endswith(".egg-info")
-        )
         here = Path(dirpath)
+        if config is None:
+            dirnames[:] = sorted(
+                d for d in dirnames if d not in SKIPPED_DIRS and not d.endswith(".egg-info")
+            )
+        else:
+            dirnames[:] = sorted(d for d in dirnames if not config.excluded_dir(here / d))
         for name in sorted(filenames):
-            if name.endswith(".py"):
-                yield from _single(here / name, root, seen, inside=root)
+            path = here / name
+            wanted = config.is_included(path) if config else name.endswith(SOURCE_SUFFIXES)
+            if wanted:
+                yield from _single(path, root, seen, inside=root)
         for name in dirnames:
             if (here / name).is_symlink():
                 yield _problem(here / name, root, "PM007", "symlinked directory not followed")
@@ -77,6 +87,9 @@ def _single(path: Path, root: Path, seen: set[Path], inside: Path | None = None)
         path = target
     if not path.exists():
         yield _problem(path, root, "PM003", "no such file or directory")
+        return
+    if not path.is_file():  # a FIFO or device named *.py would block or never end
+        yield _problem(path, root, "PM003", "not a regular file")
         return
     real = path.resolve()
     if real in seen:

@@ -17,10 +17,13 @@ from typing import Iterator
 
 import libcst as cst
 
+from migrator.config import Config
 from migrator.files import SourceFile, discover
+from migrator.notebooks import NotebookError, migrate_notebook
 from migrator.textio import NotText, atomic_write, check_text
 from transforms.findings import Finding
 from transforms.pipeline import migrate_source, might_need_migration
+from transforms.rules import all_rules
 from transforms.target import TargetJax
 
 
@@ -51,7 +54,19 @@ class FileResult:
         return self
 
 
-def process(file: SourceFile, target: TargetJax) -> FileResult:
+def process(file: SourceFile, target: TargetJax, config: Config | None = None) -> FileResult:
+    """Migrate one file; with a configuration, its per-path target and codes apply."""
+    ignored: frozenset[str] = frozenset()
+    if config is not None:
+        target = TargetJax.parse(config.target_for(file.path))
+        ignored = frozenset(c for c in all_rules() if not config.keeps(file.path, c))
+    result = _process(file, target, ignored)
+    if ignored:
+        result.findings = [f for f in result.findings if f.code not in ignored]
+    return result
+
+
+def _process(file: SourceFile, target: TargetJax, ignored: frozenset[str]) -> FileResult:
     result = FileResult(file=file)
     if file.problem:
         result.findings.append(file.problem)
@@ -60,6 +75,8 @@ def process(file: SourceFile, target: TargetJax) -> FileResult:
         result.original = result.migrated = file.path.read_bytes()
     except OSError as error:
         return result.fail("PM003", f"cannot read: {error.strerror or error}")
+    if file.path.suffix == ".ipynb":
+        return _process_notebook(result, target)
     try:
         result.encoding = check_text(result.original)
     except NotText as error:
@@ -68,7 +85,7 @@ def process(file: SourceFile, target: TargetJax) -> FileResult:
         _check_syntax(result)
         return result
     try:
-        migration = migrate_source(result.original, target)
+        migration = migrate_source(result.original, target, ignored)
     except cst.ParserSyntaxError as error:
         _check_syntax(result)  # Python's own message and position are the clearer ones
         if not result.has_error:
@@ -89,6 +106,21 @@ def process(file: SourceFile, target: TargetJax) -> FileResult:
     return result
 
 
+def _process_notebook(result: FileResult, target: TargetJax) -> FileResult:
+    try:
+        migration = migrate_notebook(result.original, target)
+    except NotebookError as error:
+        return result.fail("PM002", f"not a notebook: {error}")
+    except Exception as error:  # noqa: BLE001 - one bad file must not stop the run
+        return result.fail("PM005", f"{type(error).__name__}: {error}")
+    result.findings.extend(
+        dataclasses.replace(f, path=result.file.display, cell=cell)
+        for f, cell in zip(migration.findings, migration.cell_of)
+    )
+    result.migrated = migration.source
+    return result
+
+
 def _check_syntax(result: FileResult) -> None:
     """Files the prefilter skips are still checked with the fast `ast` parser."""
     try:
@@ -99,23 +131,26 @@ def _check_syntax(result: FileResult) -> None:
         result.fail("PM001", f"cannot parse: {error}")
 
 
-def process_all(paths: list[Path], target: TargetJax, jobs: int = 1) -> Iterator[FileResult]:
-    return process_files(discover(paths), target, jobs)
+def process_all(
+    paths: list[Path], target: TargetJax, jobs: int = 1, config: Config | None = None
+) -> Iterator[FileResult]:
+    return process_files(discover(paths, config), target, jobs, config)
 
 
-def process_files(files, target: TargetJax, jobs: int = 1) -> Iterator[FileResult]:
+def process_files(
+    files, target: TargetJax, jobs: int = 1, config: Config | None = None
+) -> Iterator[FileResult]:
     """Results in discovery order whatever `jobs` is; unchanged files come back slim."""
+    work = functools.partial(_process_in_worker, target=target, config=config)
     if jobs <= 1:
-        for file in files:
-            yield _for_caller(process(file, target))
+        yield from map(work, files)
         return
     with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
-        work = functools.partial(_process_in_worker, target=target)
         yield from pool.map(work, files, chunksize=16)
 
 
-def _process_in_worker(file: SourceFile, target: TargetJax) -> FileResult:
-    return _for_caller(process(file, target))
+def _process_in_worker(file: SourceFile, target: TargetJax, config: Config | None) -> FileResult:
+    return _for_caller(process(file, target, config))
 
 
 def _for_caller(result: FileResult) -> FileResult:

@@ -6,11 +6,24 @@ so this module only decides whether a file is text and how to put new bytes in i
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import io
 import os
 import tempfile
 import tokenize
 from pathlib import Path
+
+
+TEMP_SUFFIX = ".pmap-migrate.tmp"
+
+
+def remove_stale_temporaries(path: Path) -> None:
+    """A run killed with SIGKILL between writing and renaming leaves its temporary file; the
+    next write of the same file removes it (the target itself was never half-written)."""
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*{TEMP_SUFFIX}"):
+        with contextlib.suppress(OSError):
+            stale.unlink()
 
 
 class NotText(Exception):
@@ -53,7 +66,8 @@ def atomic_write(path: Path, data: bytes, *, expected_original: bytes | None = N
     if expected_original is not None and path.exists() and path.read_bytes() != expected_original:
         raise OSError(f"{path} changed while pmap-migrate was running; not written")
     mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".pmap-migrate.tmp", dir=path.parent)
+    remove_stale_temporaries(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

@@ -170,3 +170,64 @@ def test_old_target_uses_experimental_shard_map(tmp_path):
     result = cli("diff", target, "--target-jax", "0.4.38")
     assert b"from jax.experimental.shard_map import shard_map" in result.stdout
     assert b"check_rep=False" in result.stdout
+
+
+def test_project_config_excludes_ignores_and_targets(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.pmap-migrate]\n'
+        'extend-exclude = ["generated"]\n'
+        'target-jax = "0.4.38"\n'
+        'ignore = ["PM2"]\n'
+        '[tool.pmap-migrate.per-path."legacy/*.py"]\n'
+        'ignore = ["PM100"]\n'
+    )
+    (tmp_path / "generated").mkdir()
+    (tmp_path / "generated" / "g.py").write_bytes(SIMPLE)
+    (tmp_path / "legacy").mkdir()
+    (tmp_path / "legacy" / "old.py").write_bytes(SIMPLE)
+    (tmp_path / "a.py").write_bytes(SIMPLE)
+    (tmp_path / "neg.py").write_bytes(REFUSED)
+    result = cli("apply", ".", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr  # PM201 is ignored by the project
+    assert b"check_rep=False" in (tmp_path / "a.py").read_bytes(), "target-jax from pyproject"
+    assert (tmp_path / "generated" / "g.py").read_bytes() == SIMPLE, "excluded"
+    assert (tmp_path / "legacy" / "old.py").read_bytes() == SIMPLE, "PM100 ignored there"
+    assert b"neg.py" not in result.stderr
+    (tmp_path / "c.py").write_bytes(SIMPLE)
+    flag = cli("diff", "c.py", "--target-jax", "0.10", cwd=tmp_path)
+    assert b"check_vma=False" in flag.stdout, "the command-line flag beats the file"
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "pyproject.toml").write_text('[tool.pmap-migrate]\ntarget_jax = "0.10"\n')
+    (bad / "x.py").write_bytes(SIMPLE)
+    broken = cli("scan", ".", cwd=bad)
+    assert broken.returncode == 2 and b"target_jax" in broken.stderr
+
+
+@pytest.mark.parametrize("format", ["sarif", "github", "junit", "json"])
+def test_scan_formats_from_the_command_line(format, tmp_path):
+    (tmp_path / "a.py").write_bytes(SIMPLE)
+    (tmp_path / "b.py").write_bytes(REFUSED)
+    result = cli("scan", tmp_path, "--format", format)
+    assert result.returncode == 1
+    out = result.stdout.decode()
+    if format == "sarif":
+        document = json.loads(out)
+        assert sorted(r["ruleId"] for r in document["runs"][0]["results"]) == ["PM100", "PM201"]
+        assert any("fixes" in r for r in document["runs"][0]["results"])
+    elif format == "github":
+        assert "::notice file=" in out and "::warning file=" in out and "title=PM201" in out
+    elif format == "junit":
+        import xml.etree.ElementTree as ET
+
+        assert ET.fromstring(out).get("failures") == "1"
+    else:
+        assert json.loads(out)["summary"]["needs_human"] == 1
+
+
+def test_diff_colour_only_when_asked_or_on_a_terminal(tmp_path):
+    (tmp_path / "a.py").write_bytes(SIMPLE)
+    plain = cli("diff", tmp_path)
+    assert b"\x1b[" not in plain.stdout
+    coloured = cli("diff", tmp_path, "--color", "-U", "1")
+    assert b"\x1b[31m-@functools.partial(jax.pmap" in coloured.stdout

@@ -14,6 +14,7 @@ class Finding:
     col: int
     message: str
     path: str = ""
+    cell: int | None = None  # notebooks: the cell index (0-based, among all cells)
 
     @property
     def severity(self) -> str:
@@ -32,11 +33,13 @@ class Finding:
         return dataclasses.replace(self, path=path)
 
     def to_text(self) -> str:
-        return f"{self.path}:{self.line}:{self.col}: {self.code} {self.severity} {self.message}"
+        where = f"{self.path}:cell {self.cell}" if self.cell is not None else self.path
+        return f"{where}:{self.line}:{self.col}: {self.code} {self.severity} {self.message}"
 
     def to_dict(self) -> dict:
         return {
             "path": self.path,
+            "cell": self.cell,
             "line": self.line,
             "col": self.col,
             "code": self.code,

@@ -43,8 +43,14 @@ def might_need_migration(source: bytes) -> bool:
     return PREFILTER.search(source) is not None
 
 
-def migrate_source(source: bytes, target: TargetJax = DEFAULT_TARGET) -> MigrationResult:
-    """Migrate one module. Raises libcst.ParserSyntaxError if `source` does not parse."""
+def migrate_source(
+    source: bytes, target: TargetJax = DEFAULT_TARGET, ignored: frozenset[str] = frozenset()
+) -> MigrationResult:
+    """Migrate one module. Raises libcst.ParserSyntaxError if `source` does not parse.
+
+    `ignored`: finding codes the project configuration turns off here; a site whose finding
+    is ignored is left alone (ignoring PM100 means "do not migrate").
+    """
     if not might_need_migration(source):
         return MigrationResult(source=source, findings=[], _original=source)
     module = cst.parse_module(source)
@@ -53,7 +59,7 @@ def migrate_source(source: bytes, target: TargetJax = DEFAULT_TARGET) -> Migrati
     # RemovedApis runs first because it never adds lines, so every finding keeps the line
     # numbers of the input file.
     context = CodemodContext()
-    suppressions = Suppressions.from_source(source)
+    suppressions = Suppressions.from_source(source, ignored)
     for transform_class in (RemovedApis, PmapToShardMap):
         transform = transform_class(context, target, suppressions)
         module = transform.transform_module(module)

@@ -97,8 +97,10 @@ class PmapToShardMap(ContextAwareTransformer):
     def _report(self, node: cst.CSTNode, code: str, message: str) -> bool:
         """Record a finding; False when a suppression comment covers it (reported as PM011)."""
         line, col = self._position(node)
-        if self.suppressions.covers(line, code):
-            self.findings.append(Finding("PM011", line, col, f"{code} suppressed: {message}"))
+        reason = self.suppressions.covers(line, code)
+        if reason:
+            if reason == "comment":
+                self.findings.append(Finding("PM011", line, col, f"{code} suppressed: {message}"))
             return False
         self.findings.append(Finding(code=code, line=line, col=col, message=message))
         return True
@@ -157,12 +159,11 @@ class PmapToShardMap(ContextAwareTransformer):
         index = min(header_end, first_site_stmt)
         # Written with the module's own newline, so a CRLF file stays CRLF inside strings too.
         text = helper_source(self.target).replace("\n", updated.default_newline)
-        helper = cst.parse_module(text).body
+        parsed = cst.parse_module(text)
+        helper = parsed.body
+        marker = [ln for ln in (*parsed.header, *helper[0].leading_lines) if ln.comment]
         helper = [
-            helper[0].with_changes(
-                leading_lines=[cst.EmptyLine(), cst.EmptyLine()]
-                + [ln for ln in helper[0].leading_lines if ln.comment]
-            ),
+            helper[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *marker]),
             *helper[1:],
         ]
         body = list(updated.body)

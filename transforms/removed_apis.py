@@ -41,8 +41,12 @@ class RemovedApis(ContextAwareTransformer):
     def _report(self, node: cst.CSTNode, code: str, message: str) -> bool:
         """Record a finding; False when a suppression comment covers it (reported as PM011)."""
         pos = self.get_metadata(PositionProvider, node).start
-        if self.suppressions.covers(pos.line, code):
-            self.findings.append(Finding("PM011", pos.line, pos.column + 1, f"{code} suppressed: {message}"))
+        reason = self.suppressions.covers(pos.line, code)
+        if reason:
+            if reason == "comment":
+                self.findings.append(
+                    Finding("PM011", pos.line, pos.column + 1, f"{code} suppressed: {message}")
+                )
             return False
         self.findings.append(Finding(code=code, line=pos.line, col=pos.column + 1, message=message))
         return True

@@ -29,13 +29,17 @@ class Suppression:
 
 
 class Suppressions:
-    def __init__(self, items: list[Suppression]):
+    """Comment suppressions of one file, plus the codes the project configuration ignores
+    there (those are silent: the user turned them off)."""
+
+    def __init__(self, items: list[Suppression], ignored: frozenset[str] = frozenset()):
         self._by_line = {s.line: s for s in items}
+        self.ignored = ignored
 
     @classmethod
-    def from_source(cls, source: bytes) -> "Suppressions":
+    def from_source(cls, source: bytes, ignored: frozenset[str] = frozenset()) -> "Suppressions":
         if b"pmap-migrate:" not in source:
-            return cls([])
+            return cls([], ignored)
         items = []
         try:
             for token in tokenize.tokenize(io.BytesIO(source).readline):
@@ -50,16 +54,19 @@ class Suppressions:
                     ))
         except (tokenize.TokenError, SyntaxError):
             pass  # the parser reports the file; nothing to suppress
-        return cls(items)
+        return cls(items, ignored)
 
-    def covers(self, line: int, code: str) -> bool:
-        """True when a comment on `line` or the line above suppresses `code` (and mark it used)."""
+    def covers(self, line: int, code: str) -> str | None:
+        """"config" when the configuration ignores `code`; "comment" when a comment on `line`
+        or the line above suppresses it (the comment is then used); else None."""
+        if code in self.ignored:
+            return "config"
         for candidate in (line, line - 1):
             suppression = self._by_line.get(candidate)
             if suppression and suppression.matches(code):
                 suppression.used = True
-                return True
-        return False
+                return "comment"
+        return None
 
     def unused(self) -> list[Finding]:
         return [

@@ -1,0 +1,733 @@
+"""Project configuration: `[tool.pmap-migrate]` in the nearest pyproject.toml.
+
+    [tool.pmap-migrate]
+    include = ["*.py", "*.ipynb"]          # which files are candidates
+    exclude = [".git", ".venv", ...]       # replaces the default exclusions
+    extend-exclude = ["corpus/legacy"]     # adds to them (or to `exclude`)
+    target-jax = "auto"                    # "0.10", "0.4.38", ... or "auto"
+    select = ["PM"]                        # finding codes or code prefixes to report
+    ignore = ["PM304"]
+    [tool.pmap-migrate.per-path."tests/**"]
+    ignore = ["PM2"]
+    target-jax = "0.4.38"
+
+The file is the nearest pyproject.toml at or above the first path given; the search stops at
+a filesystem root or after a directory that contains `.git`. Without one, every setting has
+its default and the configuration directory is the current directory.
+
+Globs (`include`, `exclude`, `extend-exclude`, `per-path` keys) are matched against paths
+relative to the configuration directory, always with `/` separators:
+
+- `*`, `?` and `[...]` match within one path component; `**` as a whole component spans any
+  number of directories (zero included);
+- a glob without `/` matches any single component, wherever it is (`build`, `*.egg-info`,
+  `test_*.py`); a glob with `/` is anchored at the configuration directory (`corpus/legacy`,
+  `src/**/gen_*.py`; a leading `/` is allowed, a trailing `/` is ignored);
+- an `exclude` or `per-path` glob that matches a directory applies to everything below it;
+  an `include` glob is matched against the file itself (its name for a glob without `/`);
+- a path outside the configuration directory is matched by its name alone, with the
+  globs that have no `/`.
+
+`select` / `ignore` resolve like ruff's: for each code, the longest matching prefix decides
+and `ignore` wins a tie. The global pair is the first layer, where a code that no `select`
+prefix matches is off. Each `per-path` entry that matches is one more layer, in file order,
+and decides only the codes its own prefixes match; the others keep the decision made so
+far. So a per-path `ignore = ["PM2"]` adds to the global ignores, a per-path
+`select = ["PM304"]` re-enables a code ignored globally, and `select = ["PM3"]` together
+with `ignore = ["PM"]` keeps only PM3xx there. Error-severity codes are always kept.
+
+`target-jax = "auto"` reads the `jax` requirement of the project (see `detect_target`).
+`override_target` (the CLI's `--target-jax`) replaces every target in the file, the
+per-path ones included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Iterable
+
+from migrator.files import SKIPPED_DIRS
+from transforms.rules import all_rules
+from transforms.target import NEWEST, TargetJax
+
+try:  # `packaging` is optional; the fallback below reads the usual specifier forms.
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.utils import canonicalize_name
+    from packaging.version import InvalidVersion, Version
+
+    HAVE_PACKAGING = True
+except ImportError:  # pragma: no cover - exercised through monkeypatching HAVE_PACKAGING
+    HAVE_PACKAGING = False
+
+TABLE = "tool.pmap-migrate"
+AUTO = "auto"
+DEFAULT_INCLUDE: tuple[str, ...] = ("*.py", "*.ipynb")
+# The directories the file walker skips, plus the egg-info directories it skips by suffix.
+DEFAULT_EXCLUDE: tuple[str, ...] = (*sorted(SKIPPED_DIRS), "*.egg-info")
+DEFAULT_SELECT: tuple[str, ...] = ("PM",)
+
+# JAX releases that `target-jax = "auto"` chooses among, oldest first.
+JAX_RELEASES: tuple[str, ...] = (
+    "0.4.25", "0.4.30", "0.4.38", "0.5.0", "0.5.3", "0.6.0", "0.6.1", "0.7.0", "0.7.2",
+    "0.8.0", "0.9.0", "0.9.2", "0.10.0", "0.10.2",
+)
+
+_KEYS = ("include", "exclude", "extend-exclude", "target-jax", "select", "ignore", "per-path")
+_PER_PATH_KEYS = ("select", "ignore", "target-jax")
+
+
+class ConfigError(ValueError):
+    """A configuration file that cannot be used; the message names the file and the key."""
+
+
+# --------------------------------------------------------------------------------------
+# Globs
+
+
+@dataclasses.dataclass(frozen=True)
+class Glob:
+    """One glob as written, and how it matches (see the module docstring)."""
+
+    text: str
+    anchored: bool
+    regex: re.Pattern[str]
+
+    @classmethod
+    def compile(cls, text: str) -> "Glob":
+        body = text.replace("\\", "/").strip()
+        while body.startswith("./"):
+            body = body[2:]
+        body = body.rstrip("/")
+        anchored = "/" in body
+        body = body.lstrip("/")
+        if not body:
+            raise ValueError(f"empty glob {text!r}")
+        parts = body.split("/")
+        out = ""
+        for index, part in enumerate(parts):
+            last = index == len(parts) - 1
+            if part == "**":
+                # `a/**` covers a itself and everything below; `**/b` and `a/**/b` any depth.
+                if last:
+                    out = out[:-1] + "(?:/.*)?" if out else ".*"
+                else:
+                    out += "(?:[^/]+/)*"
+            else:
+                out += _translate_component(part) + ("" if last else "/")
+        return cls(text=text, anchored=anchored, regex=re.compile(out, re.DOTALL))
+
+    def matches(self, relative: str) -> bool:
+        """Whether this glob matches the path itself (relative, `/`-separated)."""
+        if self.anchored:
+            return self.regex.fullmatch(relative) is not None
+        return self.regex.fullmatch(relative.rsplit("/", 1)[-1]) is not None
+
+    def covers(self, relative: str) -> bool:
+        """Whether this glob matches the path or one of its ancestors."""
+        parts = relative.split("/")
+        if self.anchored:
+            return any(self.regex.fullmatch("/".join(parts[:n])) for n in range(1, len(parts) + 1))
+        return any(self.regex.fullmatch(part) for part in parts)
+
+
+def _translate_component(part: str) -> str:
+    """fnmatch for one path component: `*` and `?` never match `/`."""
+    out, i = [], 0
+    while i < len(part):
+        char = part[i]
+        i += 1
+        if char == "*":
+            while i < len(part) and part[i] == "*":
+                i += 1
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[":
+            end = i
+            if end < len(part) and part[end] in "!^":
+                end += 1
+            if end < len(part) and part[end] == "]":
+                end += 1
+            while end < len(part) and part[end] != "]":
+                end += 1
+            if end >= len(part):
+                out.append(re.escape(char))
+            else:
+                inner = part[i:end].replace("\\", "\\\\")
+                i = end + 1
+                if inner[:1] in ("!", "^"):
+                    inner = "^" + inner[1:]
+                out.append(f"(?!/)[{inner}]")
+        else:
+            out.append(re.escape(char))
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------------------
+# The configuration
+
+
+@dataclasses.dataclass(frozen=True)
+class PathRule:
+    """One `per-path` entry."""
+
+    glob: Glob
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] | None = None
+    target_jax: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    root: Path  # directory of the pyproject.toml (or cwd when none)
+    source: Path | None  # the pyproject.toml used
+    include: tuple[Glob, ...] = tuple(Glob.compile(g) for g in DEFAULT_INCLUDE)
+    exclude: tuple[Glob, ...] = tuple(Glob.compile(g) for g in DEFAULT_EXCLUDE)
+    target_jax: str = NEWEST
+    select: tuple[str, ...] = DEFAULT_SELECT
+    ignore: tuple[str, ...] = ()
+    per_path: tuple[PathRule, ...] = ()
+    target_forced: bool = False  # set by `override_target`: per-path targets do not apply
+
+    def _relative(self, path: Path) -> tuple[str, bool]:
+        """The path relative to the root, `/`-separated, and whether it is inside the root."""
+        absolute = Path(os.path.abspath(path))
+        try:
+            return absolute.relative_to(self.root).as_posix(), True
+        except ValueError:
+            return absolute.name, False
+
+    def _covered(self, globs: Iterable[Glob], path: Path) -> bool:
+        relative, inside = self._relative(path)
+        if relative in ("", "."):
+            return False
+        if inside:
+            return any(glob.covers(relative) for glob in globs)
+        return any(not glob.anchored and glob.matches(relative) for glob in globs)
+
+    def is_included(self, path: Path) -> bool:
+        """Whether a file is a candidate: an `include` glob matches it, no `exclude` glob
+        matches it or a directory above it (up to the configuration directory)."""
+        relative, inside = self._relative(path)
+        if not any(glob.matches(relative) for glob in self.include if inside or not glob.anchored):
+            return False
+        return not self._covered(self.exclude, path)
+
+    def excluded_dir(self, path: Path) -> bool:
+        """Whether a walk should prune this directory."""
+        return self._covered(self.exclude, path)
+
+    def _rules_for(self, path: Path) -> list[PathRule]:
+        return [rule for rule in self.per_path if self._covered((rule.glob,), path)]
+
+    def target_for(self, path: Path) -> str:
+        """The JAX version code at `path` is written for: the last matching per-path
+        `target-jax`, else the global one."""
+        if not self.target_forced:
+            for rule in reversed(self._rules_for(path)):
+                if rule.target_jax is not None:
+                    return rule.target_jax
+        return self.target_jax
+
+    def keeps(self, path: Path, code: str) -> bool:
+        """Whether a finding with `code` at `path` is reported."""
+        if code in _always_kept():
+            return True
+        keep = _decide(code, self.select, self.ignore)
+        keep = bool(keep)  # the global layer: not selected means off
+        for rule in self._rules_for(path):
+            decision = _decide(code, rule.select or (), rule.ignore or ())
+            if decision is not None:
+                keep = decision
+        return keep
+
+
+def _decide(code: str, select: Iterable[str], ignore: Iterable[str]) -> bool | None:
+    """True/False when a prefix matches `code` (the longest wins, `ignore` on a tie)."""
+    best_select = max((len(p) for p in select if code.startswith(p)), default=-1)
+    best_ignore = max((len(p) for p in ignore if code.startswith(p)), default=-1)
+    if best_select < 0 and best_ignore < 0:
+        return None
+    return best_select > best_ignore
+
+
+@functools.cache
+def _always_kept() -> frozenset[str]:
+    return frozenset(code for code, rule in all_rules().items() if rule.severity == "error")
+
+
+# --------------------------------------------------------------------------------------
+# Loading
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml at or above `start`, stopping after a directory holding
+    `.git` (a directory or, in worktrees and submodules, a file) or at the root."""
+    start = Path(os.path.abspath(start))
+    here = start if start.is_dir() else start.parent
+    for directory in (here, *here.parents):
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+        if (directory / ".git").exists():
+            return None
+    return None
+
+
+def load_config(paths: list[Path], *, override_target: str | None = None) -> Config:
+    """The configuration for a run over `paths`; `override_target` (the CLI flag) wins
+    over every `target-jax` in the file."""
+    source = find_pyproject(paths[0] if paths else Path.cwd())
+    if source is None:
+        root, document, table = Path(os.path.abspath(Path.cwd())), {}, {}
+    else:
+        root = source.parent
+        document = _read_toml(source)
+        table = _tool_table(document, source)
+    reader = _Reader(source, root, document)
+    # With the flag given, the file's targets are checked but "auto" there is not resolved.
+    reader.resolve_auto = override_target is None
+    settings = reader.settings(table)
+    if override_target is not None:
+        reader.resolve_auto = True
+        settings["target_jax"] = reader.target(override_target, "--target-jax", flag=True)
+        settings["target_forced"] = True
+    return Config(root=root, source=source, **settings)
+
+
+def _read_toml(source: Path) -> dict:
+    try:
+        with source.open("rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{source}: not valid TOML: {error}") from None
+    except OSError as error:
+        raise ConfigError(f"{source}: cannot be read: {error.strerror or error}") from None
+
+
+def _tool_table(document: dict, source: Path) -> dict:
+    tool = document.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{source}: `tool` must be a table")
+    if "pmap_migrate" in tool:
+        raise ConfigError(f"{source}: [tool.pmap_migrate] is not read; the table is [{TABLE}]")
+    table = tool.get("pmap-migrate", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: [{TABLE}] must be a table, not {_kind(table)}")
+    return table
+
+
+class _Reader:
+    """Validates one `[tool.pmap-migrate]` table; every error names the file and the key."""
+
+    def __init__(self, source: Path | None, root: Path, document: dict):
+        self.source, self.root, self.document = source, root, document
+        self._auto: str | None = None
+        self.resolve_auto = True
+
+    def fail(self, key: str, problem: str, flag: bool = False) -> ConfigError:
+        if flag:
+            return ConfigError(f"{key}: {problem}")
+        where = f"{self.source}: " if self.source else ""
+        return ConfigError(f"{where}[{TABLE}] {key}: {problem}")
+
+    def settings(self, table: dict) -> dict[str, Any]:
+        self.check_keys(table, _KEYS, "")
+        include = self.globs(table, "include", DEFAULT_INCLUDE)
+        exclude = self.globs(table, "exclude", DEFAULT_EXCLUDE)
+        exclude += self.globs(table, "extend-exclude", ())
+        settings: dict[str, Any] = {
+            "include": include,
+            "exclude": exclude,
+            "target_jax": self.target(table.get("target-jax", NEWEST), "target-jax"),
+            "select": self.codes(table, "select", DEFAULT_SELECT),
+            "ignore": self.codes(table, "ignore", ()),
+            "per_path": self.per_path(table.get("per-path", {})),
+        }
+        return settings
+
+    def check_keys(self, table: dict, known: tuple[str, ...], prefix: str) -> None:
+        for key in table:
+            if key not in known:
+                hint = difflib.get_close_matches(key.replace("_", "-"), known, n=1)
+                suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
+                raise self.fail(f"{prefix}{key}", f"unknown key{suggestion}; known keys: {', '.join(known)}")
+
+    def strings(self, table: dict, key: str, name: str) -> list[str]:
+        value = table[key]
+        if not isinstance(value, list):
+            raise self.fail(name, f"must be a list of strings, not {_kind(value)}")
+        for index, item in enumerate(value):
+            if not isinstance(item, str) or not item.strip():
+                raise self.fail(f"{name}[{index}]", f"must be a non-empty string, not {item!r}")
+        return value
+
+    def globs(self, table: dict, key: str, default: tuple[str, ...]) -> tuple[Glob, ...]:
+        texts = self.strings(table, key, key) if key in table else list(default)
+        try:
+            return tuple(Glob.compile(text) for text in texts)
+        except ValueError as error:
+            raise self.fail(key, str(error)) from None
+
+    def codes(self, table: dict, key: str, default: tuple[str, ...], prefix: str = "") -> tuple[str, ...]:
+        if key not in table:
+            return default
+        name = prefix + key
+        known = all_rules()
+        out = []
+        for index, item in enumerate(self.strings(table, key, name)):
+            code = item.strip().upper()
+            if not re.fullmatch(r"PM\d{0,3}", code) or not any(c.startswith(code) for c in known):
+                raise self.fail(
+                    f"{name}[{index}]",
+                    f"{item!r} is not a finding code or a prefix of one (e.g. PM304, PM3, PM)",
+                )
+            out.append(code)
+        return tuple(out)
+
+    def target(self, value: Any, name: str, flag: bool = False) -> str:
+        if isinstance(value, float):
+            raise self.fail(
+                name, f"must be a quoted string such as \"0.10\" (unquoted, TOML reads a number: {value})"
+            )
+        if not isinstance(value, str):
+            raise self.fail(
+                name, f"must be a string such as \"0.10\", \"0.4.38\" or \"auto\", not {_kind(value)}"
+            )
+        if value.strip().lower() == AUTO:
+            if not self.resolve_auto:
+                return AUTO  # overridden by the flag: never used
+            if self._auto is None:
+                self._auto = detect_target(self.root, self.document, self.source)
+            return self._auto
+        try:
+            TargetJax.parse(value)
+        except ValueError as error:
+            raise self.fail(name, f"{error}, or \"auto\"", flag) from None
+        return value.strip()
+
+    def per_path(self, value: Any) -> tuple[PathRule, ...]:
+        if not isinstance(value, dict):
+            raise self.fail("per-path", f"must be a table of glob = {{ ... }}, not {_kind(value)}")
+        rules = []
+        for pattern, entry in value.items():
+            name = f'per-path."{pattern}"'
+            if not isinstance(entry, dict):
+                raise self.fail(
+                    name, f"must be a table with select / ignore / target-jax, not {_kind(entry)}"
+                )
+            self.check_keys(entry, _PER_PATH_KEYS, name + ".")
+            try:
+                glob = Glob.compile(pattern)
+            except ValueError as error:
+                raise self.fail(name, str(error)) from None
+            rules.append(PathRule(
+                glob=glob,
+                select=self.codes(entry, "select", None, name + "."),
+                ignore=self.codes(entry, "ignore", None, name + "."),
+                target_jax=(
+                    self.target(entry["target-jax"], name + ".target-jax") if "target-jax" in entry else None
+                ),
+            ))
+        return tuple(rules)
+
+
+def _kind(value: Any) -> str:
+    return {dict: "a table", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
+            float: "a float"}.get(type(value), type(value).__name__)
+
+
+# --------------------------------------------------------------------------------------
+# target-jax = "auto"
+#
+# A constraint is a list of alternatives (poetry's `||`); an alternative is a list of
+# (operator, version) clauses that must all hold, as in a PEP 440 specifier set.
+
+Clause = tuple[str, str]
+Alternatives = list[list[Clause]]
+
+
+def detect_target(root: Path, document: dict | None = None, source: Path | None = None) -> str:
+    """The JAX version a project is written for, from its `jax` requirement.
+
+    Where: `[project].dependencies`, else `[project.optional-dependencies]` (all extras
+    together), else `[tool.poetry.dependencies]` of the pyproject.toml; else
+    `requirements.txt`, else the other `requirements*.txt` files (together) in `root`.
+    The first place that names jax decides; requirements found together must all hold.
+
+    Which version: `==X` gives X; otherwise the newest release in `JAX_RELEASES` that the
+    requirement admits (so `>=X,<Y` gives the newest known below Y and `>=X` the newest
+    known). No requirement, or one without a version, gives the newest target (NEWEST).
+    A requirement no known release meets gives its lower bound when it has one (`>=0.11`
+    gives 0.11); otherwise, or when the requirements contradict each other, ConfigError.
+    """
+    document = document or {}
+    for where, found in _pyproject_requirements(document, source):
+        if found:
+            return _choose(found, where)
+    for where, found in _requirements_files(root):
+        if found:
+            return _choose(found, where)
+    return NEWEST
+
+
+def _pyproject_requirements(document: dict, source: Path | None):
+    project = document.get("project", {})
+    project = project if isinstance(project, dict) else {}
+    dependencies = project.get("dependencies", [])
+    if isinstance(dependencies, list):
+        where = f"{source}: project.dependencies"
+        yield where, _from_pep508(dependencies, where)
+    optional = project.get("optional-dependencies", {})
+    if isinstance(optional, dict):
+        where = f"{source}: project.optional-dependencies"
+        yield where, [
+            alt for extra, items in optional.items() if isinstance(items, list)
+            for alt in _from_pep508(items, f"{where}.{extra}")
+        ]
+    tool = document.get("tool", {})
+    poetry = tool.get("poetry", {}) if isinstance(tool, dict) else {}
+    poetry_dependencies = poetry.get("dependencies", {}) if isinstance(poetry, dict) else {}
+    if isinstance(poetry_dependencies, dict):
+        where = f"{source}: tool.poetry.dependencies"
+        yield where, [
+            _from_poetry(value, f"{where}.{name}")
+            for name, value in poetry_dependencies.items() if _normalise(name) == "jax"
+        ]
+
+
+def _requirements_files(root: Path):
+    files = sorted(root.glob("requirements*.txt"), key=lambda p: (p.name != "requirements.txt", p.name))
+    first = [p for p in files if p.name == "requirements.txt"]
+    rest = [p for p in files if p.name != "requirements.txt"]
+    for group in (first, rest):
+        found, where = [], []
+        for path in group:
+            if not path.is_file():
+                continue
+            for number, line in _requirement_lines(path):
+                found += _from_pep508([line], f"{path}:{number}")
+            where.append(str(path))
+        if where:
+            yield " + ".join(where), found
+
+
+def _requirement_lines(path: Path):
+    """(line number, requirement) for each requirement line; options (-r, -e, --index-url,
+    ...) and comments are skipped, continuation lines joined."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot be read: {error.strerror or error}") from None
+    pending, start = "", 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = re.sub(r"(^|\s)#.*", "", raw).rstrip()
+        if not pending:
+            start = number
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line, pending = (pending + line).strip(), ""
+        line = re.split(r"\s+--?[A-Za-z]", line, maxsplit=1)[0]  # per-requirement options (--hash)
+        if line and not line.startswith("-"):
+            yield start, line
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+_NAME = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
+
+
+def _from_pep508(items: list, where: str) -> list[list[Clause]]:
+    """The specifier clauses of every `jax` requirement among PEP 508 strings."""
+    found = []
+    for item in items:
+        if not isinstance(item, str):
+            continue
+        name = _NAME.match(item)
+        if not name or _normalise(name.group(1)) != "jax":
+            continue
+        if HAVE_PACKAGING:
+            try:
+                requirement = Requirement(item)
+            except InvalidRequirement as error:
+                raise ConfigError(f"{where}: invalid requirement {item!r}: {error}") from None
+            if canonicalize_name(requirement.name) != "jax":
+                continue
+            found.append(_clauses(str(requirement.specifier), where))
+        else:
+            rest = item[name.end():].split(";", 1)[0].strip()
+            rest = re.sub(r"^\[[^\]]*\]\s*", "", rest)
+            if rest.startswith("@"):  # a direct URL: no version to read
+                found.append([])
+                continue
+            rest = rest.strip()
+            if rest.startswith("(") and rest.endswith(")"):
+                rest = rest[1:-1]
+            if rest and not re.match(r"[<>=!~]", rest):
+                continue  # another name that starts with "jax" (jaxlib, jax-foo)
+            found.append(_clauses(rest, where))
+    return found
+
+
+def _from_poetry(value: Any, where: str) -> list[Clause] | Alternatives:
+    """Poetry's constraint syntax: `^0.4.30`, `~0.4.30`, `0.4.38`, `>=0.4,<0.5`, `*`,
+    `a || b`, or a table / list of tables with `version`."""
+    if isinstance(value, dict):
+        value = value.get("version", "*")
+    if isinstance(value, list):
+        alternatives: Alternatives = []
+        for entry in value:
+            alternatives += _alternatives(_from_poetry(entry, where))
+        return alternatives
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: not a version constraint: {value!r}")
+    alternatives = []
+    token = re.compile(r"(\^|~=|~|==|!=|<=|>=|<|>|=)?\s*([0-9][0-9A-Za-z.*+!-]*|\*)")
+    for alternative in value.split("||"):
+        clauses: list[Clause] = []
+        matches = list(token.finditer(alternative))
+        if re.sub(r"[,\s]", "", token.sub("", alternative)):
+            raise ConfigError(f"{where}: not a version constraint: {value!r}")
+        for match in matches:
+            op, version = match.group(1) or "==", match.group(2)
+            if version == "*":
+                continue
+            release = [int(x) for x in re.findall(r"\d+", version.split("*")[0])[:3]] or [0]
+            if op in ("^", "~"):
+                if op == "~":
+                    upper = [release[0], release[1] + 1] if len(release) >= 2 else [release[0] + 1]
+                else:
+                    first = next((i for i, x in enumerate(release) if x), len(release) - 1)
+                    upper = release[:first] + [release[first] + 1]
+                clauses += [(">=", version), ("<", ".".join(map(str, upper)))]
+            else:
+                clauses.append(("==" if op == "=" else op, version))
+        alternatives.append(clauses)
+    return alternatives
+
+
+def _alternatives(found: list[Clause] | Alternatives) -> Alternatives:
+    if found and isinstance(found[0], list):
+        return found  # type: ignore[return-value]
+    return [found]  # type: ignore[list-item]
+
+
+def _clauses(specifier: str, where: str) -> list[Clause]:
+    specifier = specifier.strip()
+    if not specifier:
+        return []
+    if HAVE_PACKAGING:
+        try:
+            return [(s.operator, s.version) for s in SpecifierSet(specifier)]
+        except InvalidSpecifier as error:
+            raise ConfigError(f"{where}: invalid version specifier {specifier!r}: {error}") from None
+    clauses = []
+    for part in specifier.split(","):
+        match = re.fullmatch(r"\s*(===|==|!=|~=|<=|>=|<|>)\s*([0-9][0-9A-Za-z.*+!-]*)\s*", part)
+        if not match:
+            raise ConfigError(f"{where}: invalid version specifier {specifier!r}")
+        clauses.append((match.group(1), match.group(2)))
+    return clauses
+
+
+def _choose(found: list, where: str) -> str:
+    """Combine every requirement found in one place (all must hold) and pick a version."""
+    combined: Alternatives = [[]]
+    for requirement in found:
+        combined = [a + b for a in combined for b in _alternatives(requirement)]
+    described = " || ".join(",".join(op + v for op, v in alt) or "*" for alt in combined)
+    choices = [_choose_one(alternative) for alternative in combined]
+    versions = [choice for choice in choices if isinstance(choice, str)]
+    if not versions:
+        problem = (
+            "matches no known JAX release and has no lower bound to read"
+            if None in choices else "cannot be met (its clauses contradict each other)"
+        )
+        raise ConfigError(f"{where}: the jax requirement {described!r} {problem}; set target-jax explicitly")
+    version = max(versions, key=_release)
+    try:
+        TargetJax.parse(version)
+    except ValueError as error:
+        raise ConfigError(f"{where}: jax requirement {described!r}: {error}") from None
+    return version
+
+
+def _choose_one(clauses: list[Clause]) -> str | None | bool:
+    """A version for one set of clauses; None when none can be read, False when the clauses
+    contradict each other."""
+    if not clauses:
+        return NEWEST
+    for clause in clauses:
+        op, version = clause
+        if op in ("==", "===") and "*" not in version:
+            others = [c for c in clauses if c != clause]
+            return _base(version) if _admits(others, version) else False
+    admitted = [release for release in JAX_RELEASES if _admits(clauses, release)]
+    if admitted:
+        return admitted[-1]
+    lower = [
+        _base(version) for op, version in clauses
+        if op in (">=", ">", "~=") or (op == "==" and "*" in version)
+    ]
+    if not lower:
+        return None
+    bound = max(lower, key=_release)
+    rest = [(op, v) for op, v in clauses if op not in (">", ">=")]  # a bound admits itself here
+    return bound if _admits(rest, bound) else False
+
+
+def _base(version: str) -> str:
+    if HAVE_PACKAGING and "*" not in version:
+        try:
+            return Version(version).base_version
+        except InvalidVersion:
+            pass
+    match = re.match(r"\s*v?(?:\d+!)?(\d+(?:\.\d+)*)", version)
+    return match.group(1) if match else version
+
+
+def _release(version: str) -> tuple[int, ...]:
+    numbers = tuple(int(x) for x in re.findall(r"\d+", version.split("+")[0])[:3])
+    return numbers + (0,) * (3 - len(numbers))
+
+
+def _admits(clauses: list[Clause], version: str) -> bool:
+    if not clauses:
+        return True
+    if HAVE_PACKAGING:
+        try:
+            specifier = SpecifierSet(",".join(op + v for op, v in clauses))
+            return specifier.contains(Version(version), prereleases=True)
+        except (InvalidSpecifier, InvalidVersion):
+            pass
+    return all(_fallback_admits(op, target, version) for op, target in clauses)
+
+
+def _fallback_admits(op: str, target: str, version: str) -> bool:
+    """PEP 440 comparisons on release numbers only (pre/post/dev suffixes are ignored)."""
+    have = [int(x) for x in re.findall(r"\d+", _base(version))]
+    if target.endswith(".*"):
+        prefix = [int(x) for x in re.findall(r"\d+", target[:-2])]
+        padded = have + [0] * max(0, len(prefix) - len(have))
+        same = padded[: len(prefix)] == prefix
+        return same if op == "==" else not same if op == "!=" else False
+    want = [int(x) for x in re.findall(r"\d+", _base(target))]
+    width = max(len(have), len(want))
+    a, b = have + [0] * (width - len(have)), want + [0] * (width - len(want))
+    if op == "~=":
+        prefix = want[:-1] if len(want) > 1 else want
+        return a >= b and have[: len(prefix)] + [0] * max(0, len(prefix) - len(have)) == prefix
+    return {
+        "==": a == b, "===": a == b, "!=": a != b,
+        "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b,
+    }.get(op, False)

@@ -1,0 +1,74 @@
+"""pmap-migrate as a libcst codemod command, for teams that already drive codemods with libcst.
+
+With a `.libcst.codemod.yaml` that lists this package (``modules: ['transforms', ...]``) and
+the repository on ``PYTHONPATH``::
+
+    python -m libcst.tool codemod codemod.PmapMigrateCommand [--target-jax 0.10] PATH...
+
+(``-x transforms.codemod.PmapMigrateCommand`` works without the yaml entry.) Set
+``formatter: []`` in the yaml, or pass ``--no-format``, to get exactly the output of
+``pmap-migrate apply``: libcst's default formatter (black) would reformat the rewritten files.
+
+The command composes the same transforms as `transforms.pipeline.migrate_source`, in the same
+order and on the codemod's own context, so the imports they ask for are added and removed by
+libcst's `CodemodCommand` machinery after `transform_module_impl` returns. The output is byte
+for byte that of `migrate_source`. Every finding is reported with `self.warn`, in the same
+``path:line:col: CODE severity message`` form the CLI prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import libcst as cst
+from libcst.codemod import CodemodCommand, CodemodContext
+
+from transforms.findings import Finding
+from transforms.pipeline import might_need_migration
+from transforms.pmap_sites import PmapToShardMap
+from transforms.removed_apis import RemovedApis
+from transforms.suppressions import Suppressions
+from transforms.target import NEWEST, TargetJax
+
+
+class PmapMigrateCommand(CodemodCommand):
+    DESCRIPTION: str = (
+        "Migrate jax.pmap sites to jax.jit + jax.shard_map (pmap-migrate), "
+        "and rename or report removed JAX APIs."
+    )
+
+    @staticmethod
+    def add_args(arg_parser: argparse.ArgumentParser) -> None:
+        arg_parser.add_argument(
+            "--target-jax",
+            dest="target_jax",
+            metavar="VERSION",
+            default=NEWEST,
+            help=f"JAX version the generated code is written for (default {NEWEST}).",
+        )
+
+    def __init__(self, context: CodemodContext, target_jax: str | TargetJax = NEWEST) -> None:
+        super().__init__(context)
+        self.target = target_jax if isinstance(target_jax, TargetJax) else TargetJax.parse(target_jax)
+        self.findings: list[Finding] = []
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        source = tree.bytes
+        self.findings = []
+        if not might_need_migration(source):
+            return tree
+        suppressions = Suppressions.from_source(source)
+        findings: list[Finding] = []
+        # Same order as migrate_source: RemovedApis never adds lines, so findings keep the
+        # input's line numbers. Imports are added/removed by CodemodCommand.transform_module.
+        for transform_class in (RemovedApis, PmapToShardMap):
+            transform = transform_class(self.context, self.target, suppressions)
+            tree = transform.transform_module(tree)
+            findings.extend(transform.findings)
+        findings.extend(suppressions.unused())
+        findings.sort(key=lambda f: (f.line, f.col, f.code))
+        path = self.context.filename or "<stdin>"
+        self.findings = [f.at(path) for f in findings]
+        for finding in self.findings:
+            self.warn(finding.to_text())
+        return tree
