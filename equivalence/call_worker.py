@@ -14,6 +14,24 @@ import sys
 import traceback
 
 
+def place(jax, np, args):
+    """Put each array whose leading axis is the device count on the devices, the way this
+    JAX version's pmap lays out its own outputs, so that donation can take effect and be
+    observed (`is_deleted`) as it would be for a step fed by the previous step."""
+    devices = jax.devices()
+    n = len(devices)
+
+    def one(x):
+        if not isinstance(x, np.ndarray) or x.ndim == 0 or x.shape[0] != n:
+            return x
+        if hasattr(jax, "device_put_sharded"):  # legacy pmap: PmapSharding
+            return jax.device_put_sharded(list(x), devices)
+        mesh = jax.sharding.Mesh(np.array(devices), ("_placed",))
+        return jax.device_put(x, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("_placed")))
+
+    return jax.tree_util.tree_map(one, args)
+
+
 def main(root, target):
     sys.path.insert(0, root)
     import jax
@@ -26,10 +44,12 @@ def main(root, target):
         if not path:
             break
         with open(path, "rb") as handle:
-            args = pickle.load(handle)
+            args = place(jax, np, pickle.load(handle))
         try:
             output = jax.tree_util.tree_map(lambda x: np.asarray(jax.device_get(x)), function(*args))
-            answer = {"ok": True, "output": output}
+            deleted = [bool(getattr(leaf, "is_deleted", lambda: False)())
+                       for leaf in jax.tree_util.tree_leaves(args)]
+            answer = {"ok": True, "output": output, "deleted": deleted}
         except Exception as error:  # noqa: BLE001 - report it to the parent
             answer = {"ok": False, "error": f"{type(error).__name__}: {error}",
                       "traceback": traceback.format_exc()[-2000:]}

@@ -136,6 +136,10 @@ def main() -> None:
             problems = [f"migrated raised {b['error']}"] if not b["ok"] else [
                 str(d) for d in compare_outputs(as_saved(a["output"]), as_saved(b["output"]))
             ]
+            if b["ok"] and a["deleted"] != b["deleted"]:
+                problems.append(
+                    f"donated inputs deleted: original {a['deleted']}, migrated {b['deleted']}"
+                )
             if problems:
                 state["failure"] = {"input": describe(args), "differences": problems}
                 raise AssertionError("; ".join(problems))

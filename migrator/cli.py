@@ -262,7 +262,10 @@ def check(
         raise typer.BadParameter("device counts must be positive", param_hint="--devices")
     options = CheckOptions(devices=counts, timeout=timeout, rng_compat=rng_compat)
     if reference_python:
-        options.reference_python = reference_python
+        # Workers run with the program's folder as working directory: resolve the path here.
+        options.reference_python = (
+            os.path.abspath(reference_python) if os.sep in reference_python else reference_python
+        )
     roots = [_as_root(p) for p in paths]
     console = Console(width=None if sys.stdout.isatty() else 160)
     with tempfile.TemporaryDirectory(prefix="pmap-migrate-check-") as scratch:

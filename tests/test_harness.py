@@ -250,3 +250,46 @@ def test_hostile_entries_are_each_reported_and_the_rest_still_run(tmp_path):
     assert reports["not_arrays"].differences == [
         "outputs: ['obj']: not an array (object / object); cannot be compared"]
     assert reports["fine"].verdict == "equivalent"
+
+
+DONATING = '''import functools
+
+import jax
+from jax import lax
+
+
+@functools.partial(jax.pmap, axis_name="i", donate_argnums=(0,))
+def step(w, x):
+    return w - 0.1 * lax.pmean(x * w, "i")
+'''
+DONATING_INPUTS = '''import numpy as np
+from hypothesis import strategies as st
+
+inputs = st.integers(1, 3).map(lambda k: (np.ones((8, k), np.float32), np.ones((8, k), np.float32)))
+'''
+
+
+@pytest.mark.parametrize("reference", ["same", "legacy"])
+def test_property_mode_sees_donated_inputs_deleted(reference, tmp_path):
+    """Called directly, a donating function deletes its (device-placed) donated input; a
+    migration that drops donation is caught even though every value is the same."""
+    from conftest import legacy_python_or_skip
+
+    original = write(tmp_path / "original", DONATING)
+    (original / "inputs.py").write_text(DONATING_INPUTS)
+    migrated_text = migrate_source(DONATING.encode()).source.decode()
+    extra = ["--reference-python", legacy_python_or_skip()] if reference == "legacy" else []
+    for planted, expected in ((False, 0), (True, 1)):
+        text = migrated_text.replace(", donate_argnums=(0,))", ")") if planted else migrated_text
+        write(tmp_path / "migrated", text)
+        completed = subprocess.run(
+            [sys.executable, "-m", "migrator.cli", "check", str(original), str(tmp_path / "migrated"),
+             "--function", "prog:step", "--inputs", "inputs:inputs", "--max-examples", "5",
+             "--report-json", str(tmp_path / "p.json"), *extra],
+            capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        )
+        assert completed.returncode == expected, completed.stdout + completed.stderr
+        [result] = json.loads((tmp_path / "p.json").read_text())["properties"]
+        if planted:
+            assert result["minimal_failure"]["differences"] == [
+                "donated inputs deleted: original [True, False], migrated [False, False]"]
