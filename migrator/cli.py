@@ -171,10 +171,15 @@ def apply(
     out_dir: Optional[Path] = typer.Option(
         None, "--out-dir", help="Write the migrated tree here (other files copied) instead of in place."
     ),
+    interactive: bool = typer.Option(
+        False, "--interactive", "-i", help="Ask per hunk: yes / no / all / done with file / quit."
+    ),
     jobs: int = JobsOpt,
     progress: bool = ProgressOpt,
 ) -> None:
     """Rewrite files in place (atomically), or into --out-dir."""
+    if interactive:
+        _apply_interactively(paths, target_jax, out_dir, jobs)
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         copy_other_files(paths, out_dir)
@@ -186,6 +191,32 @@ def apply(
     results = _run(paths, target_jax, jobs, progress, write)
     typer.echo(report.summary_line(results, "changed"), err=True)
     raise typer.Exit(report.exit_code(results, pending_counts=False))
+
+
+def _apply_interactively(paths, target_jax, out_dir, jobs) -> None:
+    """apply --interactive: every change is shown hunk by hunk and written only if accepted."""
+    from migrator.interactive import refuse_without_tty, select_changes
+
+    message = refuse_without_tty()
+    if message:
+        typer.echo(message, err=True)
+        raise typer.Exit(report.EXIT_ERROR)
+    full: list[FileResult] = []
+    _run(paths, target_jax, jobs, False, full.append)
+    try:
+        chosen = select_changes(full, ask=input, show=lambda text: print(colorize(text)))
+    except KeyboardInterrupt:
+        typer.echo("\npmap-migrate: interrupted, nothing written", err=True)
+        raise typer.Exit(130) from None
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        copy_other_files(paths, out_dir)
+    for result in chosen:
+        write_result(result, out_dir)
+        report.write_text([result], sys.stderr)
+    final = [r.slim() for r in chosen]
+    typer.echo(report.summary_line(final, "changed"), err=True)
+    raise typer.Exit(report.exit_code(final, pending_counts=False))
 
 
 @app.command()

@@ -231,3 +231,42 @@ def test_diff_colour_only_when_asked_or_on_a_terminal(tmp_path):
     assert b"\x1b[" not in plain.stdout
     coloured = cli("diff", tmp_path, "--color", "-U", "1")
     assert b"\x1b[31m-@functools.partial(jax.pmap" in coloured.stdout
+
+
+def test_interactive_apply_refuses_without_a_terminal(tmp_path):
+    (tmp_path / "a.py").write_bytes(SIMPLE)
+    result = cli("apply", tmp_path, "--interactive")
+    assert result.returncode == 2
+    assert b"terminal" in result.stderr.lower() or b"tty" in result.stderr.lower()
+    assert (tmp_path / "a.py").read_bytes() == SIMPLE
+
+
+def test_interactive_apply_through_a_pseudo_terminal(tmp_path):
+    """The real command in a pty: answer 'y' to the only site; the file is rewritten."""
+    import pty
+    import select
+
+    (tmp_path / "a.py").write_bytes(SIMPLE)
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "migrator.cli", "apply", str(tmp_path), "--interactive"],
+        stdin=follower, stdout=follower, stderr=follower, cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    os.close(follower)
+    seen, answered = b"", False
+    while process.poll() is None:
+        ready, _, _ = select.select([leader], [], [], 1.0)
+        if ready:
+            try:
+                seen += os.read(leader, 4096)
+            except OSError:
+                break
+        if not answered and b"?" in seen:
+            os.write(leader, b"y\n")
+            answered = True
+    process.wait(timeout=60)
+    os.close(leader)
+    assert answered, seen.decode(errors="replace")
+    assert process.returncode == 0, seen.decode(errors="replace")
+    assert b"_pmap_style_shard_map" in (tmp_path / "a.py").read_bytes()

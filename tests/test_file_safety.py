@@ -27,7 +27,7 @@ def many_files(tree, count):
     for i in range(count):
         path = tree / f"m{i:04d}.py"
         # Big files make each write slow enough to be interrupted in the middle of a run.
-        data = (SITE % i) + b"".join(b"x%d = %d  # padding\n" % (j, j) for j in range(600))
+        data = (SITE % i) + b"".join(b"x%d = %d  # padding\n" % (j, j) for j in range(200))
         path.write_bytes(data)
         originals[path] = data
     return originals
@@ -35,7 +35,7 @@ def many_files(tree, count):
 
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
 def test_killed_apply_leaves_every_file_old_or_new(signum, tmp_path):
-    originals = many_files(tmp_path / "tree", 60)
+    originals = many_files(tmp_path / "tree", 40)
     expected = {p: migrate_source(d).source for p, d in originals.items()}
     process_ = subprocess.Popen(
         [sys.executable, "-m", "migrator.cli", "apply", str(tmp_path / "tree"), "-j", "1"],

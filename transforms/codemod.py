@@ -1,13 +1,19 @@
 """pmap-migrate as a libcst codemod command, for teams that already drive codemods with libcst.
 
-With a `.libcst.codemod.yaml` that lists this package (``modules: ['transforms', ...]``) and
-the repository on ``PYTHONPATH``::
+With a `.libcst.codemod.yaml` (``python -m libcst.tool initialize .``) that lists this
+package, ``modules: ['transforms', 'libcst.codemod.commands']``, and the repository
+importable (installed, or on ``PYTHONPATH``)::
 
-    python -m libcst.tool codemod codemod.PmapMigrateCommand [--target-jax 0.10] PATH...
+    python -m libcst.tool codemod codemod.PmapMigrateCommand --no-format [--target-jax 0.10] PATH...
 
-(``-x transforms.codemod.PmapMigrateCommand`` works without the yaml entry.) Set
-``formatter: []`` in the yaml, or pass ``--no-format``, to get exactly the output of
-``pmap-migrate apply``: libcst's default formatter (black) would reformat the rewritten files.
+(The command name first: libcst finds it with an argparse pass that does not know the other
+options, so ``-j 2 codemod.PmapMigrateCommand`` would take ``2`` for the command.)
+
+libcst looks the command up as ``<module>.codemod.PmapMigrateCommand`` for each listed
+module; ``-x transforms.codemod.PmapMigrateCommand`` works without the yaml entry.
+``--no-format`` gives exactly the output of ``pmap-migrate apply``: without it libcst pipes
+every changed file through the yaml's ``formatter`` (black by default; an empty formatter list
+is an error unless ``--no-format`` is given).
 
 The command composes the same transforms as `transforms.pipeline.migrate_source`, in the same
 order and on the codemod's own context, so the imports they ask for are added and removed by
@@ -43,6 +49,7 @@ class PmapMigrateCommand(CodemodCommand):
             "--target-jax",
             dest="target_jax",
             metavar="VERSION",
+            type=_target_jax,
             default=NEWEST,
             help=f"JAX version the generated code is written for (default {NEWEST}).",
         )
@@ -72,3 +79,10 @@ class PmapMigrateCommand(CodemodCommand):
         for finding in self.findings:
             self.warn(finding.to_text())
         return tree
+
+
+def _target_jax(text: str) -> TargetJax:
+    try:
+        return TargetJax.parse(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
