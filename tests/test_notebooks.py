@@ -24,7 +24,10 @@ from transforms.pipeline import migrate_source
 
 NOTEBOOKS = Path(__file__).resolve().parent / "notebooks"
 DATA_PARALLEL = NOTEBOOKS / "data_parallel.ipynb"
-HELPER_DEF = "def _pmap_style_shard_map("
+HELPER_DEF = (  # the marker comment, then the definition
+    "# pmap-migrate: helper (plain JAX, safe to keep; see the pmap-migrate rules reference)\n"
+    "def _pmap_style_shard_map("
+)
 HELPER_NAME = "_pmap_style_shard_map"
 
 
@@ -86,7 +89,7 @@ def assert_helper_once_before_use(data: bytes) -> None:
     assert sum(t.count(HELPER_DEF) for t in texts) == 1
     assert defining[0] <= using[0], "helper used before the cell that defines it"
     lines = texts[defining[0]].splitlines()
-    def_line = next(n for n, line in enumerate(lines) if line.startswith(HELPER_DEF))
+    def_line = next(n for n, line in enumerate(lines) if line.startswith("def _pmap_style_shard_map("))
     uses = [n for n, line in enumerate(lines) if HELPER_NAME in line and n != def_line
             and not line.startswith(" ")]  # top-level uses run at once; function bodies later
     assert all(def_line < n for n in uses), "helper used before its definition in the cell"
