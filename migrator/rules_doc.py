@@ -26,6 +26,8 @@ def render() -> str:
             out.append(f"Before:\n\n```python\n{r.before}\n```\n")
         if r.after:
             out.append(f"After:\n\n```python\n{r.after}\n```\n")
+        elif r.fix == "none":
+            out.append("After: unchanged; the finding is the output.\n")
     return "\n".join(out)
 
 
