@@ -180,9 +180,7 @@ def apply(
     """Rewrite files in place (atomically), or into --out-dir."""
     if interactive:
         _apply_interactively(paths, target_jax, out_dir, jobs)
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        copy_other_files(paths, out_dir)
+    _prepare_out_dir(paths, out_dir)
 
     def write(result: FileResult) -> None:
         write_result(result, out_dir)
@@ -191,6 +189,13 @@ def apply(
     results = _run(paths, target_jax, jobs, progress, write)
     typer.echo(report.summary_line(results, "changed"), err=True)
     raise typer.Exit(report.exit_code(results, pending_counts=False))
+
+
+def _prepare_out_dir(paths: list[Path], out_dir: Path | None) -> None:
+    """--out-dir receives every other file of the tree, unchanged, before the migrated ones."""
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        copy_other_files(paths, out_dir)
 
 
 def _apply_interactively(paths, target_jax, out_dir, jobs) -> None:
@@ -208,9 +213,7 @@ def _apply_interactively(paths, target_jax, out_dir, jobs) -> None:
     except KeyboardInterrupt:
         typer.echo("\npmap-migrate: interrupted, nothing written", err=True)
         raise typer.Exit(130) from None
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        copy_other_files(paths, out_dir)
+    _prepare_out_dir(paths, out_dir)
     for result in chosen:
         write_result(result, out_dir)
         report.write_text([result], sys.stderr)

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext, ContextAwareTransformer
+from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider
 
-from transforms.findings import Finding
 from transforms.runtime_helper import HELPER_MARKER, HELPER_NAME, helper_source
 from transforms.specs import AxesNotTranslatable, axes_to_specs
+from transforms.reporting import ReportingTransformer
 from transforms.suppressions import Suppressions
 from transforms.target import TargetJax
 
@@ -49,7 +49,7 @@ class SiteRefused(Exception):
         self.message = message
 
 
-class PmapToShardMap(ContextAwareTransformer):
+class PmapToShardMap(ReportingTransformer):
     """One pass over a module: rewrite pmap sites, add the helper once, tidy imports."""
 
     METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider, ParentNodeProvider)
@@ -57,19 +57,13 @@ class PmapToShardMap(ContextAwareTransformer):
     def __init__(
         self, context: CodemodContext, target: TargetJax, suppressions: Suppressions | None = None
     ):
-        super().__init__(context)
-        self.target = target
-        self.suppressions = suppressions or Suppressions([])
-        self.findings: list[Finding] = []
+        super().__init__(context, target, suppressions)
         self.migrated_lines: list[int] = []
         self._nested: set[cst.CSTNode] = set()  # pmap sites inside another site's function
         self._spec_func: cst.BaseExpression | None = None
         self._uses_spec = False
 
     # -- helpers -------------------------------------------------------------------------
-
-    def _qualified(self, node: cst.CSTNode) -> set[str]:
-        return {q.name for q in self.get_metadata(QualifiedNameProvider, node, set())}
 
     def _is_pmap(self, node: cst.CSTNode) -> bool:
         return isinstance(node, (cst.Name, cst.Attribute)) and PMAP in self._qualified(node)
@@ -89,21 +83,6 @@ class PmapToShardMap(ContextAwareTransformer):
         if self._is_pmap(node) or self._is_pmap_partial(node):
             return True
         return isinstance(node, cst.Call) and self._is_pmap(node.func)
-
-    def _position(self, node: cst.CSTNode) -> tuple[int, int]:
-        pos = self.get_metadata(PositionProvider, node).start
-        return pos.line, pos.column + 1
-
-    def _report(self, node: cst.CSTNode, code: str, message: str) -> bool:
-        """Record a finding; False when a suppression comment covers it (reported as PM011)."""
-        line, col = self._position(node)
-        reason = self.suppressions.covers(line, code)
-        if reason:
-            if reason == "comment":
-                self.findings.append(Finding("PM011", line, col, f"{code} suppressed: {message}"))
-            return False
-        self.findings.append(Finding(code=code, line=line, col=col, message=message))
-        return True
 
     def _code(self, node: cst.CSTNode) -> str:
         return self._source_module.code_for_node(node).strip()

@@ -8,12 +8,9 @@ table maps a removed name to its replacement for the target JAX.
 from __future__ import annotations
 
 import libcst as cst
-from libcst.codemod import CodemodContext, ContextAwareTransformer
 from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider
 
-from transforms.findings import Finding
-from transforms.suppressions import Suppressions
-from transforms.target import TargetJax
+from transforms.reporting import ReportingTransformer
 
 REPORTED = {
     "jax.device_put_replicated": "PM301",
@@ -27,32 +24,9 @@ REPORTED_STRINGS = {"jax_pmap_shmap_merge": "PM303"}
 TREE_MAP = "jax.tree_map"
 
 
-class RemovedApis(ContextAwareTransformer):
+class RemovedApis(ReportingTransformer):
     METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider, ParentNodeProvider)
 
-    def __init__(
-        self, context: CodemodContext, target: TargetJax, suppressions: Suppressions | None = None
-    ):
-        super().__init__(context)
-        self.target = target
-        self.suppressions = suppressions or Suppressions([])
-        self.findings: list[Finding] = []
-
-    def _report(self, node: cst.CSTNode, code: str, message: str) -> bool:
-        """Record a finding; False when a suppression comment covers it (reported as PM011)."""
-        pos = self.get_metadata(PositionProvider, node).start
-        reason = self.suppressions.covers(pos.line, code)
-        if reason:
-            if reason == "comment":
-                self.findings.append(
-                    Finding("PM011", pos.line, pos.column + 1, f"{code} suppressed: {message}")
-                )
-            return False
-        self.findings.append(Finding(code=code, line=pos.line, col=pos.column + 1, message=message))
-        return True
-
-    def _qualified(self, node: cst.CSTNode) -> set[str]:
-        return {q.name for q in self.get_metadata(QualifiedNameProvider, node, set())}
 
     def _in_import(self, node: cst.CSTNode) -> bool:
         parent = self.get_metadata(ParentNodeProvider, node, None)

@@ -1,0 +1,43 @@
+"""The base of every transform: a target JAX, findings, and suppressions applied in one place."""
+
+from __future__ import annotations
+
+import libcst as cst
+from libcst.codemod import CodemodContext, ContextAwareTransformer
+from libcst.metadata import PositionProvider, QualifiedNameProvider
+
+from transforms.findings import Finding
+from transforms.suppressions import Suppressions
+from transforms.target import TargetJax
+
+
+class ReportingTransformer(ContextAwareTransformer):
+    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider)
+
+    def __init__(
+        self, context: CodemodContext, target: TargetJax, suppressions: Suppressions | None = None
+    ):
+        super().__init__(context)
+        self.target = target
+        self.suppressions = suppressions or Suppressions([])
+        self.findings: list[Finding] = []
+
+    def _position(self, node: cst.CSTNode) -> tuple[int, int]:
+        """1-based line and column of a node of the input module."""
+        start = self.get_metadata(PositionProvider, node).start
+        return start.line, start.column + 1
+
+    def _qualified(self, node: cst.CSTNode) -> set[str]:
+        return {q.name for q in self.get_metadata(QualifiedNameProvider, node, set())}
+
+    def _report(self, node: cst.CSTNode, code: str, message: str) -> bool:
+        """Record a finding. False when suppressed: by a comment (then reported as PM011) or
+        by the project configuration (then silent); the caller must then change nothing."""
+        line, col = self._position(node)
+        reason = self.suppressions.covers(line, code)
+        if reason == "comment":
+            self.findings.append(Finding("PM011", line, col, f"{code} suppressed: {message}"))
+        if reason:
+            return False
+        self.findings.append(Finding(code, line, col, message))
+        return True
