@@ -23,18 +23,18 @@ HELPER_NAME = "_pmap_style_shard_map"
 HELPER_MARKER = "# pmap-migrate: helper"
 
 _SHARD_MAP_NEW = """\
-            return jax.shard_map(
-                per_device, mesh=mesh, in_specs=(dyn_specs, kw_spec), out_specs=out_specs,
-                check_vma=False,
-            )(dyn, kwargs)"""
+                return jax.shard_map(
+                    per_device, mesh=mesh, in_specs=(dyn_specs, kw_spec), out_specs=out_specs,
+                    check_vma=False,
+                )(dyn, kwargs)"""
 
 _SHARD_MAP_OLD = """\
-            from jax.experimental.shard_map import shard_map
+                from jax.experimental.shard_map import shard_map
 
-            return shard_map(
-                per_device, mesh, in_specs=(dyn_specs, kw_spec), out_specs=out_specs,
-                check_rep=False,
-            )(dyn, kwargs)"""
+                return shard_map(
+                    per_device, mesh, in_specs=(dyn_specs, kw_spec), out_specs=out_specs,
+                    check_rep=False,
+                )(dyn, kwargs)"""
 
 _TEMPLATE = '''\
 {marker} (plain JAX, safe to keep; see the pmap-migrate rules reference)
@@ -95,25 +95,44 @@ def {name}(
                 f"Specified axis_size {{axis_size}} doesn't match received axis_size {{sizes[0]}}.")
         return sizes[0]
 
-    @functools.lru_cache(maxsize=None)
-    def jitted(n):
-        all_devices = list(devices) if devices is not None else jax.devices(backend)
-        mesh = jax.sharding.Mesh(np.array(all_devices[:n]), (axis_name,))
+    # Like pmap, reuse compiled programs across calls of this helper for the same function
+    # and arguments (e.g. a pmap site evaluated inside a loop): one cache per key.
+    devices = None if devices is None else tuple(devices)
+    try:
+        def frozen(specs):
+            leaves, treedef = jax.tree_util.tree_flatten(specs, is_leaf=is_spec)
+            return tuple(leaves), treedef
 
-        def run(*args, **kwargs):
-            dyn, dyn_specs = split_static(args)
+        key = (fun, axis_name, frozen(in_specs), frozen(out_specs), static, donate, devices,
+               backend, axis_size)
+        hash(key)
+    except TypeError:  # an unhashable function or spec tree: nothing is shared
+        key = None
+    shared = {name}.__dict__.setdefault("compiled", {{}})
+    jitted = shared.get(key) if key is not None else None
+    if jitted is None:
+        @functools.lru_cache(maxsize=None)
+        def jitted(n):
+            all_devices = list(devices) if devices is not None else jax.devices(backend)
+            mesh = jax.sharding.Mesh(np.array(all_devices[:n]), (axis_name,))
 
-            def per_device(dyn, kwargs):
-                dyn, kwargs = over_axes(jax.lax.squeeze, (dyn_specs, kw_spec), (dyn, kwargs))
-                it = iter(dyn)
-                full = [args[i] if i in static else next(it) for i in range(len(args))]
-                return over_axes(jax.lax.expand_dims, out_specs, fun(*full, **kwargs))
+            def run(*args, **kwargs):
+                dyn, dyn_specs = split_static(args)
+
+                def per_device(dyn, kwargs):
+                    dyn, kwargs = over_axes(jax.lax.squeeze, (dyn_specs, kw_spec), (dyn, kwargs))
+                    it = iter(dyn)
+                    full = [args[i] if i in static else next(it) for i in range(len(args))]
+                    return over_axes(jax.lax.expand_dims, out_specs, fun(*full, **kwargs))
 
 {shard_map_call}
 
-        # Compiled programs (profiles, HLO dumps) carry the mapped function's name, as with pmap.
-        run.__name__ = run.__qualname__ = getattr(fun, "__name__", "pmapped")
-        return jax.jit(run, static_argnums=static, donate_argnums=donate)
+            # Compiled programs (profiles, HLO dumps) carry the mapped function's name, as with pmap.
+            run.__name__ = run.__qualname__ = getattr(fun, "__name__", "pmapped")
+            return jax.jit(run, static_argnums=static, donate_argnums=donate)
+
+        if key is not None:
+            shared[key] = jitted
 
     @functools.wraps(fun)
     def call(*args, **kwargs):
