@@ -22,9 +22,9 @@ from transforms.target import DEFAULT_TARGET, TargetJax
 
 # Files without any of these words cannot hold a site; they are never parsed by libcst.
 PREFILTER = re.compile(
-    rb"pmap|device_put_replicated|device_put_sharded|tree_map|PmapSharding|"
+    rb"pmap|device_put_replicated|device_put_sharded|(?<!tree_util\.)tree_map|PmapSharding|"
     rb"ShardedDeviceArray|device_buffers"
-)
+)  # jax.tree_util.tree_map is common and fine: it must not send a file down the slow path
 
 
 @dataclasses.dataclass

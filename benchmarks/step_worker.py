@@ -1,0 +1,164 @@
+"""Times original and migrated corpus code side by side in ONE process. Runs in a subprocess.
+
+The parent sets XLA_FLAGS=--xla_force_host_platform_device_count=8 and JAX_PLATFORMS=cpu.
+Both versions of a program are loaded under different module names, warmed up (so their
+compiled programs are cached), then called alternately, original first on even rounds and
+migrated first on odd rounds, so that drift (thermal, page cache, other load) hits both
+equally. Prints one JSON object on the last line of stdout.
+
+usage:
+  python step_worker.py run  ORIG_DIR MIG_DIR PROGRAM REPS       # time PROGRAM.run()
+  python step_worker.py step ORIG_DIR MIG_DIR PROGRAM CALLS      # time the pmapped step itself
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import statistics
+import sys
+import time
+from pathlib import Path
+
+
+def load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def summary(samples: list[float]) -> dict:
+    ordered = sorted(samples)
+    return {
+        "median_ms": statistics.median(ordered) * 1e3,
+        "p10_ms": ordered[len(ordered) // 10] * 1e3,
+        "p90_ms": ordered[min(len(ordered) - 1, (len(ordered) * 9) // 10)] * 1e3,
+        "n": len(ordered),
+    }
+
+
+class CompileCounter(logging.Handler):
+    """Counts XLA compilations (jax_log_compiles records), per side."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.side = None
+        self.counts = {"original": 0, "migrated": 0}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.side and "Finished XLA compilation" in record.getMessage():
+            self.counts[self.side] += 1
+
+
+def time_runs(original, migrated, reps: int) -> dict:
+    import jax
+
+    # On before the warm-up, so the setting cannot change any cache key between warm-up and timing.
+    jax.config.update("jax_log_compiles", True)
+    counter = CompileCounter()
+    jax_logger = logging.getLogger("jax")
+    jax_logger.addHandler(counter)
+    jax_logger.propagate = False  # keep the per-compile lines off stderr
+    for module in (original, migrated):  # warm-up: compile and cache
+        module.run()
+    samples = {"original": [], "migrated": []}
+    for rep in range(reps):
+        order = [("original", original), ("migrated", migrated)]
+        if rep % 2:
+            order.reverse()
+        for side, module in order:
+            counter.side = side
+            start = time.perf_counter()
+            module.run()  # returns numpy host arrays: the work is finished when it returns
+            samples[side].append(time.perf_counter() - start)
+            counter.side = None
+    result = {side: summary(values) for side, values in samples.items()}
+    for side in samples:
+        result[side]["compiles_per_call"] = counter.counts[side] / reps
+    return result
+
+
+# --- single-step setups: build the inputs exactly as each program's run() does -----------
+
+def _setup_train_step_pmean_donate(module):
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    n = jax.local_device_count()
+    w = jnp.zeros((3,), jnp.float32)
+    b = jnp.zeros((), jnp.float32)
+    params = {"w": jnp.stack([w] * n), "b": np.broadcast_to(np.asarray(b), (n,))}
+    x, y = module.make_data(n)
+    state = {"params": params}
+
+    def step():
+        state["params"], loss = module.train_step(state["params"], x, y)  # params are donated
+        return state["params"], loss
+
+    return step
+
+
+def _setup_class_held_step(module):
+    import jax
+    import numpy as np
+
+    n = jax.local_device_count()
+    rng = np.random.RandomState(11)
+    x = rng.normal(size=(n, 6, 2)).astype(np.float32)
+    y = np.where(x[..., 0] - 0.5 * x[..., 1] > 0, 1.0, -1.0).astype(np.float32)
+    trainer = module.Trainer(features=2)
+    trainer.init_state(n)
+
+    def step():
+        trainer.state, loss = trainer.train_step(trainer.state, x, y)  # state is donated
+        return trainer.state, loss
+
+    return step
+
+
+SETUPS = {
+    "train_step_pmean_donate": _setup_train_step_pmean_donate,
+    "class_held_step": _setup_class_held_step,
+}
+
+
+def time_steps(original, migrated, program: str, calls: int) -> dict:
+    import jax
+
+    steps = {"original": SETUPS[program](original), "migrated": SETUPS[program](migrated)}
+    for step in steps.values():  # warm-up: first calls compile (and recompile once inputs live on device)
+        for _ in range(5):
+            jax.block_until_ready(step())
+    samples = {"original": [], "migrated": []}
+    block = 20
+    for round_index in range((calls + block - 1) // block):
+        order = ["original", "migrated"] if round_index % 2 == 0 else ["migrated", "original"]
+        for side in order:
+            step = steps[side]
+            for _ in range(min(block, calls - round_index * block)):
+                start = time.perf_counter()
+                jax.block_until_ready(step())
+                samples[side].append(time.perf_counter() - start)
+    return {side: summary(values) for side, values in samples.items()}
+
+
+def main(mode: str, original_dir: str, migrated_dir: str, program: str, count: str) -> None:
+    import jax
+
+    original = load(Path(original_dir) / f"{program}.py", f"bench_original_{program}")
+    migrated = load(Path(migrated_dir) / f"{program}.py", f"bench_migrated_{program}")
+    if mode == "run":
+        result = time_runs(original, migrated, int(count))
+    else:
+        result = time_steps(original, migrated, program, int(count))
+    result["jax_version"] = jax.__version__
+    result["devices"] = jax.device_count()
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:6])
