@@ -149,8 +149,9 @@ def _distinct(modules) -> list[Module]:
     in what the program communicates."""
     seen, distinct = set(), []
     for module in modules:
-        key = (module.name.removeprefix("jit_").removeprefix("pmap_"),
-               tuple(sorted((c.label(), c.operands) for c in module.collectives)),
+        # Not keyed by name: JAX >= 0.8 names every pmap program `jit__fun`, so names cannot
+        # tell programs apart on both sides alike; shape of communication and donation can.
+        key = (tuple(sorted((c.label(), c.operands) for c in module.collectives)),
                module.aliased_parameters)
         if key not in seen:
             seen.add(key)

@@ -321,3 +321,31 @@ def test_rebuilt_site_compiles_once_like_pmap(tmp_path):
     assert outcome.ok, outcome.error
     compiled = [m.name for m in outcome.compiled.modules if m.name.endswith("total")]
     assert compiled == ["jit_total"]
+
+
+TWO_SITES = '''import jax
+import numpy as np
+
+
+def total(x):
+    return jax.lax.psum(x, "i")
+
+
+def shifted_total(x):
+    return jax.lax.psum(x + 1.0, "i")
+
+
+def run():
+    x = np.arange(jax.local_device_count(), dtype=np.float32)
+    return {"a": np.asarray(jax.pmap(total, "i")(x)),
+            "b": np.asarray(jax.pmap(shifted_total, "i")(x))}
+'''
+
+
+def test_two_sites_with_the_same_collectives_against_current_jax(tmp_path):
+    """New pmap names every program jit__fun; the check must not count the migrated
+    (named) programs twice where the original's merge (found by the program fuzzer)."""
+    original = write(tmp_path / "original", TWO_SITES)
+    migrated = write(tmp_path / "migrated", migrate_source(TWO_SITES.encode()).source.decode())
+    [report] = check(original, migrated, ["prog:run"], CheckOptions(devices=(8,)))
+    assert report.verdict == "equivalent", report.differences
