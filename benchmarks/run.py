@@ -148,6 +148,11 @@ def measure_tree(label: str, tree: Path, scratch: Path, jobs: int, tools: dict, 
         allowed = {0, 1} if name in ("scan", "diff") else {0}
         if result.returncode not in allowed:
             problems.append(f"{name} exited {result.returncode}: {result.stderr_tail[-400:]}")
+        elif name in ("scan", "diff") and "pmap-migrate: " not in result.stderr_tail:
+            # A Python traceback also exits 1, the code for "pending": only the summary line
+            # proves the tool ran over the tree.
+            raise SystemExit(f"pmap-migrate {name} printed no summary (crashed?): "
+                             f"{result.stderr_tail[-800:]}")
     if "libcst" in results:
         match = re.search(r"Failed to codemod (\d+) files", results["libcst"].stderr_tail)
         if match and int(match.group(1)):

@@ -1,7 +1,8 @@
 """Regenerate tests/fixtures/*/after.py and findings.txt from the current tool.
 
 Run it after changing a transform, then READ the git diff of the fixtures: it is the review
-of what the change does to every form. `python tests/regen_fixtures.py`
+of what the change does to every form. `python tests/regen_fixtures.py [NAME_PREFIX ...]`
+(with prefixes, only the cases whose directory name starts with one of them).
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ def findings_text(findings) -> str:
 
 
 def main() -> None:
+    prefixes = tuple(sys.argv[1:]) or ("",)
     for case in sorted(p for p in FIXTURES.iterdir() if (p / "before.py").exists()):
+        if not case.name.startswith(prefixes):
+            continue
         result = migrate_source((case / "before.py").read_bytes())
         (case / "after.py").write_bytes(result.source)
         (case / "findings.txt").write_text(findings_text(result.findings), encoding="utf-8")

@@ -30,9 +30,7 @@ import libcst as cst
 from libcst.codemod import CodemodCommand, CodemodContext
 
 from transforms.findings import Finding
-from transforms.pipeline import might_need_migration
-from transforms.pmap_sites import PmapToShardMap
-from transforms.removed_apis import RemovedApis
+from transforms.pipeline import might_need_migration, run_rules
 from transforms.suppressions import Suppressions
 from transforms.target import NEWEST, TargetJax
 
@@ -64,16 +62,8 @@ class PmapMigrateCommand(CodemodCommand):
         self.findings = []
         if not might_need_migration(source):
             return tree
-        suppressions = Suppressions.from_source(source)
-        findings: list[Finding] = []
-        # Same order as migrate_source: RemovedApis never adds lines, so findings keep the
-        # input's line numbers. Imports are added/removed by CodemodCommand.transform_module.
-        for transform_class in (RemovedApis, PmapToShardMap):
-            transform = transform_class(self.context, self.target, suppressions)
-            tree = transform.transform_module(tree)
-            findings.extend(transform.findings)
-        findings.extend(suppressions.unused())
-        findings.sort(key=lambda f: (f.line, f.col, f.code))
+        # Imports asked for by the rules are added/removed by CodemodCommand.transform_module.
+        tree, findings = run_rules(tree, self.context, self.target, Suppressions.from_source(source))
         path = self.context.filename or "<stdin>"
         self.findings = [f.at(path) for f in findings]
         for finding in self.findings:

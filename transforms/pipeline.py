@@ -15,16 +15,20 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 
 from transforms.findings import Finding
+from transforms.module_helpers import insert_helpers, requested_helpers
 from transforms.pmap_sites import PmapToShardMap
 from transforms.removed_apis import RemovedApis
+from transforms.reporting import ReportingTransformer
 from transforms.suppressions import Suppressions
 from transforms.target import DEFAULT_TARGET, TargetJax
 
-# Files without any of these words cannot hold a site; they are never parsed by libcst.
-PREFILTER = re.compile(
-    rb"pmap|device_put_replicated|device_put_sharded|(?<!tree_util\.)tree_map|PmapSharding|"
-    rb"ShardedDeviceArray|device_buffers"
-)  # jax.tree_util.tree_map is common and fine: it must not send a file down the slow path
+# The rules, in the order they run. Each is one concern (see its module docstring). Rules that
+# add no lines run first; module-level helpers are inserted after all of them, so every finding
+# carries the input file's line numbers.
+RULES: tuple[type[ReportingTransformer], ...] = (RemovedApis, PmapToShardMap)
+
+# Files without any of the rules' words cannot hold a site; they are never parsed by libcst.
+PREFILTER = re.compile(b"|".join(word for rule in RULES for word in rule.PREFILTER_WORDS))
 
 
 @dataclasses.dataclass
@@ -43,6 +47,23 @@ def might_need_migration(source: bytes) -> bool:
     return PREFILTER.search(source) is not None
 
 
+def run_rules(
+    module: cst.Module, context: CodemodContext, target: TargetJax, suppressions: Suppressions
+) -> tuple[cst.Module, list[Finding]]:
+    """Every rule over `module` with one shared context (imports and helpers asked for by any
+    rule are added once, by the caller and here), then the requested helpers. Findings are
+    sorted and include unused suppressions."""
+    findings: list[Finding] = []
+    for rule_class in RULES:
+        rule = rule_class(context, target, suppressions)
+        module = rule.transform_module(module)
+        findings.extend(rule.findings)
+    module = insert_helpers(module, requested_helpers(context))
+    findings.extend(suppressions.unused())
+    findings.sort(key=lambda f: (f.line, f.col, f.code))
+    return module, findings
+
+
 def migrate_source(
     source: bytes, target: TargetJax = DEFAULT_TARGET, ignored: frozenset[str] = frozenset()
 ) -> MigrationResult:
@@ -54,18 +75,12 @@ def migrate_source(
     if not might_need_migration(source):
         return MigrationResult(source=source, findings=[], _original=source)
     module = cst.parse_module(source)
-    findings: list[Finding] = []
-    # One context: imports asked for by any transform are added (or removed) once, at the end.
-    # RemovedApis runs first because it never adds lines, so every finding keeps the line
-    # numbers of the input file.
     context = CodemodContext()
-    suppressions = Suppressions.from_source(source, ignored)
-    for transform_class in (RemovedApis, PmapToShardMap):
-        transform = transform_class(context, target, suppressions)
-        module = transform.transform_module(module)
-        findings.extend(transform.findings)
-    module = AddImportsVisitor(context).transform_module(module)
-    module = RemoveImportsVisitor(context).transform_module(module)
-    findings.extend(suppressions.unused())
-    findings.sort(key=lambda f: (f.line, f.col, f.code))
+    module, findings = run_rules(
+        module, context, target, Suppressions.from_source(source, ignored)
+    )
+    if context.scratch.get(AddImportsVisitor.CONTEXT_KEY):
+        module = AddImportsVisitor(context).transform_module(module)
+    if context.scratch.get(RemoveImportsVisitor.CONTEXT_KEY):
+        module = RemoveImportsVisitor(context).transform_module(module)
     return MigrationResult(source=module.bytes, findings=findings, _original=source)

@@ -16,8 +16,8 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
-from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider
 
+from transforms.module_helpers import request_helper
 from transforms.runtime_helper import HELPER_MARKER, HELPER_NAME, helper_source
 from transforms.specs import AxesNotTranslatable, axes_to_specs
 from transforms.reporting import ReportingTransformer
@@ -50,9 +50,9 @@ class SiteRefused(Exception):
 
 
 class PmapToShardMap(ReportingTransformer):
-    """One pass over a module: rewrite pmap sites, add the helper once, tidy imports."""
+    """One pass over a module: rewrite pmap sites, ask for the helper once, tidy imports."""
 
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider, ParentNodeProvider)
+    PREFILTER_WORDS = (rb"pmap",)
 
     def __init__(
         self, context: CodemodContext, target: TargetJax, suppressions: Suppressions | None = None
@@ -118,42 +118,8 @@ class PmapToShardMap(ReportingTransformer):
                 if isinstance(name.name, cst.Name) and name.name.value == "pmap":
                     asname = name.asname.name.value if name.asname else None
                     RemoveImportsVisitor.remove_unused_import(self.context, "jax", "pmap", asname)
-        return self._with_helper(original_node, updated_node)
-
-    def _with_helper(self, original: cst.Module, updated: cst.Module) -> cst.Module:
-        """Insert the helper after the leading imports, before the first statement using it."""
-        if any(
-            isinstance(s, cst.FunctionDef) and s.name.value == HELPER_NAME for s in updated.body
-        ):
-            return updated
-        header_end = 0
-        while header_end < len(original.body) and _is_header_statement(original.body[header_end]):
-            header_end += 1
-        first_site_line = min(self.migrated_lines)
-        first_site_stmt = next(
-            i
-            for i, stmt in enumerate(original.body)
-            if self.get_metadata(PositionProvider, stmt).end.line >= first_site_line
-        )
-        index = min(header_end, first_site_stmt)
-        # Written with the module's own newline, so a CRLF file stays CRLF inside strings too.
-        text = helper_source(self.target).replace("\n", updated.default_newline)
-        parsed = cst.parse_module(text)
-        helper = parsed.body
-        marker = [ln for ln in (*parsed.header, *helper[0].leading_lines) if ln.comment]
-        helper = [
-            helper[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *marker]),
-            *helper[1:],
-        ]
-        body = list(updated.body)
-        if index < len(body):
-            following = body[index]
-            blank = [ln for ln in following.leading_lines if ln.comment is None]
-            if len(blank) < 2:
-                body[index] = following.with_changes(
-                    leading_lines=[cst.EmptyLine()] * (2 - len(blank)) + list(following.leading_lines)
-                )
-        return updated.with_changes(body=body[:index] + helper + body[index:])
+        request_helper(self.context, HELPER_NAME, helper_source(self.target))
+        return updated_node
 
     # -- value uses and removed references --------------------------------------------------
 
@@ -166,7 +132,7 @@ class PmapToShardMap(ReportingTransformer):
     def _check_value_use(self, node: cst.Name | cst.Attribute) -> None:
         if not self._is_pmap(node):
             return
-        parent = self.get_metadata(ParentNodeProvider, node, None)
+        parent = self._parent(node)
         if isinstance(parent, (cst.ImportAlias, cst.AsName)):
             return
         if isinstance(parent, cst.Call) and parent.func is node:
@@ -174,7 +140,7 @@ class PmapToShardMap(ReportingTransformer):
         if isinstance(parent, cst.Decorator):
             return
         if isinstance(parent, cst.Arg):
-            call = self.get_metadata(ParentNodeProvider, parent, None)
+            call = self._parent(parent)
             if isinstance(call, cst.Call) and self._is_pmap_partial(call) and call.args[0] is parent:
                 return
         self._report(
@@ -198,7 +164,7 @@ class PmapToShardMap(ReportingTransformer):
         return updated_node.with_changes(decorator=cst.Name(HELPER_NAME))
 
     def _decorated_twice(self, decorator: cst.Decorator) -> bool:
-        owner = self.get_metadata(ParentNodeProvider, decorator, None)
+        owner = self._parent(decorator)
         if not isinstance(owner, cst.FunctionDef):
             return False
         return sum(self._is_pmap_site(d.decorator) for d in owner.decorators) > 1
@@ -215,7 +181,7 @@ class PmapToShardMap(ReportingTransformer):
 
     def _nesting(self, decorator: cst.Decorator) -> str:
         """Stacked pmap decorators: the one listed first is the outer pmap."""
-        owner = self.get_metadata(ParentNodeProvider, decorator)
+        owner = self._parent(decorator)
         pmaps = [d for d in owner.decorators if self._is_pmap_site(d.decorator)]
         if pmaps[0] is decorator:
             return "pmap of a pmapped function"
@@ -256,7 +222,7 @@ class PmapToShardMap(ReportingTransformer):
             for n in m.findall(positional[0].value, m.Name() | m.Attribute() | m.Call())
         ):
             raise SiteRefused("PM206", "pmap of a pmapped function")
-        owner = self.get_metadata(ParentNodeProvider, call, None)
+        owner = self._parent(call)
         if isinstance(owner, cst.Decorator) and self._decorated_twice(owner):
             raise SiteRefused("PM206", self._nesting(owner))
         if not partial and not positional and not any(
@@ -341,17 +307,6 @@ def _repeatable(node: cst.BaseExpression) -> bool:
 def _shorten(text: str, limit: int = 40) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _is_header_statement(stmt: cst.CSTNode) -> bool:
-    """Docstrings and imports: the part of a module the helper goes after."""
-    if not isinstance(stmt, cst.SimpleStatementLine):
-        return False
-    return all(
-        isinstance(s, (cst.Import, cst.ImportFrom))
-        or (isinstance(s, cst.Expr) and isinstance(s.value, (cst.SimpleString, cst.ConcatenatedString)))
-        for s in stmt.body
-    )
 
 
 __all__ = ["PmapToShardMap", "HELPER_MARKER"]

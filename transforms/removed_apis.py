@@ -8,7 +8,6 @@ table maps a removed name to its replacement for the target JAX.
 from __future__ import annotations
 
 import libcst as cst
-from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider
 
 from transforms.reporting import ReportingTransformer
 
@@ -25,11 +24,14 @@ TREE_MAP = "jax.tree_map"
 
 
 class RemovedApis(ReportingTransformer):
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider, ParentNodeProvider)
-
+    # jax.tree_util.tree_map is common and fine: it must not send a file down the slow path.
+    PREFILTER_WORDS = (
+        rb"device_put_replicated", rb"device_put_sharded", rb"(?<!tree_util\.)tree_map",
+        rb"PmapSharding", rb"ShardedDeviceArray", rb"device_buffers", rb"jax_pmap_shmap_merge",
+    )
 
     def _in_import(self, node: cst.CSTNode) -> bool:
-        parent = self.get_metadata(ParentNodeProvider, node, None)
+        parent = self._parent(node)
         return isinstance(parent, (cst.ImportAlias, cst.AsName))
 
     def visit_Name(self, node: cst.Name) -> None:

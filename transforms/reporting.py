@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 from libcst.codemod import CodemodContext, ContextAwareTransformer
-from libcst.metadata import PositionProvider, QualifiedNameProvider
+from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider
 
 from transforms.findings import Finding
 from transforms.suppressions import Suppressions
@@ -12,7 +12,16 @@ from transforms.target import TargetJax
 
 
 class ReportingTransformer(ContextAwareTransformer):
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider)
+    """Base of every rule. Rules run one after another over the same module and must:
+    - read metadata only through `_qualified`, `_position` and `_parent` (original nodes);
+    - accept an `updated_node` that an earlier rule already changed;
+    - add module-level code only through `transforms.module_helpers.request_helper`.
+    """
+
+    METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider, ParentNodeProvider)
+    # Byte strings one of which a file must contain for this rule to have anything to do;
+    # the pipeline never parses a file that contains none of any rule's words.
+    PREFILTER_WORDS: tuple[bytes, ...] = ()
 
     def __init__(
         self, context: CodemodContext, target: TargetJax, suppressions: Suppressions | None = None
@@ -26,6 +35,10 @@ class ReportingTransformer(ContextAwareTransformer):
         """1-based line and column of a node of the input module."""
         start = self.get_metadata(PositionProvider, node).start
         return start.line, start.column + 1
+
+    def _parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The parent of a node of the input module (None for the module itself)."""
+        return self.get_metadata(ParentNodeProvider, node, None)
 
     def _qualified(self, node: cst.CSTNode) -> set[str]:
         return {q.name for q in self.get_metadata(QualifiedNameProvider, node, set())}

@@ -1,0 +1,65 @@
+"""Module-level helper functions that rewrites ask for, inserted once at the end of the run.
+
+A rule that rewrites a site into a call of a helper (`_pmap_style_shard_map`,
+`_device_put_replicated`, ...) asks for it with `request_helper`; the pipeline inserts every
+requested helper after all rules ran, so no rule sees line numbers shifted by another rule's
+insertion, and each helper is written at most once (a module that already defines it, for
+example because it was migrated before, keeps its own copy).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+
+_SCRATCH_KEY = "pmap_migrate.helpers"
+
+
+def request_helper(context: CodemodContext, name: str, source: str) -> None:
+    """Ask for the top-level function `name` (whose full text is `source`) in this module."""
+    context.scratch.setdefault(_SCRATCH_KEY, {}).setdefault(name, source)
+
+
+def requested_helpers(context: CodemodContext) -> dict[str, str]:
+    return context.scratch.get(_SCRATCH_KEY, {})
+
+
+def insert_helpers(module: cst.Module, helpers: dict[str, str]) -> cst.Module:
+    """Insert the helpers right after the leading docstring and imports, so they exist before
+    any statement can call them at import time. Written with the module's own newline, so a
+    CRLF file stays CRLF inside the helpers' strings too."""
+    defined = {s.name.value for s in module.body if isinstance(s, cst.FunctionDef)}
+    missing = {name: text for name, text in helpers.items() if name not in defined}
+    if not missing:
+        return module
+    header_end = 0
+    while header_end < len(module.body) and _is_header_statement(module.body[header_end]):
+        header_end += 1
+    index = header_end
+    new_statements: list[cst.BaseStatement] = []
+    for name, text in missing.items():
+        parsed = cst.parse_module(text.replace("\n", module.default_newline))
+        body = list(parsed.body)
+        marker = [ln for ln in (*parsed.header, *body[0].leading_lines) if ln.comment]
+        body[0] = body[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *marker])
+        new_statements.extend(body)
+    statements = list(module.body)
+    if index < len(statements):
+        following = statements[index]
+        blank = [ln for ln in following.leading_lines if ln.comment is None]
+        if len(blank) < 2:
+            statements[index] = following.with_changes(
+                leading_lines=[cst.EmptyLine()] * (2 - len(blank)) + list(following.leading_lines)
+            )
+    return module.with_changes(body=statements[:index] + new_statements + statements[index:])
+
+
+def _is_header_statement(stmt: cst.CSTNode) -> bool:
+    """Docstrings and imports: the part of a module the helpers go after."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    return all(
+        isinstance(s, (cst.Import, cst.ImportFrom))
+        or (isinstance(s, cst.Expr) and isinstance(s.value, (cst.SimpleString, cst.ConcatenatedString)))
+        for s in stmt.body
+    )
