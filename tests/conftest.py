@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,17 @@ def legacy_python_or_skip() -> str:
 
 def fixture_cases() -> list[Path]:
     return sorted(p for p in FIXTURES.iterdir() if (p / "before.py").exists())
+
+
+# A program whose original uses APIs that current JAX removed (device_put_replicated, ...)
+# carries this line: its original runs under the legacy interpreter, its migration under the
+# current one, and the two are compared.
+LEGACY_ORIGINAL_MARKER = b"# pmap-migrate-test: original needs legacy jax"
+
+
+def original_python(source: bytes) -> str:
+    """The interpreter that runs an original program: this one, or the legacy one."""
+    return legacy_python_or_skip() if LEGACY_ORIGINAL_MARKER in source else sys.executable
 
 
 def is_runnable(source: bytes) -> bool:

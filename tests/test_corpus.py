@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import CORPUS, ROOT
+from conftest import CORPUS, ROOT, original_python
 from equivalence.compare import compare_outputs
 from equivalence.runner import run_entry
 from transforms.pipeline import migrate_source
@@ -44,7 +44,8 @@ def test_every_corpus_site_is_migrated(migrated):
 
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_migrated_program_matches_original(name, migrated):
-    original = run_entry(CORPUS, f"{name}:run", devices=8)
+    python = original_python((CORPUS / f"{name}.py").read_bytes())
+    original = run_entry(CORPUS, f"{name}:run", devices=8, python=python)
     new = run_entry(migrated, f"{name}:run", devices=8)
     assert original.ok, original.error
     assert new.ok, new.error

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from conftest import fixture_cases, is_runnable
+from conftest import fixture_cases, is_runnable, original_python
 from equivalence.compare import compare_outputs
 from equivalence.runner import run_entry
 from regen_fixtures import findings_text
@@ -50,7 +50,8 @@ def test_migrated_fixture_computes_the_same(case, tmp_path):
     (tmp_path / "new").mkdir()
     shutil.copy(case / "before.py", tmp_path / "orig" / "case.py")
     shutil.copy(case / "after.py", tmp_path / "new" / "case.py")
-    original = run_entry(tmp_path / "orig", "case:run", devices=8)
+    python = original_python((case / "before.py").read_bytes())
+    original = run_entry(tmp_path / "orig", "case:run", devices=8, python=python)
     migrated = run_entry(tmp_path / "new", "case:run", devices=8)
     assert original.ok, original.error
     assert migrated.ok, migrated.error
