@@ -12,13 +12,14 @@ import re
 
 import libcst as cst
 from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 
 from transforms.findings import Finding
+from transforms.imports import apply_queued_imports
 from transforms.module_helpers import insert_helpers, requested_helpers
 from transforms.pmap_sites import PmapToShardMap
 from transforms.removed_apis import RemovedApis
 from transforms.reporting import ReportingTransformer
+from transforms.rule_runner import ModuleFacts, RuleRunner
 from transforms.suppressions import Suppressions
 from transforms.target import DEFAULT_TARGET, TargetJax
 
@@ -48,17 +49,23 @@ def might_need_migration(source: bytes) -> bool:
 
 
 def run_rules(
-    module: cst.Module, context: CodemodContext, target: TargetJax, suppressions: Suppressions
+    module: cst.Module,
+    context: CodemodContext,
+    target: TargetJax,
+    suppressions: Suppressions,
+    source: bytes | None = None,
 ) -> tuple[cst.Module, list[Finding]]:
-    """Every rule over `module` with one shared context (imports and helpers asked for by any
-    rule are added once, by the caller and here), then the requested helpers. Findings are
-    sorted and include unused suppressions."""
-    findings: list[Finding] = []
-    for rule_class in RULES:
-        rule = rule_class(context, target, suppressions)
-        module = rule.transform_module(module)
-        findings.extend(rule.findings)
+    """Every rule over `module` in one traversal with one shared context, then the helpers
+    and imports any rule asked for, each added once. `source`: the bytes `module` was parsed
+    from, when the caller has them. Findings are sorted and include unused suppressions."""
+    rules = [rule_class(context, target, suppressions) for rule_class in RULES]
+    facts = ModuleFacts(module, module.bytes if source is None else source)
+    for rule in rules:
+        rule.facts = facts
+    module = module.visit(RuleRunner(rules, facts))
+    findings = [finding for rule in rules for finding in rule.findings]
     module = insert_helpers(module, requested_helpers(context))
+    module = apply_queued_imports(module, context)
     findings.extend(suppressions.unused())
     findings.sort(key=lambda f: (f.line, f.col, f.code))
     return module, findings
@@ -77,10 +84,6 @@ def migrate_source(
     module = cst.parse_module(source)
     context = CodemodContext()
     module, findings = run_rules(
-        module, context, target, Suppressions.from_source(source, ignored)
+        module, context, target, Suppressions.from_source(source, ignored), source
     )
-    if context.scratch.get(AddImportsVisitor.CONTEXT_KEY):
-        module = AddImportsVisitor(context).transform_module(module)
-    if context.scratch.get(RemoveImportsVisitor.CONTEXT_KEY):
-        module = RemoveImportsVisitor(context).transform_module(module)
     return MigrationResult(source=module.bytes, findings=findings, _original=source)

@@ -7,14 +7,17 @@ from libcst.codemod import CodemodContext, ContextAwareTransformer
 from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider
 
 from transforms.findings import Finding
+from transforms.rule_runner import ModuleFacts
 from transforms.suppressions import Suppressions
 from transforms.target import TargetJax
 
 
 class ReportingTransformer(ContextAwareTransformer):
-    """Base of every rule. Rules run one after another over the same module and must:
-    - read metadata only through `_qualified`, `_position` and `_parent` (original nodes);
-    - accept an `updated_node` that an earlier rule already changed;
+    """Base of every rule. Rules run together in one traversal (transforms/rule_runner.py) and
+    must:
+    - read metadata only through `_qualified`, `_position` and `_parent` (of original nodes:
+      every rule sees the input's nodes, so findings carry the input's line numbers);
+    - accept an `updated_node` that an earlier rule in RULES already changed;
     - add module-level code only through `transforms.module_helpers.request_helper`.
     """
 
@@ -30,17 +33,27 @@ class ReportingTransformer(ContextAwareTransformer):
         self.target = target
         self.suppressions = suppressions or Suppressions([])
         self.findings: list[Finding] = []
+        # Set by RuleRunner when the rule runs with others in one pass; without it (a rule run
+        # alone with transform_module, as libcst codemods are) libcst's metadata is used.
+        self.facts: ModuleFacts | None = None
 
     def _position(self, node: cst.CSTNode) -> tuple[int, int]:
         """1-based line and column of a node of the input module."""
-        start = self.get_metadata(PositionProvider, node).start
+        if self.facts is not None:
+            start = self.facts.position(node).start
+        else:
+            start = self.get_metadata(PositionProvider, node).start
         return start.line, start.column + 1
 
     def _parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The parent of a node of the input module (None for the module itself)."""
+        if self.facts is not None:
+            return self.facts.parent(node)
         return self.get_metadata(ParentNodeProvider, node, None)
 
     def _qualified(self, node: cst.CSTNode) -> set[str]:
+        if self.facts is not None:
+            return self.facts.qualified(node)
         return {q.name for q in self.get_metadata(QualifiedNameProvider, node, set())}
 
     def _report(self, node: cst.CSTNode, code: str, message: str) -> bool:

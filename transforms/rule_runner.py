@@ -1,0 +1,151 @@
+"""Run every rule in ONE traversal of the module, with metadata computed once and lazily.
+
+Running each rule as its own libcst codemod costs, per rule, a deep copy of the module, a
+metadata resolution (scope analysis alone is about six plain visits) and a visit through the
+matcher machinery: 0.4 s per rule on a 300-line file, against 0.05 s for a no-op codemod.
+Here the rules share one visit: for each node type, only the rules that define
+`visit_<Type>` / `leave_<Type>` are called, and `leave_` results are chained, so a rule sees
+the `updated_node` that earlier rules returned (original nodes are always the input's).
+
+Metadata (`ModuleFacts`) is what rules ask for through ReportingTransformer: parents are
+recorded during the traversal, positions are computed on the first finding, and qualified
+names come from the import table (transforms/names.py) unless the module needs real scope
+analysis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+from libcst.metadata import (
+    CodeRange,
+    MetadataWrapper,
+    PositionProvider,
+    QualifiedNameProvider,
+)
+from libcst.metadata.base_provider import LazyValue
+
+from transforms.names import ImportTable
+
+_MISSING = object()
+
+
+class ModuleFacts:
+    """Parents, positions and qualified names of the nodes of one input module."""
+
+    def __init__(self, module: cst.Module, source: bytes):
+        self.module = module
+        self.imports = ImportTable.from_source(source)
+        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self._wrapper: MetadataWrapper | None = None
+        self._resolved: dict[type, object] = {}
+        self._all_parents = False
+
+    def _metadata(self, provider: type) -> dict:
+        if provider not in self._resolved:
+            if self._wrapper is None:
+                self._wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
+            self._resolved[provider] = self._wrapper.resolve(provider)
+        return self._resolved[provider]
+
+    def position(self, node: cst.CSTNode) -> CodeRange:
+        return self._metadata(PositionProvider)[node]
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        found = self.parents.get(node, _MISSING)
+        if found is _MISSING and not self._all_parents:
+            # A node the traversal has not reached yet: record every parent once (a plain
+            # visit, a third of what ParentNodeProvider costs).
+            self.module.visit(_ParentRecorder(self.parents))
+            self._all_parents = True
+            found = self.parents.get(node, _MISSING)
+        return None if found is _MISSING else found
+
+    def qualified(self, node: cst.CSTNode) -> set[str]:
+        if self.imports.needs_scope_analysis:
+            names = self._metadata(QualifiedNameProvider).get(node, ())
+            if isinstance(names, LazyValue):  # libcst computes some values on first read
+                names = names()
+            return {q.name for q in names}
+        return self.imports.qualified(node, self.parent(node))
+
+
+class _ParentRecorder(cst.CSTVisitor):
+    def __init__(self, parents: dict):
+        super().__init__()
+        self.parents = parents
+        self.stack: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.stack:
+            self.parents[node] = self.stack[-1]
+        self.stack.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.stack.pop()
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        return None
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        return None
+
+
+class RuleRunner(cst.CSTTransformer):
+    """A transformer that dispatches every node to the rules that handle its type."""
+
+    def __init__(self, rules: Sequence[cst.CSTTransformer], facts: ModuleFacts):
+        super().__init__()
+        self.facts = facts
+        self._visits: dict[str, list[tuple[int, object]]] = {}
+        self._leaves: dict[str, list[tuple[int, object]]] = {}
+        for index, rule in enumerate(rules):
+            for attribute in dir(type(rule)):
+                kind, _, node_type = attribute.partition("_")
+                if kind not in ("visit", "leave"):
+                    continue
+                if getattr(type(rule), attribute) is getattr(cst.CSTTransformer, attribute, None):
+                    continue  # libcst's default no-op
+                if not hasattr(cst, node_type):
+                    if hasattr(cst, node_type.split("_")[0]):
+                        raise TypeError(f"{type(rule).__name__}.{attribute}: per-attribute "
+                                        "hooks are not run by RuleRunner")
+                    continue
+                table = self._visits if kind == "visit" else self._leaves
+                table.setdefault(node_type, []).append((index, getattr(rule, attribute)))
+        # A rule whose visit_ returned False hears nothing below that node, as in libcst.
+        self._muted_at: list[cst.CSTNode | None] = [None] * len(rules)
+        self._stack: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self._stack:
+            self.facts.parents[node] = self._stack[-1]
+        self._stack.append(node)
+        for index, visit in self._visits.get(type(node).__name__, ()):
+            if self._muted_at[index] is None and visit(node) is False:
+                self._muted_at[index] = node
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
+        self._stack.pop()
+        for index, leave in self._leaves.get(type(original_node).__name__, ()):
+            muted = self._muted_at[index]
+            if muted is not None and muted is not original_node:
+                continue
+            updated_node = leave(original_node, updated_node)
+            if isinstance(updated_node, (cst.RemovalSentinel, cst.FlattenSentinel)):
+                break
+        for index, muted in enumerate(self._muted_at):
+            if muted is original_node:
+                self._muted_at[index] = None
+        return updated_node
+
+    # Rules do not use per-attribute hooks; skipping libcst's lookup for them halves the cost
+    # of a visit.
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        return None
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        return None
