@@ -1,7 +1,7 @@
 """Hypothesis strategy for VALID, RUNNABLE pmap programs, for the equivalence fuzzer.
 
 `pmap_programs()` draws whole Python modules (source text) that use `jax.pmap` at one to
-three sites and define `run()`, which builds the inputs (from `n = jax.local_device_count()`),
+three sites and define `run()`, which builds the inputs (n devices: all local devices, or fewer),
 calls every site and returns a flat dict of numpy arrays. Importing a generated module
 touches no device: everything device-related happens inside `run()` or at trace time.
 
@@ -22,7 +22,9 @@ What is drawn, per site:
   a Python float broadcast with in_axes None, a static int (`static_broadcasted_argnums`,
   used in the body), and trailing keyword arguments (pmap maps them on axis 0; sometimes they
   are the only mapped arguments);
-- rarely: `axis_size=n`, `devices=jax.local_devices()` or `backend="cpu"`;
+- rarely: `axis_size=n`, `devices=jax.local_devices()[:n]` or `backend="cpu"`;
+- the number of mapped devices n: usually all local devices, sometimes half of them or two
+  (pmap then runs on the first n devices, and so must the migrated program);
 - the body: elementwise math, a helper function (optionally with a collective inside),
   psum / pmean / pmax / pmin, all_gather (tiled or not), a ppermute ring, axis_index,
   psum_scatter (tiled or not, leading dim divisible by n), all_to_all (split / concat axis 0,
@@ -62,6 +64,7 @@ import jax.numpy as jnp
 import numpy as np
 
 AXIS = "batch"
+N_DEVICES = None  # the mapped axis size run() chose
 
 
 def _data(shape, seed):
@@ -312,7 +315,7 @@ class _Site:
         self.placement = []
         if self.form in BUILT_IN_RUN and draw(st.integers(0, 7)) == 0:
             self.placement.append(
-                draw(st.sampled_from(["axis_size=n", "devices=jax.local_devices()"])))
+                draw(st.sampled_from(["axis_size=n", "devices=jax.local_devices()[:n]"])))
         if not self.bare and draw(st.integers(0, 14)) == 0:
             self.placement.append('backend="cpu"')
         self.features += self.placement
@@ -394,7 +397,7 @@ class _Site:
             return Value("h", h.shape, True)
         if op == "ppermute":
             lines += [
-                "size = jax.local_device_count()",
+                "size = N_DEVICES  # the mapped axis size, set by run()",
                 f"h = jax.lax.ppermute(h, {ax}, perm=[(d, (d + 1) % size) for d in range(size)])",
             ]
             return h
@@ -681,7 +684,9 @@ def pmap_programs(draw, max_sites: int = 3) -> GeneratedProgram:
     """A whole module with 1..max_sites pmap sites and `run()` returning numpy arrays."""
     n_sites = draw(st.integers(1, max_sites))
     module_parts = [PRELUDE]
-    run_lines = ["n = jax.local_device_count()", "results = {}"]
+    devices = draw(st.sampled_from(["jax.local_device_count()"] * 4 + [
+        "jax.local_device_count() // 2", "2"]))
+    run_lines = ["global N_DEVICES", f"n = N_DEVICES = {devices}", "results = {}"]
     total_sites = 0
     features: list[str] = []
     for i in range(n_sites):
@@ -700,4 +705,6 @@ def pmap_programs(draw, max_sites: int = 3) -> GeneratedProgram:
     ]
     module_parts.append("def run():\n" + textwrap.indent("\n".join(run_lines), "    ") + "\n")
     source = "\n\n".join(part.rstrip("\n") + "\n" for part in module_parts)
+    if devices != "jax.local_device_count()":
+        features.append(f"n = {devices}")
     return GeneratedProgram(source=source, sites=total_sites, features=tuple(features))

@@ -10,28 +10,26 @@ equivalent to the original (outputs, collectives, donation).
   override their example counts. One of them runs the original under the legacy interpreter
   (jax 0.4.38, the real legacy pmap); another migrates for --target-jax 0.4.38 and runs both
   sides there.
-- A known bug of the check itself (KNOWN_SHIM_NAME_BUG below) is recognised narrowly: programs
-  whose only differences it explains are counted, and the test xfails with its description;
-  every other difference fails the test.
+- Every difference fails the test. The one failure the sweeps have found so far was in the
+  check itself (it deduplicated compiled programs by name, and new pmap names every program
+  jit__fun); it is fixed in equivalence/hlo.py, with a regression test in test_harness.py.
 """
 
 from __future__ import annotations
 
-import collections
 import difflib
 import os
-import re
 import sys
 import tempfile
 from pathlib import Path
 
 import libcst as cst
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
-
 from conftest import legacy_python_or_skip
-from equivalence.check import DIFFERENT, EQUIVALENT, CheckOptions, check
+from hypothesis import HealthCheck, Phase, given, settings
 from program_generator import ENTRY, MODULE_NAME, GeneratedProgram, pmap_programs
+
+from equivalence.check import EQUIVALENT, CheckOptions, check
 from transforms.pipeline import migrate_source
 from transforms.target import DEFAULT_TARGET, TargetJax
 
@@ -62,14 +60,14 @@ def _describe(program: GeneratedProgram, migrated: bytes | None = None) -> str:
 def migrate_and_check(
     program: GeneratedProgram, reference_python: str = sys.executable,
     python: str = sys.executable, target: TargetJax = DEFAULT_TARGET,
-) -> str | None:
-    """None when equivalent; KNOWN_SHIM_NAME_BUG when only that bug shows; else AssertionError."""
+) -> None:
+    """Raise AssertionError, with the program and its rewrite, unless all properties hold."""
     source = program.source.encode()
     result = migrate_source(source, target)  # must not raise
     try:
         cst.parse_module(result.source)
         compile(result.source, f"{MODULE_NAME}.py", "exec")
-    except Exception as error:  # noqa: BLE001 - any parse failure is the finding
+    except Exception as error:
         raise AssertionError(
             f"migrated output does not parse: {error}{_describe(program, result.source)}"
         ) from error
@@ -94,9 +92,7 @@ def migrate_and_check(
                                python=python)
         (report,) = list(check(original_root, migrated_root, [ENTRY], options))
     if report.verdict == EQUIVALENT:
-        return None
-    if _explained_by_shim_module_names(report):
-        return KNOWN_SHIM_NAME_BUG
+        return
     what = "generator bug? the original itself fails" if report.verdict == "error" else "tool bug?"
     differences = "\n".join(f"  {d}" for d in report.differences) or "  (none listed)"
     raise AssertionError(
@@ -106,74 +102,18 @@ def migrate_and_check(
     )
 
 
-# -- the known check bug ----------------------------------------------------------------------
-
-KNOWN_SHIM_NAME_BUG = (
-    "known bug in pmap-migrate check (equivalence/hlo.py _distinct), not in the migration: under "
-    "JAX >= 0.8 every pmap program compiles as module 'jit__fun', and _distinct dedupes modules "
-    "by (name, collectives, aliased parameters), so two different pmap sites with the same "
-    "collectives or donation count once in the original, while the migrated modules keep their "
-    "function names and count twice: a false 'different' (collective or donation counts) when "
-    "the original runs under the same current JAX. Minimal reproducer: two sites "
-    "jax.pmap(total, 'i')(x) and jax.pmap(shifted_total, 'i')(x), each body one psum over 'i'."
-)
-
-
-def _explained_by_shim_module_names(report) -> bool:
-    """True when the only differences are the count inflation KNOWN_SHIM_NAME_BUG causes:
-    outputs equal; every original program module is the shim's 'jit__fun' while the migrated
-    ones carry two or more names; each side compiled the same modules (per module: number of
-    collectives and aliased parameters, as multisets); and the differences are only count
-    increases of collectives present on both sides, or extra donating programs."""
-    sections = report.sections
-    if report.verdict != DIFFERENT or not sections:
-        return False
-    if sections["outputs"].verdict != EQUIVALENT or sections["sharding"].verdict == DIFFERENT:
-        return False
-    details = sections["collectives"].details
-    modules = {
-        side: [m for m in details[side]["modules"] if not m["data_movement"]]
-        for side in ("original", "migrated")
-    }
-    if not modules["original"] or any(m["name"] != "jit__fun" for m in modules["original"]):
-        return False
-    if len({m["name"] for m in modules["migrated"]}) < 2:
-        return False
-    compiled = {
-        side: collections.Counter((m["collectives"], m["aliased_parameters"]) for m in found)
-        for side, found in modules.items()
-    }
-    if compiled["original"] != compiled["migrated"]:
-        return False
-    for difference in sections["collectives"].differences:
-        counts = re.fullmatch(r".*: (\d+) -> (\d+) operands", difference)
-        if not counts or not 0 < int(counts[1]) < int(counts[2]):
-            return False
-    if sections["donation"].differences:
-        before = collections.Counter(sections["donation"].details["original"])
-        after = collections.Counter(sections["donation"].details["migrated"])
-        if before - after or not after - before:
-            return False
-    return True
-
-
 # -- the tests ----------------------------------------------------------------------------------
 
 
 def run_examples(test_settings: settings, **check_arguments) -> None:
-    """Check every drawn program; a real failure fails (hypothesis shrinks it). Programs whose
-    only differences are KNOWN_SHIM_NAME_BUG are counted, and the test then xfails with it."""
-    known: list[GeneratedProgram] = []
+    """Check every drawn program; a failure fails the test (the sweeps shrink it)."""
 
     @test_settings
     @given(pmap_programs())
     def examples(program):
-        if migrate_and_check(program, **check_arguments) is not None:
-            known.append(program)
+        migrate_and_check(program, **check_arguments)
 
     examples()
-    if known:
-        pytest.xfail(f"{len(known)} generated program(s) hit a known bug: {KNOWN_SHIM_NAME_BUG}")
 
 
 def test_generated_programs_are_equivalent():
