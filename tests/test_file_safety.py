@@ -109,3 +109,23 @@ def test_odd_but_valid_files_round_trip(content, tmp_path):
     if b"\r\n" in content:
         assert b"f = _pmap_style_shard_map(g)\n" in result.source  # its own ending kept
         assert b"h = 1\r\n" in result.source
+
+
+def test_very_large_file_is_migrated_whole(tmp_path):
+    """A 40,000-line module with sites at its start and end: both are migrated, every other
+    line is kept byte for byte, and nothing in the path is quadratic (it finishes in CI)."""
+    filler = "".join(f"def f_{i}(x):\n    return x * {i} + 1\n\n\n" for i in range(10_000))
+    source = (
+        "import jax\n\n\nfirst = jax.pmap(lambda x: x, axis_name='i')\n\n\n"
+        + filler
+        + "last = jax.pmap(lambda x: x + 1, axis_name='i')\n"
+    ).encode()
+    path = tmp_path / "big.py"
+    path.write_bytes(source)
+    result = subprocess.run([sys.executable, "-m", "migrator.cli", "apply", str(tmp_path),
+                             "--no-progress"], cwd=ROOT, capture_output=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    migrated = path.read_bytes()
+    assert b"jax.pmap(" not in migrated
+    assert migrated.count(b"= _pmap_style_shard_map(lambda") == 2
+    assert filler.encode() in migrated
