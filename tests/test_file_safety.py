@@ -112,9 +112,9 @@ def test_odd_but_valid_files_round_trip(content, tmp_path):
 
 
 def test_very_large_file_is_migrated_whole(tmp_path):
-    """A 40,000-line module with sites at its start and end: both are migrated, every other
+    """A 20,000-line module with sites at its start and end: both are migrated, every other
     line is kept byte for byte, and nothing in the path is quadratic (it finishes in CI)."""
-    filler = "".join(f"def f_{i}(x):\n    return x * {i} + 1\n\n\n" for i in range(10_000))
+    filler = "".join(f"def f_{i}(x):\n    return x * {i} + 1\n\n\n" for i in range(5_000))
     source = (
         "import jax\n\n\nfirst = jax.pmap(lambda x: x, axis_name='i')\n\n\n"
         + filler
