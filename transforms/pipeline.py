@@ -13,9 +13,13 @@ import re
 import libcst as cst
 from libcst.codemod import CodemodContext
 
+from transforms.collective_groups import CollectiveGroups
+from transforms.config_flags import ConfigFlags
 from transforms.findings import Finding
+from transforms.host_barriers import HostBarriers
 from transforms.imports import apply_queued_imports
 from transforms.module_helpers import insert_helpers, requested_helpers
+from transforms.multiprocess import MultiProcess
 from transforms.pmap_sites import PmapToShardMap
 from transforms.removed_apis import RemovedApis
 from transforms.reporting import ReportingTransformer
@@ -26,7 +30,13 @@ from transforms.target import DEFAULT_TARGET, TargetJax
 # The rules, in the order they run. Each is one concern (see its module docstring). Rules that
 # add no lines run first; module-level helpers are inserted after all of them, so every finding
 # carries the input file's line numbers.
-RULES: tuple[type[ReportingTransformer], ...] = (RemovedApis, PmapToShardMap)
+# The hazard rules (MultiProcess, CollectiveGroups, HostBarriers) come before PmapToShardMap,
+# which skips the sites they claim; ConfigFlags removes lines and must stay last.
+RULES: tuple[type[ReportingTransformer], ...] = (
+    MultiProcess, CollectiveGroups, HostBarriers,
+    RemovedApis, PmapToShardMap,
+    ConfigFlags,
+)
 
 # Files without any of the rules' words cannot hold a site; they are never parsed by libcst.
 PREFILTER = re.compile(b"|".join(word for rule in RULES for word in rule.PREFILTER_WORDS))

@@ -18,6 +18,7 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 
 from transforms.module_helpers import request_helper
+from transforms.pmap_hazards import site_claimed
 from transforms.runtime_helper import HELPER_MARKER, HELPER_NAME, helper_source
 from transforms.specs import AxesNotTranslatable, axes_to_specs
 from transforms.reporting import ReportingTransformer
@@ -156,6 +157,8 @@ class PmapToShardMap(ReportingTransformer):
     ) -> cst.Decorator:
         if not self._is_pmap(original_node.decorator):
             return updated_node
+        if site_claimed(self, original_node):  # multi-process module: stays jax.pmap
+            return updated_node
         if self._decorated_twice(original_node):
             self._report(original_node, "PM206", f"{self._nesting(original_node)}; not migrated")
             return updated_node
@@ -195,6 +198,8 @@ class PmapToShardMap(ReportingTransformer):
         return updated_node
 
     def _rewrite_site(self, original: cst.Call, updated: cst.Call, *, partial: bool) -> cst.Call:
+        if site_claimed(self, original):  # a rewritten host barrier, or a multi-process module
+            return updated
         pmap_args = list(original.args[1:] if partial else original.args)
         label = self._code(original.args[0].value if partial else original.func)
         callee = [a for a in pmap_args if not a.keyword and not a.star]

@@ -18,8 +18,8 @@ REPORTED = {
     "jax.interpreters.pxla.ShardedDeviceArray": "PM303",
     "jax.pxla.ShardedDeviceArray": "PM303",
 }
-REPORTED_ATTRIBUTES = {"device_buffers": "PM303", "jax_pmap_shmap_merge": "PM303"}
-REPORTED_STRINGS = {"jax_pmap_shmap_merge": "PM303"}
+# jax_pmap_shmap_merge is folded away or reported by transforms/config_flags.py.
+REPORTED_ATTRIBUTES = {"device_buffers": "PM303"}
 TREE_MAP = "jax.tree_map"
 
 
@@ -27,7 +27,7 @@ class RemovedApis(ReportingTransformer):
     # jax.tree_util.tree_map is common and fine: it must not send a file down the slow path.
     PREFILTER_WORDS = (
         rb"device_put_replicated", rb"device_put_sharded", rb"(?<!tree_util\.)tree_map",
-        rb"PmapSharding", rb"ShardedDeviceArray", rb"device_buffers", rb"jax_pmap_shmap_merge",
+        rb"PmapSharding", rb"ShardedDeviceArray", rb"device_buffers",
     )
 
     def _in_import(self, node: cst.CSTNode) -> bool:
@@ -43,11 +43,6 @@ class RemovedApis(ReportingTransformer):
                          f"`.{node.attr.value}` belongs to the removed pmap implementation")
             return
         self._check_reference(node)
-
-    def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        for text, code in REPORTED_STRINGS.items():
-            if node.evaluated_value == text:
-                self._report(node, code, f"reads or sets `{text}`, which JAX 0.10 removed")
 
     def _check_reference(self, node: cst.Name | cst.Attribute) -> None:
         if self._in_import(node):

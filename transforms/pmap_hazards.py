@@ -1,0 +1,24 @@
+"""The one question PmapToShardMap asks the hazard rules: is this pmap site theirs?
+
+- a host barrier that `HostBarriers` rewrote to `sync_global_devices` (it reported the site);
+- any site of a multi-process module, which stays `jax.pmap` (reported here, PM505).
+
+Rules may share one traversal, so both answers are decided before the site is left: barriers
+in `HostBarriers.visit_Call` (the enclosing call is visited before the pmap call is left),
+multi-process evidence in `MultiProcess.visit_Module`.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from transforms.host_barriers import CLAIMED_KEY
+from transforms.multiprocess import keeps_pmap
+from transforms.reporting import ReportingTransformer
+
+
+def site_claimed(rule: ReportingTransformer, site: cst.CSTNode) -> bool:
+    """True when PmapToShardMap must leave `site` (an original node) as it is."""
+    if site in rule.context.scratch.get(CLAIMED_KEY, ()):
+        return True
+    return keeps_pmap(rule, site)
