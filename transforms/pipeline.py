@@ -20,6 +20,7 @@ from transforms.host_barriers import HostBarriers
 from transforms.imports import apply_queued_imports
 from transforms.module_helpers import insert_helpers, requested_helpers
 from transforms.multiprocess import MultiProcess
+from transforms.placement import DataPlacement
 from transforms.pmap_sites import PmapToShardMap
 from transforms.removed_apis import RemovedApis
 from transforms.reporting import ReportingTransformer
@@ -34,7 +35,7 @@ from transforms.target import DEFAULT_TARGET, TargetJax
 # which skips the sites they claim; ConfigFlags removes lines and must stay last.
 RULES: tuple[type[ReportingTransformer], ...] = (
     MultiProcess, CollectiveGroups, HostBarriers,
-    RemovedApis, PmapToShardMap,
+    RemovedApis, DataPlacement, PmapToShardMap,
     ConfigFlags,
 )
 

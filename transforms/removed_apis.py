@@ -12,8 +12,6 @@ import libcst as cst
 from transforms.reporting import ReportingTransformer
 
 REPORTED = {
-    "jax.device_put_replicated": "PM301",
-    "jax.device_put_sharded": "PM302",
     "jax.sharding.PmapSharding": "PM303",
     "jax.interpreters.pxla.ShardedDeviceArray": "PM303",
     "jax.pxla.ShardedDeviceArray": "PM303",
