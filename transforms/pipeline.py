@@ -27,6 +27,7 @@ from transforms.reporting import ReportingTransformer
 from transforms.rule_runner import ModuleFacts, RuleRunner
 from transforms.suppressions import Suppressions
 from transforms.target import DEFAULT_TARGET, TargetJax
+from transforms.unreplicate import Unreplicate
 
 # The rules, in the order they run. Each is one concern (see its module docstring). Rules that
 # add no lines run first; module-level helpers are inserted after all of them, so every finding
@@ -35,7 +36,7 @@ from transforms.target import DEFAULT_TARGET, TargetJax
 # which skips the sites they claim; ConfigFlags removes lines and must stay last.
 RULES: tuple[type[ReportingTransformer], ...] = (
     MultiProcess, CollectiveGroups, HostBarriers,
-    RemovedApis, DataPlacement, PmapToShardMap,
+    RemovedApis, DataPlacement, Unreplicate, PmapToShardMap,
     ConfigFlags,
 )
 

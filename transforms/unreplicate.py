@@ -1,0 +1,650 @@
+"""Unreplicate idioms on pmap outputs: `x[0]`, `tree_map(lambda a: a[0], t)`, flax `unreplicate`.
+
+Migrated pmap sites return arrays sharded over devices along the leading axis (as JAX's own pmap
+does since 0.8). On those, `x[0]` compiles a cross-device gather with an all-reduce, ~50x
+slower than legacy pmap's local read (research §5, R13). Where the row only goes to the host
+(`float(x[0])`, `jax.device_get(tree_map(lambda a: a[0], out))`, ...) the read is rewritten to
+`_first_replica(x)`, a module helper that returns the shard holding row 0 and otherwise is
+exactly `x[0]`, so a wrong guess about `x` cannot change a value. Where the row stays a device
+array (kept, fed to jitted code) it is left alone and its cost reported. flax's `unreplicate` is
+reported everywhere.
+
+Which names hold pmap outputs is decided lexically, per scope, conservatively. Each scope's
+bindings are collected from its statements when the scope is entered (syntax only); a name is a
+pmap output only if every binding of it in its scope is the result of calling a pmapped function
+whose `out_axes` is absent or 0, and a binding textually precedes the use. Bindings are
+classified on first use, so files without the idioms pay for no name lookups.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor
+
+from transforms.module_helpers import request_helper
+from transforms.pmap_sites import PARTIAL, PMAP
+from transforms.reporting import ReportingTransformer
+from transforms.runtime_helper import HELPER_MARKER
+from transforms.suppressions import Suppressions
+from transforms.target import TargetJax
+
+HELPER = "_first_replica"
+HELPER_SOURCE = f'''\
+{HELPER_MARKER} (plain JAX, safe to keep; see the pmap-migrate rules reference)
+def {HELPER}(x):
+    """`x[0]` for host transfer, without a cross-device gather.
+
+    On an array split over devices along its leading axis (a pmap output, or the jit +
+    shard_map output that replaces it), `x[0]` compiles a gather with an all-reduce and
+    returns a copy on every device; the device holding row 0 already has it, so read that
+    shard. Anything else (another layout, a tuple, a NumPy array) gets plain `x[0]`.
+    """
+    for shard in getattr(x, "addressable_shards", ()):
+        start = shard.index[0] if shard.index else None
+        if (isinstance(start, slice) and start.start in (0, None)
+                and shard.data.shape == (1, *x.shape[1:])):
+            return shard.data.squeeze(0)
+    return x[0]
+'''
+
+# Calls whose argument only goes to the host: qualified name -> which positional argument.
+HOST_CALLS = {
+    "builtins.float": "first",
+    "builtins.int": "first",
+    "builtins.print": "any",
+    "numpy.asarray": "first",
+    "numpy.array": "first",
+    "jax.device_get": "first",
+}
+HOST_METHODS = {"item", "tolist"}  # `x[0].item()`
+TREE_HOST_CALLS = {"jax.device_get", "numpy.asarray", "numpy.array"}  # take a whole pytree
+TREE_MAPS = {"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map"}
+FLAX_UNREPLICATE = "flax.jax_utils.unreplicate"
+STORE_CONTEXTS = (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.Del)  # `x[0] = ...`
+COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+COST = "a cross-device gather (an all-reduce; ~50x legacy pmap's local read)"
+ADVICE = (
+    "For replicated state use out_axes=None in the pmap; for host transfer use "
+    "x.addressable_shards[0].data.squeeze(0)"
+)
+
+OUTPUT, CALLABLE, OTHER = "output", "callable", "other"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Unpacked:
+    """`a, b = value`: `a` holds part of what `value` returns."""
+
+    value: cst.BaseExpression
+
+
+# What a binding binds: None (not a pmap-related value: a parameter, loop target, import,
+# ...), an assigned expression, an _Unpacked one, or a decorated FunctionDef.
+Binding = cst.CSTNode | _Unpacked | None
+
+
+@dataclasses.dataclass(eq=False)
+class _Scope:
+    parent: _Scope | None
+    is_class: bool = False
+    comprehension: bool = False  # a walrus inside binds in the enclosing scope
+    names: dict[str, list[Binding]] = dataclasses.field(default_factory=dict)
+    bound: set[str] = dataclasses.field(default_factory=set)  # bound before this point
+    kinds: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)
+    self_attrs: dict[str, list[Binding]] = dataclasses.field(default_factory=dict)  # classes
+    self_kinds: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)
+
+    def bind(self, name: str, binding: Binding) -> None:
+        self.names.setdefault(name, []).append(binding)
+
+    def lookup(self, name: str) -> _Scope | None:
+        """Python's rule: the innermost scope binding `name`; class bodies are not seen from
+        the functions inside them."""
+        scope: _Scope | None = self
+        while scope is not None:
+            if name in scope.names and (scope is self or not scope.is_class):
+                return scope
+            scope = scope.parent
+        return None
+
+    def enclosing_class(self) -> _Scope | None:
+        scope = self.parent
+        while scope is not None and not scope.is_class:
+            scope = scope.parent
+        return scope
+
+
+class Unreplicate(ReportingTransformer):
+    """Rewrite host-transfer reads of row 0 of pmap outputs; report the ones kept on device."""
+
+    PREFILTER_WORDS = (rb"pmap", rb"unreplicate")
+
+    def __init__(
+        self, context: CodemodContext, target: TargetJax, suppressions: Suppressions | None = None
+    ):
+        super().__init__(context, target, suppressions)
+        self._scopes: list[_Scope] = []
+        self._scope_of: dict[cst.CSTNode, _Scope] = {}  # the scope a binding was made in
+
+    # -- scopes: collected from statements when entered -------------------------------------------
+
+    def _enter(self, scope: _Scope) -> None:
+        self._scopes.append(scope)
+
+    def _leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:
+        self._scopes.pop()
+        return updated_node
+
+    @property
+    def _scope(self) -> _Scope:
+        return self._scopes[-1]
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._enter(self._collect(_Scope(parent=None), node.body))
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        scope = _Scope(parent=self._scope)
+        for param in _all_params(node.params):
+            scope.bind(param.name.value, None)
+        self._enter(self._collect(scope, _block(node)))
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        scope = self._collect(_Scope(parent=self._scope, is_class=True), _block(node))
+        for method in _statements(_block(node)):
+            if isinstance(method, cst.FunctionDef):
+                for small in _small_statements(_block(method)):
+                    for target, value in _assignments(small):
+                        if isinstance(target, cst.Attribute) and _is_self(target.value):
+                            scope.self_attrs.setdefault(target.attr.value, []).append(value)
+        self._enter(scope)
+
+    def visit_Lambda(self, node: cst.Lambda) -> None:
+        scope = _Scope(parent=self._scope)
+        for param in _all_params(node.params):
+            scope.bind(param.name.value, None)
+        self._enter(scope)
+
+    def _visit_comprehension(self, node: cst.CSTNode) -> None:
+        scope = _Scope(parent=self._scope, comprehension=True)
+        clause = node.for_in
+        while clause is not None:
+            for name in _names_in_target(clause.target):
+                scope.bind(name.value, None)
+            clause = clause.inner_for_in
+        self._enter(scope)
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _visit_comprehension
+    leave_Module = leave_FunctionDef = leave_ClassDef = leave_Lambda = _leave
+    leave_ListComp = leave_SetComp = leave_DictComp = leave_GeneratorExp = _leave
+
+    def _collect(self, scope: _Scope, body) -> _Scope:
+        """Every name the statements of one scope bind, with what they bind (syntax only)."""
+        for stmt in _statements(body):
+            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                scope.bind(stmt.name.value, stmt if isinstance(stmt, cst.FunctionDef) else None)
+            for name in _bound_by_compound(stmt):
+                scope.bind(name.value, None)
+            for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+                for target, value in _assignments(small):
+                    if value is not None:
+                        self._scope_of[value] = scope
+                    if isinstance(target, cst.Name):
+                        scope.bind(target.value, value)
+                    elif isinstance(target, (cst.Tuple, cst.List)):
+                        # A starred name holds a list of parts, which `[0]` indexes as a list.
+                        for name, starred in _unpacked_names(target):
+                            unpacked = None if starred or value is None else _Unpacked(value)
+                            scope.bind(name.value, unpacked)
+                for name in _other_bound_names(small):
+                    scope.bind(name.value, None)
+        return scope
+
+    def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
+        """A name is trusted as a pmap output only after (in source order) it was bound."""
+        for target in original_node.targets:
+            self._scope.bound.update(n.value for n in _names_in_target(target.target))
+        return updated_node
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        """`(out := ...)`: expressions are not collected, so the binding is added when met."""
+        scope = next(s for s in reversed(self._scopes) if not s.comprehension)
+        for name in _names_in_target(node.target):
+            scope.bind(name.value, None)
+            scope.kinds.pop(name.value, None)
+
+    def leave_AnnAssign(
+        self, original_node: cst.AnnAssign, updated_node: cst.AnnAssign
+    ) -> cst.AnnAssign:
+        self._scope.bound.update(n.value for n in _names_in_target(original_node.target))
+        return updated_node
+
+    # -- kinds: classified on first use -----------------------------------------------------------
+
+    def _kinds(self, scope: _Scope, name: str) -> frozenset[str]:
+        if name not in scope.kinds:
+            scope.kinds[name] = frozenset({OTHER})  # while computing: `p = p(x)` is no output
+            scope.kinds[name] = frozenset(self._kind(b) for b in scope.names[name])
+        return scope.kinds[name]
+
+    def _self_kinds(self, scope: _Scope, attr: str) -> frozenset[str]:
+        if attr not in scope.self_kinds:
+            scope.self_kinds[attr] = frozenset({OTHER})
+            scope.self_kinds[attr] = frozenset(
+                CALLABLE if b is not None and self._is_pmap_function_value(b) else OTHER
+                for b in scope.self_attrs.get(attr, ())
+            )
+        return scope.self_kinds[attr]
+
+    def _kind(self, binding: Binding) -> str:
+        if binding is None:
+            return OTHER
+        if isinstance(binding, cst.FunctionDef):
+            return CALLABLE if self._is_pmap_decorated(binding) else OTHER
+        if isinstance(binding, _Unpacked):
+            value = binding.value
+        elif self._is_pmap_function_value(binding):
+            return CALLABLE
+        else:
+            value = binding
+        if not isinstance(value, cst.Call):
+            return OTHER
+        scope = self._scope_of[value]
+        if not self._is_pmapped_function(value.func, scope):
+            return OTHER
+        if value is binding and self._returns_sequence(value.func, scope):
+            return OTHER  # `out = p(x)` with p returning a tuple: `out[0]` is an output
+        return OUTPUT
+
+    def _is_pmap(self, node: cst.CSTNode) -> bool:
+        return isinstance(node, (cst.Name, cst.Attribute)) and PMAP in self._qualified(node)
+
+    def _is_pmap_partial(self, node: cst.CSTNode) -> bool:
+        return (
+            isinstance(node, cst.Call)
+            and bool(node.args)
+            and not node.args[0].keyword
+            and not node.args[0].star
+            and self._is_pmap(node.args[0].value)
+            and PARTIAL in self._qualified(node.func)
+        )
+
+    def _pmap_arguments(self, node: cst.CSTNode) -> list[cst.Arg] | None:
+        """pmap's arguments, for an expression that is a pmap site making a pmapped function
+        or a pmap decorator (`jax.pmap`, `jax.pmap(f, ...)`, `functools.partial(jax.pmap, ...)`
+        and `functools.partial(jax.pmap, ...)(f)`); else None."""
+        if self._is_pmap(node):
+            return []
+        if not isinstance(node, cst.Call):
+            return None
+        if node.args and self._is_pmap(node.func):
+            return list(node.args)
+        if self._is_pmap_partial(node):
+            return list(node.args[1:])
+        if isinstance(node.func, cst.Call) and self._is_pmap_partial(node.func):
+            return list(node.func.args[1:])
+        return None
+
+    def _maps_leading_axis(self, site: cst.CSTNode) -> bool:
+        """A pmap site whose outputs are mapped on axis 0: out_axes absent or literally 0."""
+        args = self._pmap_arguments(site)
+        if args is None or any(a.star for a in args):
+            return False
+        for arg in args:
+            if arg.keyword and arg.keyword.value == "out_axes":
+                return isinstance(arg.value, cst.Integer) and arg.value.value == "0"
+        return True
+
+    def _is_pmap_function_value(self, value: cst.CSTNode) -> bool:
+        """`jax.pmap(f, ...)` or `functools.partial(jax.pmap, ...)(f)`, mapped on axis 0 (a
+        partial without its function is a decorator, not a pmapped function)."""
+        return (
+            isinstance(value, cst.Call)
+            and not self._is_pmap_partial(value)
+            and self._maps_leading_axis(value)
+        )
+
+    def _is_pmap_decorated(self, node: cst.FunctionDef) -> bool:
+        """`@jax.pmap` / `@functools.partial(jax.pmap, ...)` as the outermost decorator."""
+        return bool(node.decorators) and self._maps_leading_axis(node.decorators[0].decorator)
+
+    def _is_pmapped_function(self, node: cst.CSTNode, scope: _Scope) -> bool:
+        if isinstance(node, cst.Name):
+            owner = scope.lookup(node.value)
+            return owner is not None and self._kinds(owner, node.value) == {CALLABLE}
+        if isinstance(node, cst.Attribute) and _is_self(node.value):
+            owner = scope.enclosing_class() if not scope.is_class else None
+            return owner is not None and self._self_kinds(owner, node.attr.value) == {CALLABLE}
+        return self._is_pmap_function_value(node)  # `jax.pmap(f)(x)` on the spot
+
+    def _returns_sequence(self, pmapped: cst.CSTNode, scope: _Scope) -> bool:
+        """Whether a pmapped function visibly returns a tuple or list of outputs."""
+        if isinstance(pmapped, cst.Name):
+            owner = scope.lookup(pmapped.value)
+            sites = owner.names[pmapped.value] if owner else []
+            return any(self._site_returns_sequence(s, owner) for s in sites)
+        if isinstance(pmapped, cst.Attribute) and _is_self(pmapped.value):
+            owner = scope.enclosing_class() if not scope.is_class else None
+            sites = owner.self_attrs.get(pmapped.attr.value, []) if owner else []
+            return any(self._site_returns_sequence(s, owner) for s in sites)
+        return self._site_returns_sequence(pmapped, scope)
+
+    def _site_returns_sequence(self, site: Binding, scope: _Scope) -> bool:
+        if isinstance(site, cst.FunctionDef):
+            return _returns_sequence(site)
+        args = self._pmap_arguments(site) if isinstance(site, cst.CSTNode) else None
+        if isinstance(site, cst.Call) and isinstance(site.func, cst.Call):
+            args = site.args  # `functools.partial(jax.pmap, ...)(f)`: f is the callee
+        callee = next((a.value for a in args or () if not a.keyword and not a.star), None)
+        if isinstance(callee, cst.Lambda):
+            return isinstance(callee.body, (cst.Tuple, cst.List))
+        if isinstance(callee, cst.Name):
+            owner = scope.lookup(callee.value)
+            defs = owner.names[callee.value] if owner else []
+            return any(isinstance(d, cst.FunctionDef) and _returns_sequence(d) for d in defs)
+        return False
+
+    def _is_pmap_output(self, node: cst.CSTNode) -> bool:
+        """A name bound to a pmap output, a call of a pmapped function, or a string key of one."""
+        if isinstance(node, cst.Name):
+            owner = self._scope.lookup(node.value)
+            return (
+                owner is not None
+                and node.value in owner.bound
+                and self._kinds(owner, node.value) == {OUTPUT}
+            )
+        if isinstance(node, cst.Call):
+            return self._is_pmapped_function(node.func, self._scope) and not self._returns_sequence(
+                node.func, self._scope
+            )
+        if isinstance(node, cst.Subscript) and len(node.slice) == 1:
+            index = node.slice[0].slice
+            return (
+                isinstance(index, cst.Index)
+                and isinstance(index.value, cst.SimpleString)
+                and self._is_pmap_output(node.value)
+            )
+        return False
+
+    # -- the idioms -------------------------------------------------------------------------------
+
+    def leave_Subscript(
+        self, original_node: cst.Subscript, updated_node: cst.Subscript
+    ) -> cst.BaseExpression:
+        """`x[0]` on a pmap output: rewritten when it goes straight to the host, else reported."""
+        if not _is_row_zero(original_node) or not self._is_pmap_output(original_node.value):
+            return updated_node
+        if isinstance(self._parent(original_node), STORE_CONTEXTS):
+            return updated_node
+        code = _shorten(self._code(original_node))
+        value = _shorten(self._code(original_node.value), 40)
+        if not self._is_host_read(original_node):
+            self._report(
+                original_node, "PM411",
+                f"`{code}` on pmap output `{value}` stays on device and compiles {COST}; "
+                f"kept. {ADVICE}",
+            )
+            return updated_node
+        if not self._report(
+            original_node, "PM410",
+            f"`{code}` goes to the host: `{HELPER}({value})` reads the shard holding row 0 "
+            "instead of compiling a cross-device gather",
+        ):
+            return updated_node
+        request_helper(self.context, HELPER, HELPER_SOURCE)
+        return cst.Call(
+            func=cst.Name(HELPER), args=[cst.Arg(updated_node.value)],
+            lpar=updated_node.lpar, rpar=updated_node.rpar,
+        )
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if self._is_tree_row_zero(original_node):
+            return self._tree_form(original_node, updated_node)
+        func = original_node.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+        if name == "unreplicate" and FLAX_UNREPLICATE in self._qualified(func):
+            return self._flax_unreplicate(original_node, updated_node)
+        return updated_node
+
+    def _tree_form(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        """`tree_map(lambda a: a[0], out)` -> `tree_map(_first_replica, out)` for the host."""
+        code = _shorten(self._code(original))
+        if not self._is_tree_host_read(original):
+            self._report(
+                original, "PM411",
+                f"`{code}` on a pmap output stays on device and compiles, per leaf, {COST}; "
+                f"kept. {ADVICE}",
+            )
+            return updated
+        if not self._report(
+            original, "PM410",
+            f"`{code}` goes to the host: `{HELPER}` reads the shard holding row 0 of each leaf "
+            "instead of compiling a cross-device gather",
+        ):
+            return updated
+        request_helper(self.context, HELPER, HELPER_SOURCE)
+        first = updated.args[0].with_changes(value=cst.Name(HELPER))
+        return updated.with_changes(args=[first, *updated.args[1:]])
+
+    def _flax_unreplicate(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        """Always reported; rewritten to `jax.tree_util.tree_map(_first_replica, out)` only
+        for a known pmap output going to the host."""
+        code = _shorten(self._code(original))
+        tree = _only_positional(original)
+        on_pmap_output = tree is not None and self._is_pmap_output(tree)
+        if on_pmap_output and self._is_tree_host_read(original):
+            if not self._report(
+                original, "PM410",
+                f"`{code}` goes to the host: `jax.tree_util.tree_map({HELPER}, ...)` reads the "
+                "shard holding row 0 of each leaf instead of compiling a cross-device gather",
+            ):
+                return updated
+            request_helper(self.context, HELPER, HELPER_SOURCE)
+            AddImportsVisitor.add_needed_import(self.context, "jax")
+            helper_arg = cst.Arg(
+                cst.Name(HELPER), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+            )
+            return updated.with_changes(
+                func=cst.parse_expression("jax.tree_util.tree_map"),
+                args=[helper_arg, *updated.args],
+            )
+        where = "on this pmap output" if on_pmap_output else "on pmap outputs"
+        self._report(
+            original, "PM412",
+            f"`{code}` is tree_map(lambda x: x[0], ...): {where} each leaf compiles {COST}; "
+            f"kept. {ADVICE}",
+        )
+        return updated
+
+    # -- contexts ---------------------------------------------------------------------------------
+
+    def _is_host_read(self, node: cst.CSTNode) -> bool:
+        """`node` is directly the argument of a host-transfer call, or `node.item()`."""
+        parent = self._parent(node)
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            call = self._parent(parent)
+            return (
+                parent.attr.value in HOST_METHODS
+                and isinstance(call, cst.Call)
+                and call.func is parent
+                and not call.args
+            )
+        call = self._call_of_arg(node)
+        if call is None:
+            return False
+        for name in self._qualified(call.func) & HOST_CALLS.keys():
+            if HOST_CALLS[name] == "any" or _positional(call)[0].value is node:
+                return True
+        return False
+
+    def _is_tree_host_read(self, node: cst.Call) -> bool:
+        call = self._call_of_arg(node)
+        return (
+            call is not None
+            and _positional(call)[0].value is node
+            and bool(self._qualified(call.func) & TREE_HOST_CALLS)
+        )
+
+    def _call_of_arg(self, node: cst.CSTNode) -> cst.Call | None:
+        """The call `node` is a plain positional argument of, if any."""
+        arg = self._parent(node)
+        if not isinstance(arg, cst.Arg) or arg.keyword or arg.star:
+            return None
+        call = self._parent(arg)
+        if isinstance(call, cst.Call) and any(a is arg for a in call.args):
+            return call
+        return None
+
+    def _is_tree_row_zero(self, node: cst.Call) -> bool:
+        """`tree_map(lambda a: a[0], out)` with `out` a pmap output."""
+        if len(node.args) != 2 or len(_positional(node)) != 2:
+            return False
+        fn = node.args[0].value
+        if not isinstance(fn, cst.Lambda) or not isinstance(fn.body, cst.Subscript):
+            return False
+        params = fn.params
+        if len(_all_params(params)) != 1 or len(params.params) != 1 or params.params[0].default:
+            return False
+        body = fn.body
+        return (
+            _is_row_zero(body)
+            and isinstance(body.value, cst.Name)
+            and body.value.value == params.params[0].name.value
+            and bool(self._qualified(node.func) & TREE_MAPS)
+            and self._is_pmap_output(node.args[1].value)
+        )
+
+    def _code(self, node: cst.CSTNode) -> str:
+        return " ".join(cst.Module(body=[]).code_for_node(node).split())
+
+
+# -- syntax only -------------------------------------------------------------------------------
+
+
+def _is_self(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Name) and node.value == "self"
+
+
+def _is_row_zero(node: cst.Subscript) -> bool:
+    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return False
+    index = node.slice[0].slice
+    return index.star is None and isinstance(index.value, cst.Integer) and index.value.value == "0"
+
+
+def _returns_sequence(fn: cst.FunctionDef) -> bool:
+    """A `return a, b` / `return [a, b]` in the function's own body."""
+    returns = [s for s in _small_statements(_block(fn)) if isinstance(s, cst.Return)]
+    return any(isinstance(r.value, (cst.Tuple, cst.List)) for r in returns)
+
+
+def _positional(call: cst.Call) -> list[cst.Arg]:
+    return [a for a in call.args if not a.keyword and not a.star]
+
+
+def _only_positional(call: cst.Call) -> cst.BaseExpression | None:
+    args = _positional(call)
+    return args[0].value if len(args) == 1 and len(call.args) == 1 else None
+
+
+def _shorten(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _all_params(params: cst.Parameters) -> list[cst.Param]:
+    stars = [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+    return [*params.posonly_params, *params.params, *params.kwonly_params, *stars]
+
+
+def _block(stmt: cst.CSTNode) -> list[cst.CSTNode]:
+    body = getattr(stmt, "body", None)
+    if isinstance(body, cst.IndentedBlock):
+        return list(body.body)
+    if isinstance(body, cst.SimpleStatementSuite):
+        return [cst.SimpleStatementLine(body=body.body)]
+    return []
+
+
+def _statements(body) -> list[cst.CSTNode]:
+    """Every statement of a scope, into if/for/while/with/try/match blocks (and their else,
+    except, finally and case parts) but not into nested functions or classes: their bodies
+    are other scopes."""
+    out: list[cst.CSTNode] = []
+    for stmt in body:
+        out.append(stmt)
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef, cst.SimpleStatementLine)):
+            continue
+        parts = [*_block(stmt), *getattr(stmt, "handlers", ()), *getattr(stmt, "cases", ())]
+        parts += [p for p in (getattr(stmt, "orelse", None), getattr(stmt, "finalbody", None)) if p]
+        out.extend(_statements(parts))
+    return out
+
+
+def _small_statements(body) -> list[cst.BaseSmallStatement]:
+    lines = [s for s in _statements(body) if isinstance(s, cst.SimpleStatementLine)]
+    return [small for line in lines for small in line.body]
+
+
+def _assignments(small: cst.CSTNode) -> list[tuple[cst.BaseExpression, cst.BaseExpression | None]]:
+    """(target, value) of an assignment; value None when it is not a plain `=`."""
+    if isinstance(small, cst.Assign):
+        return [(t.target, small.value) for t in small.targets]
+    if isinstance(small, cst.AnnAssign) and small.value is not None:
+        return [(small.target, small.value)]
+    if isinstance(small, cst.AugAssign):
+        return [(small.target, None)]
+    return []
+
+
+def _unpacked_names(target: cst.Tuple | cst.List) -> list[tuple[cst.Name, bool]]:
+    """(name, starred) for each name a tuple or list target binds."""
+    out = []
+    for element in target.elements:
+        starred = isinstance(element, cst.StarredElement)
+        if isinstance(element.value, cst.Name):
+            out.append((element.value, starred))
+        elif isinstance(element.value, (cst.Tuple, cst.List)):
+            out.extend((name, starred or s) for name, s in _unpacked_names(element.value))
+    return out
+
+
+def _names_in_target(target: cst.CSTNode) -> list[cst.Name]:
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [name for name, _ in _unpacked_names(target)]
+    return []
+
+
+def _other_bound_names(small: cst.CSTNode) -> list[cst.Name]:
+    """Names a small statement binds to something that is not a pmap output."""
+    if isinstance(small, (cst.Global, cst.Nonlocal)):
+        return [item.name for item in small.names]
+    if isinstance(small, cst.Del):
+        return _names_in_target(small.target)
+    if isinstance(small, (cst.Import, cst.ImportFrom)):
+        if isinstance(small.names, cst.ImportStar):
+            return []
+        bound = [alias.asname.name if alias.asname else alias.name for alias in small.names]
+        return [name if isinstance(name, cst.Name) else _root(name) for name in bound]
+    return []
+
+
+def _root(node: cst.BaseExpression) -> cst.Name:
+    while isinstance(node, cst.Attribute):  # `import a.b` binds `a`
+        node = node.value
+    return node
+
+
+def _bound_by_compound(stmt: cst.CSTNode) -> list[cst.Name]:
+    """Loop targets, `with ... as`, `except ... as`: never pmap outputs."""
+    if isinstance(stmt, cst.For):
+        return _names_in_target(stmt.target)
+    if isinstance(stmt, cst.With):
+        return [n for item in stmt.items if item.asname for n in _names_in_target(item.asname.name)]
+    if isinstance(stmt, cst.ExceptHandler) and stmt.name is not None:
+        return _names_in_target(stmt.name.name)
+    return []
