@@ -8,6 +8,15 @@ arguments and their layout, renaming pmap's words to shard_map's (`in_axes` -> `
 `out_axes` -> `out_specs`, `static_broadcasted_argnums` -> `static_argnums`). The body of the
 mapped function is never edited. Every site yields a finding; what cannot be proved is left
 alone and reported with the reason.
+
+Three forms go elsewhere:
+- nested pmap (`pmap(pmap(f, 'j'), 'i')`, stacked pmap decorators, partials of either) becomes
+  one `_nested_pmap_shard_map` over a 2-D mesh (transforms/nested_pmap.py);
+- sites whose arguments are only known at run time (forwarded *args / **kwargs, in_axes in a
+  variable) become `_pmap_compat(...)`, a drop-in with pmap's signature
+  (transforms/pmap_compat_helper.py), with the arguments untouched;
+- `jax.pmap` used as a value whose every use is a call becomes `_pmap_compat` too
+  (transforms/pmap_values.py).
 """
 
 from __future__ import annotations
@@ -18,7 +27,12 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 
 from transforms.module_helpers import request_helper
+from transforms.nested_pmap import Level, NestedRefused, check_levels, level_arguments, nested_specs
+from transforms.nested_pmap import DEFAULT_NAMES
+from transforms.nested_pmap_helper import NESTED_HELPER_NAME, nested_helper_source
+from transforms.pmap_compat_helper import COMPAT_HELPER_NAME, compat_helper_source
 from transforms.pmap_hazards import site_claimed
+from transforms.pmap_values import NameUses, ReplaceByIdentity, ValueUse, classify, refusal
 from transforms.runtime_helper import HELPER_MARKER, HELPER_NAME, helper_source
 from transforms.specs import AxesNotTranslatable, axes_to_specs
 from transforms.reporting import ReportingTransformer
@@ -50,8 +64,12 @@ class SiteRefused(Exception):
         self.message = message
 
 
+class UseCompat(Exception):
+    """The site's arguments are only known at run time: rewrite it to the drop-in."""
+
+
 class PmapToShardMap(ReportingTransformer):
-    """One pass over a module: rewrite pmap sites, ask for the helper once, tidy imports."""
+    """One pass over a module: rewrite pmap sites, ask for the helpers once, tidy imports."""
 
     PREFILTER_WORDS = (rb"pmap",)
 
@@ -61,8 +79,19 @@ class PmapToShardMap(ReportingTransformer):
         super().__init__(context, target, suppressions)
         self.migrated_lines: list[int] = []
         self._nested: set[cst.CSTNode] = set()  # pmap sites inside another site's function
+        self._maps_pmap: set[cst.CSTNode] = set()  # sites whose function holds another pmap
+        self._pairs: dict[cst.Call, cst.Call] = {}  # pmap(pmap(f)): outer call -> inner call
+        self._skip: set[cst.CSTNode] = set()  # parts of a nested site, handled by its outer
+        self._stacked: set[cst.CSTNode] = set()  # stacked pmap decorators and their partials
+        self._defs: tuple[cst.FunctionDef, ...] = ()  # enclosing functions, innermost last
+        self._values: list[ValueUse] = []
+        self._value_nodes: set[cst.CSTNode] = set()
+        self._names: NameUses | None = None
         self._spec_func: cst.BaseExpression | None = None
         self._uses_spec = False
+        self._needs_compat = False
+        self._needs_plain = False  # the 1-D helper (nested-only modules do without it)
+        self._needs_nested = False
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -85,6 +114,17 @@ class PmapToShardMap(ReportingTransformer):
             return True
         return isinstance(node, cst.Call) and self._is_pmap(node.func)
 
+    def _pmap_arguments(self, node: cst.CSTNode) -> list[cst.Arg] | None:
+        """pmap's arguments when `node` applies pmap to a function: `pmap(f, ...)` or
+        `partial(pmap, ...)(f, ...)`; None for anything else."""
+        if not isinstance(node, cst.Call):
+            return None
+        if self._is_pmap(node.func):
+            return list(node.args)
+        if self._is_pmap_partial(node.func):
+            return [*node.func.args[1:], *node.args]
+        return None
+
     def _code(self, node: cst.CSTNode) -> str:
         return self._source_module.code_for_node(node).strip()
 
@@ -93,6 +133,7 @@ class PmapToShardMap(ReportingTransformer):
     def visit_Module(self, node: cst.Module) -> None:
         self._source_module = node
         self._spec_func = self._choose_spec_func(node)
+        self._names = NameUses(self._parent)
 
     def _choose_spec_func(self, module: cst.Module) -> cst.BaseExpression:
         """`P` when that name is free or already PartitionSpec, else the full dotted name."""
@@ -103,6 +144,7 @@ class PmapToShardMap(ReportingTransformer):
         return cst.Name("P")
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        updated_node = self._migrate_values(updated_node)
         if not self.migrated_lines:
             return updated_node
         if self._uses_spec:
@@ -119,16 +161,49 @@ class PmapToShardMap(ReportingTransformer):
                 if isinstance(name.name, cst.Name) and name.name.value == "pmap":
                     asname = name.asname.name.value if name.asname else None
                     RemoveImportsVisitor.remove_unused_import(self.context, "jax", "pmap", asname)
-        request_helper(self.context, HELPER_NAME, helper_source(self.target))
+        if self._needs_plain or self._needs_compat:
+            request_helper(self.context, HELPER_NAME, helper_source(self.target))
+        if self._needs_compat:
+            request_helper(self.context, COMPAT_HELPER_NAME, compat_helper_source())
+        if self._needs_nested:
+            request_helper(self.context, NESTED_HELPER_NAME, nested_helper_source(self.target))
         return updated_node
 
     # -- value uses and removed references --------------------------------------------------
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if isinstance(self._parent(node), cst.Module):
+            self._names.module_defs.setdefault(node.name.value, []).append(node)
+        self._defs = (*self._defs, node)
+        pmaps = [d for d in node.decorators if self._is_pmap_site(d.decorator)]
+        if len(pmaps) > 1:
+            self._stacked.update(pmaps)
+            self._stacked.update(d.decorator for d in pmaps)
+        if pmaps:
+            inner = [n for n in m.findall(node.body, m.Call() | m.Name() | m.Attribute())
+                     if self._is_pmap_site(n)]
+            if inner:
+                self._nested.update(inner)
+                self._maps_pmap.update(pmaps)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self._check_value_use(node)
 
     def visit_Name(self, node: cst.Name) -> None:
+        self._names.note(node, self._defs)
         self._check_value_use(node)
+
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute):
+        return self._keep_value_node(original_node, updated_node)
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
+        return self._keep_value_node(original_node, updated_node)
+
+    def _keep_value_node(self, original, updated):
+        """A pmap value stays the very input node, so leave_Module can find and replace it."""
+        if original in self._value_nodes:
+            return original
+        return updated
 
     def _check_value_use(self, node: cst.Name | cst.Attribute) -> None:
         if not self._is_pmap(node):
@@ -144,11 +219,37 @@ class PmapToShardMap(ReportingTransformer):
             call = self._parent(parent)
             if isinstance(call, cst.Call) and self._is_pmap_partial(call) and call.args[0] is parent:
                 return
-        self._report(
-            node,
-            "PM205",
-            f"`{self._code(node)}` is used as a value here, so its calls cannot be seen; not migrated",
-        )
+        scope = self._defs[-1] if self._defs else None
+        self._values.append(classify(node, scope, self._parent, self._code))
+        self._value_nodes.add(node)
+
+    def _migrate_values(self, module: cst.Module) -> cst.Module:
+        """pmap values whose every use is a call -> `_pmap_compat`; the others are reported."""
+        replacements = {}
+        for use in self._values:
+            label = f"`{self._code(use.node)}`"
+            if site_claimed(self, use.node):
+                continue
+            reason = refusal(use, self._names, lambda node: self._position(node)[0])
+            if reason:
+                self._report(
+                    use.node, "PM205",
+                    f"{label} is used as a value and {reason.removeprefix('is ')}; not migrated "
+                    "(the _pmap_compat drop-in replaces it only when every use is a call)",
+                )
+                continue
+            how = f"bound to `{use.name}`" if use.name else f"passed to `{use.callee}`"
+            if self._report(
+                use.node, "PM100",
+                f"{label} used as a value ({how}, every use a call) -> _pmap_compat, "
+                "pmap's signature on jax.jit + jax.shard_map",
+            ):
+                self.migrated_lines.append(self._position(use.node)[0])
+                self._needs_compat = True
+                replacements[id(use.node)] = cst.Name(COMPAT_HELPER_NAME).with_changes(
+                    lpar=use.node.lpar, rpar=use.node.rpar
+                )
+        return module.visit(ReplaceByIdentity(replacements)) if replacements else module
 
     # -- sites ----------------------------------------------------------------------------
 
@@ -159,38 +260,70 @@ class PmapToShardMap(ReportingTransformer):
             return updated_node
         if site_claimed(self, original_node):  # multi-process module: stays jax.pmap
             return updated_node
-        if self._decorated_twice(original_node):
-            self._report(original_node, "PM206", f"{self._nesting(original_node)}; not migrated")
+        if original_node in self._stacked:
+            return updated_node  # leave_FunctionDef rewrites the stack
+        if original_node.decorator in self._nested:
+            self._report(
+                original_node, "PM206",
+                f"@{self._code(original_node.decorator)}: pmap inside the function of another "
+                "pmap, not directly pmap(pmap(f)); not migrated",
+            )
+            return updated_node
+        if original_node in self._maps_pmap:
+            self._report(
+                original_node, "PM206",
+                f"@{self._code(original_node.decorator)}: the function holds another pmap "
+                "(not a direct pmap of a pmap); not migrated",
+            )
             return updated_node
         if not self._migrated(original_node, "@" + self._code(original_node.decorator), ""):
             return updated_node
+        self._needs_plain = True
         return updated_node.with_changes(decorator=cst.Name(HELPER_NAME))
 
-    def _decorated_twice(self, decorator: cst.Decorator) -> bool:
-        owner = self._parent(decorator)
-        if not isinstance(owner, cst.FunctionDef):
-            return False
-        return sum(self._is_pmap_site(d.decorator) for d in owner.decorators) > 1
+    def leave_FunctionDef(
+        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        self._defs = self._defs[:-1]
+        stacked = [d for d in original_node.decorators if d in self._stacked]
+        if not stacked or site_claimed(self, stacked[0]):
+            return updated_node
+        return self._rewrite_stacked(original_node, updated_node, stacked)
 
     def visit_Call(self, node: cst.Call) -> None:
-        """Mark pmap sites inside the mapped function of this site: nested pmap."""
-        if not self._is_pmap_site(node):
+        """Pair pmap(pmap(f)); mark pmap sites held deeper in a site's function."""
+        if not self._is_pmap_site(node) and self._pmap_arguments(node) is None:
             return
-        args = node.args[1:] if self._is_pmap_partial(node) else node.args
+        args = self._pmap_arguments(node)
+        if args is None:  # a partial of pmap, not applied here
+            args = node.args[1:] if self._is_pmap_partial(node) else node.args
+        fun = self._fun_argument(args)
+        if fun is None:
+            return
+        if self._pmap_arguments(fun) is not None and not self._is_pmap_partial(node):
+            self._pairs[node] = fun
+            self._skip.update((fun, fun.func) if self._is_pmap_partial(fun.func) else (fun,))
+            if self._is_pmap_partial(node.func):
+                self._skip.add(node.func)
+            return
+        inner = m.findall(fun, m.Call() | m.Name() | m.Attribute())
+        inner = [n for n in inner if self._is_pmap_site(n)]
+        if inner:
+            self._nested.update(inner)
+            self._maps_pmap.add(node)
+
+    @staticmethod
+    def _fun_argument(args: list[cst.Arg]) -> cst.BaseExpression | None:
         positional = [a for a in args if not a.keyword and not a.star]
         if positional:
-            inner = m.findall(positional[0].value, m.Call() | m.Name() | m.Attribute())
-            self._nested.update(n for n in inner if self._is_pmap_site(n))
-
-    def _nesting(self, decorator: cst.Decorator) -> str:
-        """Stacked pmap decorators: the one listed first is the outer pmap."""
-        owner = self._parent(decorator)
-        pmaps = [d for d in owner.decorators if self._is_pmap_site(d.decorator)]
-        if pmaps[0] is decorator:
-            return "pmap of a pmapped function"
-        return "pmap inside the function of another pmap"
+            return positional[0].value
+        return next((a.value for a in args if a.keyword and a.keyword.value == "fun"), None)
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if original_node in self._skip or original_node in self._stacked:
+            return updated_node
+        if original_node in self._pairs:
+            return self._rewrite_nested_call(original_node, updated_node)
         if self._is_pmap(original_node.func):
             return self._rewrite_site(original_node, updated_node, partial=False)
         if self._is_pmap_partial(original_node):
@@ -211,25 +344,43 @@ class PmapToShardMap(ReportingTransformer):
         except (SiteRefused, AxesNotTranslatable) as refused:
             self._report(original, refused.code, f"{label}: {refused.message}; not migrated")
             return updated
+        except UseCompat as why:
+            return self._rewrite_to_compat(original, updated, label, str(why), partial=partial)
         if not self._migrated(original, label, summary):
             return updated
+        self._needs_plain = True
         if partial:
             helper_arg = updated.args[0].with_changes(value=cst.Name(HELPER_NAME))
             return updated.with_changes(args=[helper_arg, *new_args])
         return updated.with_changes(func=cst.Name(HELPER_NAME), args=new_args)
 
+    def _rewrite_to_compat(
+        self, original: cst.Call, updated: cst.Call, label: str, why: str, *, partial: bool
+    ) -> cst.Call:
+        """Same arguments, pmap's vocabulary: only the function called changes."""
+        message = (
+            f"{label} -> _pmap_compat, pmap's signature on jax.jit + jax.shard_map ({why}, "
+            "so in_axes / out_axes become specs when it runs)"
+        )
+        if not self._report(original, "PM100", message):
+            return updated
+        self.migrated_lines.append(self._position(original)[0])
+        self._needs_compat = True
+        if partial:
+            helper_arg = updated.args[0].with_changes(value=cst.Name(COMPAT_HELPER_NAME))
+            return updated.with_changes(args=[helper_arg, *updated.args[1:]])
+        return updated.with_changes(func=cst.Name(COMPAT_HELPER_NAME))
+
     def _refuse_nested(self, call: cst.Call, pmap_args: list[cst.Arg], partial: bool) -> None:
         positional = [a for a in pmap_args if not a.keyword and not a.star]
         if call in self._nested:
-            raise SiteRefused("PM206", "pmap inside the function of another pmap")
-        if positional and any(
-            self._is_pmap_site(n)
-            for n in m.findall(positional[0].value, m.Name() | m.Attribute() | m.Call())
-        ):
-            raise SiteRefused("PM206", "pmap of a pmapped function")
-        owner = self._parent(call)
-        if isinstance(owner, cst.Decorator) and self._decorated_twice(owner):
-            raise SiteRefused("PM206", self._nesting(owner))
+            raise SiteRefused(
+                "PM206", "pmap inside the function of another pmap, not directly pmap(pmap(f))"
+            )
+        if call in self._maps_pmap or self._parent(call) in self._maps_pmap:
+            raise SiteRefused(
+                "PM206", "the function holds another pmap (not a direct pmap of a pmap)"
+            )
         if not partial and not positional and not any(
             a.keyword and a.keyword.value == "fun" for a in pmap_args
         ) and not any(a.star for a in pmap_args):
@@ -240,7 +391,7 @@ class PmapToShardMap(ReportingTransformer):
     ) -> tuple[list[cst.Arg], str]:
         """pmap's arguments -> the helper's, in the same order and layout."""
         if any(a.star for a in args):
-            raise SiteRefused("PM204", "*args / **kwargs are forwarded into pmap")
+            raise UseCompat("*args / **kwargs are forwarded into pmap")
         positional = [a for a in args if not a.keyword]
         if len(positional) > 2:
             raise SiteRefused("PM207", "pmap takes at most two positional arguments (fun, axis_name)")
@@ -248,6 +399,18 @@ class PmapToShardMap(ReportingTransformer):
         unknown = sorted(set(by_keyword) - set(KNOWN_KEYWORDS) - {"fun"})
         if unknown:
             raise SiteRefused("PM207", f"unknown pmap argument {', '.join(unknown)}")
+        for keyword in ("in_axes", "out_axes"):
+            if keyword in by_keyword:
+                try:
+                    axes_to_specs(
+                        by_keyword[keyword].value, spec_func=cst.Name("P"),
+                        axis_name=cst.Name("a"), what=keyword,
+                    )
+                except AxesNotTranslatable as refused:
+                    if refused.code != "PM203":
+                        raise
+                    text = _shorten(self._code(by_keyword[keyword].value))
+                    raise UseCompat(f"{keyword}={text} is not a literal") from None
         axis_arg = positional[1] if len(positional) == 2 else by_keyword.get("axis_name")
         axis_name = axis_arg.value if axis_arg else cst.parse_expression(DEFAULT_AXIS_NAME)
         uses_axes = "in_axes" in by_keyword or "out_axes" in by_keyword
@@ -286,6 +449,132 @@ class PmapToShardMap(ReportingTransformer):
             new_args.append(arg)
         return new_args, ", ".join(summary)
 
+    # -- nested pmap ------------------------------------------------------------------------
+
+    def _rewrite_nested_call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        """pmap(pmap(f, 'j'), 'i') (either level possibly a partial) -> one 2-D helper call."""
+        inner_call = self._pairs[original]
+        if site_claimed(self, original):
+            return updated
+        fun = self._fun_argument(self._pmap_arguments(inner_call))
+        fun_text = f"({_shorten(self._code(fun))})" if fun is not None else ""
+        label = f"{self._code(self._pmap_head(original))}({self._code(self._pmap_head(inner_call))}{fun_text})"
+        try:
+            if inner_call in self._pairs:
+                raise NestedRefused("PM206", "pmap nested three or more levels deep")
+            if inner_call in self._maps_pmap:
+                raise NestedRefused("PM206", "the inner function holds another pmap")
+            outer = Level(original, level_arguments(self._pmap_arguments(original)))
+            inner = Level(inner_call, level_arguments(self._pmap_arguments(inner_call)))
+            args, summary = self._nested_arguments(outer, inner)
+        except NestedRefused as refused:
+            self._refuse_pair(original, inner_call, label, refused)
+            return updated
+        if not self._migrated(original, label, summary):
+            return updated
+        self._needs_nested = True
+        return cst.Call(func=cst.Name(NESTED_HELPER_NAME), args=args)
+
+    def _pmap_head(self, call: cst.Call) -> cst.BaseExpression:
+        """What names pmap in an application: `jax.pmap` or `functools.partial(jax.pmap, ...)`."""
+        return call.func.args[0].value if self._is_pmap_partial(call.func) else call.func
+
+    def _refuse_pair(self, outer: cst.CSTNode, inner: cst.CSTNode, label: str, refused) -> None:
+        self._report(outer, refused.code, f"{label}: nested pmap, {refused.message}; not migrated")
+        line = self._position(outer)[0]
+        self._report(
+            inner, "PM206", f"pmap inside the nested pmap of line {line}, which is not migrated"
+        )
+
+    def _nested_arguments(self, outer: Level, inner: Level) -> tuple[list[cst.Arg], str]:
+        """The 2-D helper's arguments: f, (outer axis, inner axis), specs, outer's extras."""
+        check_levels(outer, inner)
+        fun = inner.args.get("fun")
+        if fun is None:
+            raise NestedRefused("PM210", "the inner pmap is called without a function")
+        names = tuple(
+            cst.parse_expression(default) if _is_none(level.args.get("axis_name"))
+            else level.args["axis_name"]
+            for level, default in zip((outer, inner), DEFAULT_NAMES)
+        )
+        for name in names:
+            if not _repeatable(name):
+                raise NestedRefused(
+                    "PM208", f"axis_name={self._code(name)} would be evaluated once per spec"
+                )
+        if self._code_fresh(names[0]) == self._code_fresh(names[1]):
+            raise NestedRefused("PM206", f"both levels name the axis {self._code(names[0])}")
+        in_specs, out_specs = nested_specs(outer, inner, names, self._spec_func)
+        self._uses_spec = True
+        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        no_space = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
+        names_tuple = cst.Tuple(
+            elements=[cst.Element(names[0].deep_clone(), comma=comma), cst.Element(names[1].deep_clone())]
+        )
+        args = [cst.Arg(fun, comma=comma), cst.Arg(names_tuple, comma=comma)]
+        extras = [("in_specs", in_specs), ("out_specs", out_specs)] + [
+            (k, outer.args[k]) for k in ("donate_argnums", "backend") if k in outer.args
+        ]
+        for keyword, value in extras:
+            args.append(cst.Arg(value, keyword=cst.Name(keyword), equal=no_space, comma=comma))
+        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        summary = (
+            f"one shard_map over a 2-D mesh {self._code_fresh(names_tuple)}, "
+            f"in_specs={self._code_fresh(in_specs)}, out_specs={self._code_fresh(out_specs)}"
+        )
+        return args, summary
+
+    def _rewrite_stacked(
+        self, original: cst.FunctionDef, updated: cst.FunctionDef, stacked: list[cst.Decorator]
+    ) -> cst.FunctionDef:
+        """@partial(pmap, axis_name='i') over @partial(pmap, axis_name='j') -> one decorator."""
+        labels = [f"@{self._code(d.decorator)}" for d in stacked]
+        label = " over ".join(_shorten(text, 50) for text in labels)
+        try:
+            if len(stacked) > 2:
+                raise NestedRefused("PM206", "pmap nested three or more levels deep")
+            position = list(original.decorators).index(stacked[0])
+            if original.decorators[position + 1] is not stacked[1]:
+                raise NestedRefused("PM206", "another decorator stands between the two pmaps")
+            if original in self._maps_pmap or any(d in self._maps_pmap for d in stacked):
+                raise NestedRefused("PM206", "the function holds another pmap as well")
+            levels = [
+                Level(d, level_arguments(list(d.decorator.args[1:])))
+                if isinstance(d.decorator, cst.Call) else Level(d, {})
+                for d in stacked
+            ]
+            for level in levels:
+                if "fun" in level.args:
+                    raise NestedRefused("PM206", "a pmap decorator names the function itself")
+            levels[1].args["fun"] = cst.Name(original.name.value)
+            args, summary = self._nested_arguments(*levels)
+        except NestedRefused as refused:
+            self._refuse_pair(stacked[0], stacked[1], label, refused)
+            return updated
+        if not self._migrated(stacked[0], label, summary):
+            return updated
+        self._needs_nested = True
+        partial_func = next(
+            (d.decorator.func for d in stacked if isinstance(d.decorator, cst.Call)), None
+        )
+        if partial_func is None:
+            AddImportsVisitor.add_needed_import(self.context, "functools")
+            partial_func = cst.parse_expression("functools.partial")
+        args[0] = args[0].with_changes(value=cst.Name(NESTED_HELPER_NAME))
+        args[1] = args[1].with_changes(
+            keyword=cst.Name("axis_names"),
+            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+        )
+        new_decorator = stacked[0].with_changes(
+            decorator=cst.Call(func=partial_func.deep_clone(), args=args),
+            leading_lines=[*stacked[0].leading_lines, *stacked[1].leading_lines],
+        )
+        decorators = list(updated.decorators)
+        decorators[position: position + 2] = [new_decorator]
+        return updated.with_changes(decorators=decorators)
+
+    # -- findings ------------------------------------------------------------------------------
+
     def _code_fresh(self, node: cst.CSTNode) -> str:
         return " ".join(cst.Module(body=[]).code_for_node(node).split())
 
@@ -307,6 +596,10 @@ def _repeatable(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.Attribute):
         return _repeatable(node.value)
     return False
+
+
+def _is_none(node: cst.BaseExpression | None) -> bool:
+    return node is None or (isinstance(node, cst.Name) and node.value == "None")
 
 
 def _shorten(text: str, limit: int = 40) -> str:
