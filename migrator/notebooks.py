@@ -12,22 +12,24 @@ out again:
         from jax import pmap                       `@partial(pmap, ...)` here is seen as pmap
         def __pmap_migrate_nb_reads__():
             return (jax, pmap,)                 <- names read (see below)
-    def _pmap_style_shard_map(*__pmap_migrate_nb_stub__, **kwargs): ...   <- once defined
+    def _pmap_style_shard_map(*__pmap_migrate_nb_stub__, **kwargs): ...   <- each helper
+                                                                            once defined
     @partial(pmap, axis_name="i")               <- the rest of the cell
     ...
 
-- **The helper once.** `PmapToShardMap` does not insert the helper into a module that already
-  defines it at top level. The stub is such a definition, so once a cell has received the
-  helper, later cells are migrated without a copy. The first cell that needs it gets the real
-  helper, inserted before its first use exactly as in a `.py` file. A `%%timeit` cell runs in
-  a scope of its own, so a helper it defines does not count for later cells.
+- **Each helper once.** The pipeline does not insert a helper (transforms.module_helpers.
+  HELPER_NAMES) into a module that already defines it at top level. A stub is such a
+  definition, so once a cell has received a helper, later cells are migrated without a copy.
+  The first cell that needs it gets the real helper, inserted exactly as in a `.py` file. A
+  `%%timeit` cell runs in a scope of its own, so a helper it defines does not count for later
+  cells.
 - **Why there.** libcst resolves a module-level name only to bindings above it, so the
   context must come before the cell's code; but the pipeline adds imports after the leading
   import block and the helper before the first non-header statement. The context therefore
   goes right after the header, taking over the leading blank lines and comments of the
   statement it precedes: whatever the pipeline inserts lands before it, and the padding it
   gives "the next statement" is given to the context and stays with the text when the
-  context lines are cut. Its imports sit in an `if` block, so libcst's AddImportsVisitor
+  context lines are cut. Its imports sit in an `if` block, so the pipeline's import adder
   never merges into them. Findings inside the context are dropped; later ones are shifted back.
 - **Names read.** A function reading names sees every module binding. It reads the earlier
   cells' names (so a `P` imported earlier for something else is known to be taken), and the
@@ -65,7 +67,8 @@ from libcst.metadata import PositionProvider
 
 from transforms.findings import Finding
 from transforms.pipeline import might_need_migration, migrate_source
-from transforms.runtime_helper import HELPER_NAME
+from transforms.module_helpers import HELPER_NAMES
+from transforms.placement_helpers import HELPER_MARKER
 from transforms.target import DEFAULT_TARGET, TargetJax
 
 # Cell magics whose body is Python run by IPython; any other cell magic leaves the cell alone.
@@ -396,16 +399,16 @@ class _CellResult:
 @dataclasses.dataclass
 class _Context:
     imports: list[str]
-    helper_defined: bool
+    helpers_defined: tuple[str, ...]
 
 
 def _migrate_cells(cells: list[_Cell], target: TargetJax) -> list[_CellResult]:
     imports: list[str] = []
-    helper_defined = False
+    helpers_defined: tuple[str, ...] = ()
     contexts: list[_Context] = []
     results: list[_CellResult] = []
     for cell in cells:
-        context = _Context(list(imports), helper_defined)
+        context = _Context(list(imports), helpers_defined)
         result = _migrate_cell(cell.text, context, target, keep=())
         contexts.append(context)
         results.append(result)
@@ -416,7 +419,9 @@ def _migrate_cells(cells: list[_Cell], target: TargetJax) -> list[_CellResult]:
             for statement in _imports_of(tree):
                 if statement not in imports:
                     imports.append(statement)
-        helper_defined = helper_defined or _defines_helper(result.tree)
+        helpers_defined += tuple(
+            name for name in _helpers_defined(result.tree) if name not in helpers_defined
+        )
 
     # A cell whose migration removed an import that a later cell still uses keeps it.
     for i, (cell, result) in enumerate(zip(cells, results)):
@@ -532,7 +537,8 @@ def _context_lines(context: _Context, keep, tag: str, own_imports: set[str]) -> 
 
     The imports sit in an `if` block: they bind module names before the cell's code uses them
     (libcst resolves a name only to bindings above it), yet they are not top-level imports, so
-    libcst's AddImportsVisitor never merges a new import into them nor adds one after them.
+    the pipeline's import adder (transforms/imports.py) never merges a new import into them
+    nor adds one after them.
     A function reads the names (a read inside a function sees every module binding): the
     earlier cells' names, so that a `P` bound there is known to be taken, and the names later
     cells still need, so that the pipeline keeps this cell's import of them. The helper stub is
@@ -544,15 +550,15 @@ def _context_lines(context: _Context, keep, tag: str, own_imports: set[str]) -> 
     lines += ["    " + statement for statement in context.imports]
     if reads:
         lines += [f"    def {tag}_reads__():", f"        return ({', '.join(reads)},)"]
-    if context.helper_defined:
-        lines.append(f"def {HELPER_NAME}(*{tag}_stub__, **kwargs): ...")
+    for name in context.helpers_defined:  # marked as ours, so rules do not take it for the user's
+        lines += [HELPER_MARKER, f"def {name}(*{tag}_stub__, **kwargs): ..."]
     return lines
 
 
 def _cut_context(text: str, context_lines: list[str]) -> str:
-    """Remove the context lines again: the `if` line, its indented body, the helper stub."""
+    """Remove the context lines again: the `if` line, its indented body, the helper stubs."""
     head = context_lines[0]
-    stub = context_lines[-1] if context_lines[-1].startswith("def ") else None
+    stubs = [line for line in context_lines[1:] if not line.startswith((" ", "\t"))]
     lines = [c + n for c, n in _split(text)]
     starts = [i for i, line in enumerate(lines) if line.rstrip("\r\n") == head]
     if len(starts) != 1:
@@ -560,7 +566,7 @@ def _cut_context(text: str, context_lines: list[str]) -> str:
     end = starts[0] + 1
     while end < len(lines) and lines[end][:1] in (" ", "\t"):
         end += 1
-    if stub is not None:
+    for stub in stubs:
         if end >= len(lines) or lines[end].rstrip("\r\n") != stub:
             raise _CellFailed("PM005", "the notebook context added to the cell was changed")
         end += 1
@@ -634,10 +640,10 @@ def _bound_by_imports(tree: ast.Module | None) -> set[str]:
     return names
 
 
-def _defines_helper(tree: ast.Module | None) -> bool:
-    return tree is not None and any(
-        isinstance(s, ast.FunctionDef) and s.name == HELPER_NAME for s in tree.body
-    )
+def _helpers_defined(tree: ast.Module | None) -> list[str]:
+    if tree is None:
+        return []
+    return [s.name for s in tree.body if isinstance(s, ast.FunctionDef) and s.name in HELPER_NAMES]
 
 
 def _names(tree: ast.Module) -> set[str]:

@@ -40,7 +40,7 @@ def step(x, w):
 '''
 REFUSED = "import jax\n\n\ndef f(x):\n    return x\n\n\np = jax.pmap(f, in_axes=-1)\n"
 BROKEN = "import jax\n\ndef broken(:\n    return jax.pmap(f)\n"
-ODD = 'import jax\n\np = jax.pmap(f, in_axes=pick(\n    "100%", AXES))\n'  # message: newline, %
+ODD = 'import jax\n\np = jax.pmap(f, in_axes=(0, """\n100%"""))\n'  # message: newline, %
 WEIRD_NAME = "we,ird:name.py"
 
 FILES = {
@@ -287,8 +287,8 @@ def test_github_workflow_commands(results):
     # A message with a newline and a percent sign stays on one line, percent-encoded.
     (odd,) = [line for line in lines if "odd.py" in line]
     assert odd == (
-        '::warning file=odd.py,line=3,col=5,title=PM203::jax.pmap(f): in_axes=pick(%0A    "100%25", AXES)'
-        " is not a literal, so its specs cannot be derived here; not migrated"
+        '::warning file=odd.py,line=3,col=5,title=PM209::jax.pmap(f): in_axes has the leaf """%0A100%25"""'
+        ", which is neither a non-negative int nor None; not migrated"
     )
     # `,` and `:` in a property are encoded, since they delimit properties.
     (weird,) = [line for line in lines if "PM202" in line]
@@ -326,7 +326,7 @@ def test_junit_counts_and_cases(results):
     assert failure.tag == "failure" and failure.get("type") == "warning"
     assert "refused.py:8:5: PM201 warning" in failure.text and "non-negative" in failure.text
     odd = cases["odd.py"].find("failure")
-    assert '"100%", AXES)' in odd.text and "\n" not in odd.get("message")
+    assert '"""\n100%"""' in odd.text and "\n" not in odd.get("message")
     for passing in ("train.py", "windows.py", "latin.py", "plain.py"):
         assert cases[passing].find("failure") is None and cases[passing].find("error") is None
     assert "train.py:12:2: PM100 info" in cases["train.py"].find("system-out").text

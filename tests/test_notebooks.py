@@ -515,3 +515,28 @@ def test_migrated_notebook_computes_what_the_original_did(tmp_path, original, mi
     before, after = np.load(tmp_path / "original.npy"), np.load(tmp_path / "migrated.npy")
     assert before.shape == (8,) and before.dtype == np.float32
     np.testing.assert_array_equal(after, before)
+
+
+def test_every_helper_is_given_to_one_cell_only():
+    """Cells that each need the placement and unreplicate helpers get them once, in the first
+    cell that needs them; later cells use that definition."""
+    cells = [
+        "import jax\nimport numpy as np\n",
+        "p = jax.pmap(lambda x: x * 2, axis_name='i')\n"
+        "x = jax.device_put_replicated(np.ones(2), jax.local_devices())\n"
+        "print(float(p(x)[0]))\n",
+        "q = jax.pmap(lambda x: x + 1, axis_name='i')\n"
+        "y = jax.device_put_replicated(np.zeros(2), jax.local_devices())\n"
+        "print(float(q(y)[0]))\n",
+    ]
+    notebook = {
+        "cells": [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+                   "source": text.splitlines(keepends=True)} for text in cells],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+    }
+    migration = migrate_notebook(json.dumps(notebook).encode())
+    sources = ["".join(c["source"]) for c in json.loads(migration.source)["cells"]]
+    for helper in ("_pmap_style_shard_map", "_device_put_replicated", "_first_replica"):
+        defined = [i for i, text in enumerate(sources) if f"def {helper}(" in text]
+        assert defined == [1], (helper, defined)
+        assert f"{helper}(" in sources[2]

@@ -14,9 +14,22 @@ from libcst.codemod import CodemodContext
 
 _SCRATCH_KEY = "pmap_migrate.helpers"
 
+# Every helper a rule can ask for. Notebooks use this list to give each helper to the first
+# cell that needs it only; a new helper must be added here.
+HELPER_NAMES = frozenset({
+    "_pmap_style_shard_map",  # transforms/runtime_helper.py
+    "_nested_pmap_shard_map",  # transforms/nested_pmap_helper.py
+    "_pmap_compat",  # transforms/pmap_compat_helper.py
+    "_device_put_replicated",  # transforms/placement_helpers.py
+    "_device_put_sharded",  # transforms/placement_helpers.py
+    "_first_replica",  # transforms/unreplicate.py
+})
+
 
 def request_helper(context: CodemodContext, name: str, source: str) -> None:
     """Ask for the top-level function `name` (whose full text is `source`) in this module."""
+    if name not in HELPER_NAMES:
+        raise ValueError(f"{name}: add it to transforms.module_helpers.HELPER_NAMES")
     context.scratch.setdefault(_SCRATCH_KEY, {}).setdefault(name, source)
 
 

@@ -137,10 +137,13 @@ class PmapToShardMap(ReportingTransformer):
 
     def _choose_spec_func(self, module: cst.Module) -> cst.BaseExpression:
         """`P` when that name is free or already PartitionSpec, else the full dotted name."""
-        for name in m.findall(module, m.Name("P")):
-            qualified = self._qualified(name)
-            if qualified and not qualified & PARTITION_SPEC_NAMES:
-                return cst.parse_expression("jax.sharding.PartitionSpec")
+        if self.facts is not None and not self.facts.imports.needs_scope_analysis:
+            # The import table knows every binding of P without walking the module.
+            meanings = [self.facts.imports.qualified(cst.Name("P"), None)]
+        else:
+            meanings = [self._qualified(name) for name in m.findall(module, m.Name("P"))]
+        if any(q and not q & PARTITION_SPEC_NAMES for q in meanings):
+            return cst.parse_expression("jax.sharding.PartitionSpec")
         return cst.Name("P")
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
