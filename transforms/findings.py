@@ -29,7 +29,7 @@ class Finding:
     def needs_human(self) -> bool:
         return self.severity == "warning"
 
-    def at(self, path: str) -> "Finding":
+    def at(self, path: str) -> Finding:
         return dataclasses.replace(self, path=path)
 
     def to_text(self) -> str:

@@ -9,6 +9,8 @@ example because it was migrated before, keeps its own copy).
 
 from __future__ import annotations
 
+import functools
+
 import libcst as cst
 from libcst.codemod import CodemodContext
 
@@ -50,12 +52,8 @@ def insert_helpers(module: cst.Module, helpers: dict[str, str]) -> cst.Module:
         header_end += 1
     index = header_end
     new_statements: list[cst.BaseStatement] = []
-    for name, text in missing.items():
-        parsed = cst.parse_module(text.replace("\n", module.default_newline))
-        body = list(parsed.body)
-        marker = [ln for ln in (*parsed.header, *body[0].leading_lines) if ln.comment]
-        body[0] = body[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *marker])
-        new_statements.extend(body)
+    for text in missing.values():
+        new_statements.extend(_helper_statements(text, module.default_newline))
     statements = list(module.body)
     if index < len(statements):
         following = statements[index]
@@ -65,6 +63,17 @@ def insert_helpers(module: cst.Module, helpers: dict[str, str]) -> cst.Module:
                 leading_lines=[cst.EmptyLine()] * (2 - len(blank)) + list(following.leading_lines)
             )
     return module.with_changes(body=statements[:index] + new_statements + statements[index:])
+
+
+@functools.lru_cache(maxsize=64)
+def _helper_statements(text: str, newline: str) -> tuple[cst.BaseStatement, ...]:
+    """A helper's statements, marker comment first; parsed once per process (nodes are
+    immutable, so every module can share them)."""
+    parsed = cst.parse_module(text.replace("\n", newline))
+    body = list(parsed.body)
+    marker = [ln for ln in (*parsed.header, *body[0].leading_lines) if ln.comment]
+    body[0] = body[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *marker])
+    return tuple(body)
 
 
 def _is_header_statement(stmt: cst.CSTNode) -> bool:

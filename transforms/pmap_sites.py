@@ -27,15 +27,27 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 
 from transforms.module_helpers import request_helper
-from transforms.nested_pmap import Level, NestedRefused, check_levels, level_arguments, nested_specs
-from transforms.nested_pmap import DEFAULT_NAMES
+from transforms.nested_pmap import (
+    DEFAULT_NAMES,
+    Level,
+    NestedRefused,
+    check_levels,
+    level_arguments,
+    nested_specs,
+)
 from transforms.nested_pmap_helper import NESTED_HELPER_NAME, nested_helper_source
 from transforms.pmap_compat_helper import COMPAT_HELPER_NAME, compat_helper_source
 from transforms.pmap_hazards import site_claimed
-from transforms.pmap_values import NameUses, ReplaceByIdentity, ValueUse, classify, refusal
+from transforms.pmap_values import (
+    NameUses,
+    ReplaceByIdentity,
+    ValueUse,
+    classify,
+    refusal,
+)
+from transforms.reporting import ReportingTransformer
 from transforms.runtime_helper import HELPER_MARKER, HELPER_NAME, helper_source
 from transforms.specs import AxesNotTranslatable, axes_to_specs
-from transforms.reporting import ReportingTransformer
 from transforms.suppressions import Suppressions
 from transforms.target import TargetJax
 
@@ -157,13 +169,8 @@ class PmapToShardMap(ReportingTransformer):
                 )
             else:
                 AddImportsVisitor.add_needed_import(self.context, "jax")
-        for alias in m.findall(original_node, m.ImportFrom(module=m.Name("jax"))):
-            if isinstance(alias.names, cst.ImportStar):
-                continue
-            for name in alias.names:
-                if isinstance(name.name, cst.Name) and name.name.value == "pmap":
-                    asname = name.asname.name.value if name.asname else None
-                    RemoveImportsVisitor.remove_unused_import(self.context, "jax", "pmap", asname)
+        for asname in self._pmap_from_imports(original_node):
+            RemoveImportsVisitor.remove_unused_import(self.context, "jax", "pmap", asname)
         if self._needs_plain or self._needs_compat:
             request_helper(self.context, HELPER_NAME, helper_source(self.target))
         if self._needs_compat:
@@ -171,6 +178,21 @@ class PmapToShardMap(ReportingTransformer):
         if self._needs_nested:
             request_helper(self.context, NESTED_HELPER_NAME, nested_helper_source(self.target))
         return updated_node
+
+    def _pmap_from_imports(self, module: cst.Module) -> list[str | None]:
+        """The `as` names (None: none) of every `from jax import pmap [as x]`."""
+        if self.facts is not None and not self.facts.imports.needs_scope_analysis:
+            imported = self.facts.imports.imported
+            return [None if local == "pmap" else local
+                    for local, name in imported.items() if name == PMAP]
+        found = []
+        for statement in m.findall(module, m.ImportFrom(module=m.Name("jax"))):
+            if isinstance(statement.names, cst.ImportStar):
+                continue
+            for alias in statement.names:
+                if isinstance(alias.name, cst.Name) and alias.name.value == "pmap":
+                    found.append(alias.asname.name.value if alias.asname else None)
+        return found
 
     # -- value uses and removed references --------------------------------------------------
 
@@ -447,7 +469,7 @@ class PmapToShardMap(ReportingTransformer):
                 new_name = KNOWN_KEYWORDS[keyword]
                 arg = arg.with_changes(keyword=cst.Name(new_name), value=specs)
                 summary.append(f"{new_name}={self._code_fresh(specs)}")
-            elif keyword in KNOWN_KEYWORDS and KNOWN_KEYWORDS[keyword]:
+            elif KNOWN_KEYWORDS.get(keyword):
                 arg = arg.with_changes(keyword=cst.Name(KNOWN_KEYWORDS[keyword]))
             new_args.append(arg)
         return new_args, ", ".join(summary)
@@ -610,4 +632,4 @@ def _shorten(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-__all__ = ["PmapToShardMap", "HELPER_MARKER"]
+__all__ = ["HELPER_MARKER", "PmapToShardMap"]

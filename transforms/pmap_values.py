@@ -18,7 +18,7 @@ elsewhere would change.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import libcst as cst
 

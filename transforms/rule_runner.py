@@ -41,6 +41,7 @@ class ModuleFacts:
         self._wrapper: MetadataWrapper | None = None
         self._resolved: dict[type, object] = {}
         self._all_parents = False
+        self.stack: list[cst.CSTNode] = []  # the traversal's current path (set by RuleRunner)
 
     def _metadata(self, provider: type) -> dict:
         if provider not in self._resolved:
@@ -54,6 +55,10 @@ class ModuleFacts:
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         found = self.parents.get(node, _MISSING)
+        if found is _MISSING and self.stack:
+            # Rules look a little ahead of the walk (a call's function, its arguments): search
+            # just below the node being visited before walking the whole module.
+            found = _find_below(self.stack[-1], node, depth=3)
         if found is _MISSING and not self._all_parents:
             # A node the traversal has not reached yet: record every parent once (a plain
             # visit, a third of what ParentNodeProvider costs).
@@ -68,7 +73,24 @@ class ModuleFacts:
             if isinstance(names, LazyValue):  # libcst computes some values on first read
                 names = names()
             return {q.name for q in names}
-        return self.imports.qualified(node, self.parent(node))
+        # Only a Name needs its parent (`pmap` in `jax.pmap` is no reference by itself); asking
+        # for the parent of a node not reached yet costs a walk of the module.
+        parent = self.parent(node) if isinstance(node, cst.Name) else None
+        return self.imports.qualified(node, parent)
+
+
+def _find_below(top: cst.CSTNode, node: cst.CSTNode, depth: int):
+    """The parent of `node` if it is at most `depth` levels below `top`, else _MISSING."""
+    level = [top]
+    for _ in range(depth):
+        below = []
+        for parent in level:
+            for child in parent.children:
+                if child is node:
+                    return parent
+                below.append(child)
+        level = below
+    return _MISSING
 
 
 class _ParentRecorder(cst.CSTVisitor):
@@ -117,7 +139,7 @@ class RuleRunner(cst.CSTTransformer):
                 table.setdefault(node_type, []).append((index, getattr(rule, attribute)))
         # A rule whose visit_ returned False hears nothing below that node, as in libcst.
         self._muted_at: list[cst.CSTNode | None] = [None] * len(rules)
-        self._stack: list[cst.CSTNode] = []
+        self._stack = facts.stack
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if self._stack:

@@ -37,7 +37,7 @@ class Suppressions:
         self.ignored = ignored
 
     @classmethod
-    def from_source(cls, source: bytes, ignored: frozenset[str] = frozenset()) -> "Suppressions":
+    def from_source(cls, source: bytes, ignored: frozenset[str] = frozenset()) -> Suppressions:
         if b"pmap-migrate:" not in source:
             return cls([], ignored)
         items = []

@@ -17,7 +17,7 @@ class TargetJax:
     patch: int = 0
 
     @classmethod
-    def parse(cls, text: str) -> "TargetJax":
+    def parse(cls, text: str) -> TargetJax:
         match = re.fullmatch(r"\s*(\d+)\.(\d+)(?:\.(\d+))?\s*", text or "")
         if not match:
             raise ValueError(f"not a JAX version: {text!r} (expected e.g. 0.10 or 0.4.38)")
