@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import ast
 import concurrent.futures
-import functools
 import dataclasses
+import functools
 import shutil
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import libcst as cst
 
@@ -22,7 +22,7 @@ from migrator.files import SourceFile, discover
 from migrator.notebooks import NotebookError, migrate_notebook
 from migrator.textio import NotText, atomic_write, check_text
 from transforms.findings import Finding
-from transforms.pipeline import migrate_source, might_need_migration
+from transforms.pipeline import might_need_migration, migrate_source
 from transforms.rules import all_rules
 from transforms.target import TargetJax
 
@@ -40,7 +40,7 @@ class FileResult:
     def changed(self) -> bool:
         return self.was_changed or (self.migrated != self.original and not self.has_error)
 
-    def slim(self) -> "FileResult":
+    def slim(self) -> FileResult:
         """The same result without the file contents, so a long run keeps only findings."""
         return dataclasses.replace(self, original=b"", migrated=b"", was_changed=self.changed)
 
@@ -48,7 +48,7 @@ class FileResult:
     def has_error(self) -> bool:
         return any(f.severity == "error" for f in self.findings)
 
-    def fail(self, code: str, message: str, line: int = 1, col: int = 1) -> "FileResult":
+    def fail(self, code: str, message: str, line: int = 1, col: int = 1) -> FileResult:
         self.findings.append(Finding(code, line, col, message, self.file.display))
         self.migrated = self.original
         return self
@@ -98,10 +98,9 @@ def _process(file: SourceFile, target: TargetJax, ignored: frozenset[str]) -> Fi
         return result.fail("PM005", f"{type(error).__name__}: {error} (at {last.name}:{last.lineno})")
     result.findings.extend(f.at(file.display) for f in migration.findings)
     if migration.source != result.original:
-        try:
-            cst.parse_module(migration.source)
-        except Exception as error:  # noqa: BLE001
-            return result.fail("PM004", f"rewritten code does not parse: {error}")
+        problem = _does_not_parse(result.original, migration.source)
+        if problem:
+            return result.fail("PM004", f"rewritten code does not parse: {problem}")
     result.migrated = migration.source
     return result
 
@@ -119,6 +118,28 @@ def _process_notebook(result: FileResult, target: TargetJax) -> FileResult:
     )
     result.migrated = migration.source
     return result
+
+
+def _does_not_parse(original: bytes, migrated: bytes) -> str | None:
+    """Why the rewritten code does not parse, or None. Python's own parser decides (a tenth of
+    libcst's cost); for code in a grammar newer than this interpreter, libcst does."""
+    try:
+        ast.parse(migrated)
+        return None
+    except SyntaxError as error:
+        try:
+            ast.parse(original)
+        except SyntaxError:
+            pass
+        else:
+            return f"{error.msg} (line {error.lineno})"
+    except (ValueError, RecursionError) as error:
+        return str(error)
+    try:
+        cst.parse_module(migrated)
+        return None
+    except Exception as error:  # noqa: BLE001 - any failure is the finding
+        return str(error)
 
 
 def _check_syntax(result: FileResult) -> None:

@@ -129,3 +129,15 @@ def test_very_large_file_is_migrated_whole(tmp_path):
     assert b"jax.pmap(" not in migrated
     assert migrated.count(b"= _pmap_style_shard_map(lambda") == 2
     assert filler.encode() in migrated
+
+
+def test_rewritten_code_is_checked_by_python_then_libcst():
+    """A rewrite that does not parse is refused (PM004) with Python's message; code in a
+    grammar newer than this interpreter (PEP 695 here) is judged by libcst instead."""
+    from migrator.runner import _does_not_parse
+
+    assert _does_not_parse(b"x = 1\n", b"x = 1\n") is None
+    assert "line 1" in _does_not_parse(b"x = 1\n", b"x = (\n")
+    newer = b"type Vector = list[float]\n"
+    assert _does_not_parse(newer, newer + b"y = 2\n") is None
+    assert _does_not_parse(newer, newer + b"y = (\n")

@@ -22,6 +22,7 @@ import re
 
 import libcst as cst
 
+from transforms.names import parse_or_none
 from transforms.reporting import ReportingTransformer
 
 SCRATCH_KEY = "pmap_migrate.multiprocess"  # (line, what) of the first multi-process call
@@ -64,10 +65,16 @@ class MultiProcess(ReportingTransformer):
     def visit_Module(self, node: cst.Module) -> None:
         """Decide before any site is visited: rules may share one traversal, so a site near
         the top must already know about a `jax.process_index()` near the bottom."""
-        code = node.code
-        if not _WORDS.search(code):
-            return
-        evidence = _first_evidence(code)
+        if self.facts is not None:  # the source and its ast, shared by every rule
+            if not _WORDS.search(self.facts.source.decode("latin-1")):
+                return
+            tree = self.facts.syntax_tree
+        else:
+            code = node.code
+            if not _WORDS.search(code):
+                return
+            tree = parse_or_none(code.encode("utf-8"))
+        evidence = _first_evidence(tree) if tree is not None else None
         if evidence is not None:
             self.context.scratch[SCRATCH_KEY] = evidence
 
@@ -77,14 +84,10 @@ _WORDS = re.compile(
 )
 
 
-def _first_evidence(code: str) -> tuple[int, str] | None:
+def _first_evidence(tree: ast.Module) -> tuple[int, str] | None:
     """(line, dotted name) of the first multi-process reference, when the module also
     references jax.pmap. Read from the standard `ast` (a fraction of a libcst visit), with
     names resolved through the module's imports."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError):
-        return None
     imported: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

@@ -21,6 +21,13 @@ import libcst as cst
 _BUILTINS = frozenset(dir(builtins))
 
 
+def parse_or_none(source: bytes) -> ast.Module | None:
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+
+
 @dataclasses.dataclass
 class ImportTable:
     imported: dict[str, str]  # local name -> the dotted name it was imported as
@@ -29,9 +36,11 @@ class ImportTable:
 
     @classmethod
     def from_source(cls, source: bytes) -> ImportTable:
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError):  # grammar newer than this interpreter's ast
+        return cls.from_tree(parse_or_none(source))
+
+    @classmethod
+    def from_tree(cls, tree: ast.Module | None) -> ImportTable:
+        if tree is None:  # grammar newer than this interpreter's ast
             return cls({}, set(), needs_scope_analysis=True)
         imported: dict[str, set[str]] = {}
         bound: set[str] = set()

@@ -15,6 +15,7 @@ analysis.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import libcst as cst
@@ -26,7 +27,7 @@ from libcst.metadata import (
 )
 from libcst.metadata.base_provider import LazyValue
 
-from transforms.names import ImportTable
+from transforms.names import ImportTable, parse_or_none
 
 _MISSING = object()
 
@@ -36,11 +37,14 @@ class ModuleFacts:
 
     def __init__(self, module: cst.Module, source: bytes):
         self.module = module
-        self.imports = ImportTable.from_source(source)
+        self.source = source
+        self.syntax_tree = parse_or_none(source)  # the standard ast: cheap whole-module questions
+        self.imports = ImportTable.from_tree(self.syntax_tree)
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
         self._wrapper: MetadataWrapper | None = None
         self._resolved: dict[type, object] = {}
         self._all_parents = False
+        self._recorded_below: set[cst.CSTNode] = set()
         self.stack: list[cst.CSTNode] = []  # the traversal's current path (set by RuleRunner)
 
     def _metadata(self, provider: type) -> dict:
@@ -55,10 +59,16 @@ class ModuleFacts:
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         found = self.parents.get(node, _MISSING)
-        if found is _MISSING and self.stack:
-            # Rules look a little ahead of the walk (a call's function, its arguments): search
-            # just below the node being visited before walking the whole module.
-            found = _find_below(self.stack[-1], node, depth=3)
+        if found is _MISSING and self.stack and self.stack[-1] not in self._recorded_below:
+            # Rules look a little ahead of the walk (a call's function, its arguments): record
+            # the parents below the node being visited before walking the whole module.
+            top = self.stack[-1]
+            recorder = _ParentRecorder(self.parents)
+            recorder.stack.append(top)
+            for child in top.children:
+                child.visit(recorder)
+            self._recorded_below.add(top)
+            found = self.parents.get(node, _MISSING)
         if found is _MISSING and not self._all_parents:
             # A node the traversal has not reached yet: record every parent once (a plain
             # visit, a third of what ParentNodeProvider costs).
@@ -77,20 +87,6 @@ class ModuleFacts:
         # for the parent of a node not reached yet costs a walk of the module.
         parent = self.parent(node) if isinstance(node, cst.Name) else None
         return self.imports.qualified(node, parent)
-
-
-def _find_below(top: cst.CSTNode, node: cst.CSTNode, depth: int):
-    """The parent of `node` if it is at most `depth` levels below `top`, else _MISSING."""
-    level = [top]
-    for _ in range(depth):
-        below = []
-        for parent in level:
-            for child in parent.children:
-                if child is node:
-                    return parent
-                below.append(child)
-        level = below
-    return _MISSING
 
 
 class _ParentRecorder(cst.CSTVisitor):
@@ -115,6 +111,25 @@ class _ParentRecorder(cst.CSTVisitor):
         return None
 
 
+@functools.cache
+def _hooks(rule_class: type) -> tuple[tuple[str, str, str], ...]:
+    """(visit|leave, node type, method name) of every hook the rule class defines itself."""
+    hooks = []
+    for attribute in dir(rule_class):
+        kind, _, node_type = attribute.partition("_")
+        if kind not in ("visit", "leave"):
+            continue
+        if getattr(rule_class, attribute) is getattr(cst.CSTTransformer, attribute, None):
+            continue  # libcst's default no-op
+        if not hasattr(cst, node_type):
+            if hasattr(cst, node_type.split("_")[0]):
+                raise TypeError(f"{rule_class.__name__}.{attribute}: per-attribute hooks are "
+                                "not run by RuleRunner")
+            continue
+        hooks.append((kind, node_type, attribute))
+    return tuple(hooks)
+
+
 class RuleRunner(cst.CSTTransformer):
     """A transformer that dispatches every node to the rules that handle its type."""
 
@@ -124,17 +139,7 @@ class RuleRunner(cst.CSTTransformer):
         self._visits: dict[str, list[tuple[int, object]]] = {}
         self._leaves: dict[str, list[tuple[int, object]]] = {}
         for index, rule in enumerate(rules):
-            for attribute in dir(type(rule)):
-                kind, _, node_type = attribute.partition("_")
-                if kind not in ("visit", "leave"):
-                    continue
-                if getattr(type(rule), attribute) is getattr(cst.CSTTransformer, attribute, None):
-                    continue  # libcst's default no-op
-                if not hasattr(cst, node_type):
-                    if hasattr(cst, node_type.split("_")[0]):
-                        raise TypeError(f"{type(rule).__name__}.{attribute}: per-attribute "
-                                        "hooks are not run by RuleRunner")
-                    continue
+            for kind, node_type, attribute in _hooks(type(rule)):
                 table = self._visits if kind == "visit" else self._leaves
                 table.setdefault(node_type, []).append((index, getattr(rule, attribute)))
         # A rule whose visit_ returned False hears nothing below that node, as in libcst.
