@@ -75,7 +75,7 @@ def run_rules(
     for rule in rules:
         rule.facts = facts
     module = module.visit(RuleRunner(rules, facts))
-    findings = [finding for rule in rules for finding in rule.findings]
+    findings = facts.placed([finding for rule in rules for finding in rule.findings])
     module = insert_helpers(module, requested_helpers(context))
     module = apply_queued_imports(module, context)
     findings.extend(suppressions.unused())

@@ -89,7 +89,7 @@ class PmapToShardMap(ReportingTransformer):
         self, context: CodemodContext, target: TargetJax, suppressions: Suppressions | None = None
     ):
         super().__init__(context, target, suppressions)
-        self.migrated_lines: list[int] = []
+        self.migrated_sites = 0
         self._nested: set[cst.CSTNode] = set()  # pmap sites inside another site's function
         self._maps_pmap: set[cst.CSTNode] = set()  # sites whose function holds another pmap
         self._pairs: dict[cst.Call, cst.Call] = {}  # pmap(pmap(f)): outer call -> inner call
@@ -160,7 +160,7 @@ class PmapToShardMap(ReportingTransformer):
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         updated_node = self._migrate_values(updated_node)
-        if not self.migrated_lines:
+        if not self.migrated_sites:
             return updated_node
         if self._uses_spec:
             if isinstance(self._spec_func, cst.Name):
@@ -269,7 +269,7 @@ class PmapToShardMap(ReportingTransformer):
                 f"{label} used as a value ({how}, every use a call) -> _pmap_compat, "
                 "pmap's signature on jax.jit + jax.shard_map",
             ):
-                self.migrated_lines.append(self._position(use.node)[0])
+                self.migrated_sites += 1
                 self._needs_compat = True
                 replacements[id(use.node)] = cst.Name(COMPAT_HELPER_NAME).with_changes(
                     lpar=use.node.lpar, rpar=use.node.rpar
@@ -389,7 +389,7 @@ class PmapToShardMap(ReportingTransformer):
         )
         if not self._report(original, "PM100", message):
             return updated
-        self.migrated_lines.append(self._position(original)[0])
+        self.migrated_sites += 1
         self._needs_compat = True
         if partial:
             helper_arg = updated.args[0].with_changes(value=cst.Name(COMPAT_HELPER_NAME))
@@ -608,7 +608,7 @@ class PmapToShardMap(ReportingTransformer):
         detail = f" ({summary})" if summary else ""
         if not self._report(node, "PM100", f"{label} -> jax.jit + jax.shard_map{detail}"):
             return False
-        self.migrated_lines.append(self._position(node)[0])
+        self.migrated_sites += 1
         return True
 
 

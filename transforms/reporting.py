@@ -72,6 +72,15 @@ class ReportingTransformer(ContextAwareTransformer):
     def _report(self, node: cst.CSTNode, code: str, message: str) -> bool:
         """Record a finding. False when suppressed: by a comment (then reported as PM011) or
         by the project configuration (then silent); the caller must then change nothing."""
+        if self.facts is not None and not self.suppressions.has_comments:
+            # No comment can suppress it, so its line is not needed now: the runner places
+            # every such finding in one (partial) pass at the end.
+            if self.suppressions.covers(0, code):
+                return False
+            finding = Finding(code, 0, 0, message)
+            self.findings.append(finding)
+            self.facts.place_later(finding, node)
+            return True
         line, col = self._position(node)
         reason = self.suppressions.covers(line, code)
         if reason == "comment":

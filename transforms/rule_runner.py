@@ -15,6 +15,7 @@ analysis.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Sequence
 
@@ -26,6 +27,7 @@ from libcst.metadata import (
     QualifiedNameProvider,
 )
 from libcst.metadata.base_provider import LazyValue
+from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from transforms.names import ImportTable, parse_or_none
 
@@ -44,6 +46,7 @@ class ModuleFacts:
         self._wrapper: MetadataWrapper | None = None
         self._resolved: dict[type, object] = {}
         self._all_parents = False
+        self._unplaced: list[tuple[object, cst.CSTNode]] = []
         self._recorded_below: set[cst.CSTNode] = set()
         self.stack: list[cst.CSTNode] = []  # the traversal's current path (set by RuleRunner)
 
@@ -56,6 +59,26 @@ class ModuleFacts:
 
     def position(self, node: cst.CSTNode) -> CodeRange:
         return self._metadata(PositionProvider)[node]
+
+    def place_later(self, finding, node: cst.CSTNode) -> None:
+        """Give `finding` the position of `node` when `placed` is called."""
+        self._unplaced.append((finding, node))
+
+    def placed(self, findings: list) -> list:
+        """`findings` with the positions asked for by `place_later`. The positions come from
+        libcst's own codegen bookkeeping, stopped once the last node asked for is done."""
+        if not self._unplaced:
+            return findings
+        if PositionProvider in self._resolved:
+            ranges = self._resolved[PositionProvider]
+        else:
+            ranges = _positions_of(self.module, {node for _, node in self._unplaced})
+        where = {id(finding): ranges[node].start for finding, node in self._unplaced}
+        return [
+            dataclasses.replace(f, line=where[id(f)].line, col=where[id(f)].column + 1)
+            if id(f) in where else f
+            for f in findings
+        ]
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         found = self.parents.get(node, _MISSING)
@@ -87,6 +110,49 @@ class ModuleFacts:
         # for the parent of a node not reached yet costs a walk of the module.
         parent = self.parent(node) if isinstance(node, cst.Name) else None
         return self.imports.qualified(node, parent)
+
+
+class _AllPlaced(Exception):
+    pass
+
+
+class _PositionsUntilPlaced(PositionProvidingCodegenState):
+    """PositionProvider's codegen state that stops once every wanted node has its range."""
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        super().after_codegen(node)
+        remaining = self.provider.remaining
+        if node in remaining:
+            remaining.discard(node)
+            if not remaining:
+                raise _AllPlaced
+
+
+class _Ranges:
+    """What the codegen state writes to: the ranges computed, and the nodes still wanted."""
+
+    def __init__(self, wanted: set[cst.CSTNode]):
+        self._computed: dict[cst.CSTNode, CodeRange] = {}
+        self.remaining = set(wanted)
+
+
+def _positions_of(module: cst.Module, wanted: set[cst.CSTNode]) -> dict[cst.CSTNode, CodeRange]:
+    """The PositionProvider ranges of `wanted` (nodes of `module`); the codegen stops after
+    the last of them instead of running to the end of the file."""
+    ranges = _Ranges(wanted)
+    state = _PositionsUntilPlaced(
+        default_indent=module.default_indent, default_newline=module.default_newline,
+        provider=ranges,
+    )
+    try:
+        module._codegen(state)
+    except (_AllPlaced, KeyError):
+        # Unwinding through libcst's record_syntactic_position can raise KeyError for an
+        # enclosing statement whose end was never reached; it does not matter once every
+        # wanted node is placed.
+        if ranges.remaining:
+            raise
+    return ranges._computed
 
 
 class _ParentRecorder(cst.CSTVisitor):

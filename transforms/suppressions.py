@@ -36,6 +36,11 @@ class Suppressions:
         self._by_line = {s.line: s for s in items}
         self.ignored = ignored
 
+    @property
+    def has_comments(self) -> bool:
+        """Whether any line can be suppressed: without comments, `covers` ignores `line`."""
+        return bool(self._by_line)
+
     @classmethod
     def from_source(cls, source: bytes, ignored: frozenset[str] = frozenset()) -> Suppressions:
         if b"pmap-migrate:" not in source:
