@@ -128,9 +128,13 @@ def _outputs(original: RunOutcome, migrated: RunOutcome) -> Section:
 
 
 def _collectives(original: RunOutcome, migrated: RunOutcome, same_jax: bool) -> Section:
-    """Same JAX on both sides: counts must match exactly. Across JAX versions XLA combines and
+    """Same JAX and the same lowering on both sides: counts must match exactly. Across JAX
+    versions, or between the legacy pmap's replica lowering and jit + shard_map (XLA merges
+    identical replica collectives but, before JAX 0.5, not channel ones), XLA combines and
     folds collectives differently, so only the kinds and device groups must match and count
     changes are notes."""
+    exact = same_jax and original.compiled.replica_lowered == migrated.compiled.replica_lowered
+    why = "different JAX versions" if not same_jax else "legacy pmap vs jit lowering"
     before = original.compiled.program_collectives()
     after = migrated.compiled.program_collectives()
     differences, notes = [], []
@@ -140,10 +144,10 @@ def _collectives(original: RunOutcome, migrated: RunOutcome, same_jax: bool) -> 
             continue
         if not old or not new:
             differences.append(f"{label}: {'added' if not old else 'removed'} ({old} -> {new} operands)")
-        elif same_jax:
+        elif exact:
             differences.append(f"{label}: {old} -> {new} operands")
         else:
-            notes.append(f"{label}: {old} -> {new} operands (different JAX versions; kinds match)")
+            notes.append(f"{label}: {old} -> {new} operands ({why}; kinds match)")
     extra = migrated.compiled.data_movement_collectives() - original.compiled.data_movement_collectives()
     for label, count in sorted(extra.items()):
         notes.append(

@@ -125,6 +125,13 @@ class CompiledSummary:
     def data_movement_collectives(self) -> collections.Counter:
         return _count(m for m in self.modules if m.data_movement)
 
+    @property
+    def replica_lowered(self) -> bool:
+        """Compiled by the legacy pmap (modules `pmap_<fn>`): collectives over replicas, with
+        no channel ids, which XLA's CSE merges when two are identical. jit + shard_map
+        (and JAX >= 0.8's pmap) lower them with channel ids, which older XLA never merges."""
+        return any(m.name.startswith("pmap_") for m in self.modules if not m.data_movement)
+
     def donations(self) -> list[int]:
         """Aliased-parameter counts of the program modules that donate, sorted."""
         programs = _distinct(m for m in self.modules if not m.data_movement)

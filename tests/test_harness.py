@@ -349,3 +349,36 @@ def test_two_sites_with_the_same_collectives_against_current_jax(tmp_path):
     migrated = write(tmp_path / "migrated", migrate_source(TWO_SITES.encode()).source.decode())
     [report] = check(original, migrated, ["prog:run"], CheckOptions(devices=(8,)))
     assert report.verdict == "equivalent", report.differences
+
+
+DUPLICATE_PSUMS = '''
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def twice(x):
+    return jax.lax.psum(jnp.sum(x), "i"), jax.lax.psum(jnp.sum(x), "i")
+
+
+def run():
+    x = jnp.arange(jax.local_device_count() * 4.0).reshape(-1, 4)
+    return {"a": np.asarray(jax.pmap(twice, "i")(x))}
+'''
+
+
+def test_legacy_pmap_lowering_against_old_target_counts_are_notes(tmp_path):
+    """Both sides under jax 0.4.38: its XLA merges the legacy pmap's two identical psums
+    (replica collectives) but not the shard_map's (channel collectives). Found by the program
+    fuzzer's old-target sweep: a note, not a difference; kinds must still match."""
+    from conftest import legacy_python_or_skip
+    from transforms.target import TargetJax
+
+    python = legacy_python_or_skip()
+    original = write(tmp_path / "original", DUPLICATE_PSUMS)
+    source = migrate_source(DUPLICATE_PSUMS.encode(), TargetJax.parse("0.4.38")).source.decode()
+    migrated = write(tmp_path / "migrated", source)
+    options = CheckOptions(devices=(8,), reference_python=python, python=python)
+    [report] = check(original, migrated, ["prog:run"], options)
+    assert report.verdict == "equivalent", report.differences
+    assert any("legacy pmap vs jit lowering" in n for n in report.sections["collectives"].notes)
