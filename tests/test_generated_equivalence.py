@@ -106,14 +106,19 @@ def migrate_and_check(
 
 
 def run_examples(test_settings: settings, **check_arguments) -> None:
-    """Check every drawn program; a failure fails the test (the sweeps shrink it)."""
+    """Check every drawn program; a failure fails the test (the sweeps shrink it). The number
+    of programs checked goes to stderr (`pytest -s` shows it), for the sweep's figures."""
+    checked = []
 
     @test_settings
     @given(pmap_programs())
     def examples(program):
         migrate_and_check(program, **check_arguments)
+        checked.append(program.sites)
 
     examples()
+    print(f"\n{len(checked)} generated programs ({sum(checked)} pmap sites) checked",
+          file=sys.stderr)
 
 
 def test_generated_programs_are_equivalent():
