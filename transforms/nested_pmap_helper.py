@@ -15,24 +15,10 @@ carries, unchanged. Only modules with a nested site ask for it.
 
 from __future__ import annotations
 
-from transforms.runtime_helper import HELPER_MARKER
+from transforms.runtime_helper import HELPER_MARKER, shard_map_call
 from transforms.target import TargetJax
 
 NESTED_HELPER_NAME = "_nested_pmap_shard_map"
-
-_SHARD_MAP_NEW = """\
-            return jax.shard_map(
-                per_device, mesh=mesh, in_specs=(in_specs, kw_spec), out_specs=out_specs,
-                check_vma=False,
-            )(args, kwargs)"""
-
-_SHARD_MAP_OLD = """\
-            from jax.experimental.shard_map import shard_map
-
-            return shard_map(
-                per_device, mesh, in_specs=(in_specs, kw_spec), out_specs=out_specs,
-                check_rep=False,
-            )(args, kwargs)"""
 
 _TEMPLATE = '''\
 {marker} (plain JAX, safe to keep; see the pmap-migrate rules reference)
@@ -128,5 +114,5 @@ def {name}(
 
 def nested_helper_source(target: TargetJax) -> str:
     """The nested helper's source text for `target`, ending with a newline."""
-    call = _SHARD_MAP_NEW if target.has_public_shard_map else _SHARD_MAP_OLD
+    call = shard_map_call(target, "in_specs", "args", indent=12)
     return _TEMPLATE.format(marker=HELPER_MARKER, name=NESTED_HELPER_NAME, shard_map_call=call)

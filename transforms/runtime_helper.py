@@ -14,6 +14,8 @@ path must not import JAX.
 
 from __future__ import annotations
 
+import textwrap
+
 from transforms.target import TargetJax
 
 HELPER_NAME = "_pmap_style_shard_map"
@@ -22,19 +24,26 @@ HELPER_NAME = "_pmap_style_shard_map"
 # where the code came from.
 HELPER_MARKER = "# pmap-migrate: helper"
 
-_SHARD_MAP_NEW = """\
-                return jax.shard_map(
-                    per_device, mesh=mesh, in_specs=(dyn_specs, kw_spec), out_specs=out_specs,
-                    check_vma=False,
-                )(dyn, kwargs)"""
+def shard_map_call(target: TargetJax, specs: str, arguments: str, indent: int) -> str:
+    """The helpers' `return shard_map(per_device, ...)(...)` in `target`'s spelling (R6, R15):
+    public `jax.shard_map(check_vma=False)` from 0.6.1, `jax.experimental.shard_map`'s
+    `check_rep=False` before."""
+    if target.has_public_shard_map:
+        text = f"""\
+return jax.shard_map(
+    per_device, mesh=mesh, in_specs=({specs}, kw_spec), out_specs=out_specs,
+    check_vma=False,
+)({arguments}, kwargs)"""
+    else:
+        text = f"""\
+from jax.experimental.shard_map import shard_map
 
-_SHARD_MAP_OLD = """\
-                from jax.experimental.shard_map import shard_map
+return shard_map(
+    per_device, mesh, in_specs=({specs}, kw_spec), out_specs=out_specs,
+    check_rep=False,
+)({arguments}, kwargs)"""
+    return textwrap.indent(text, " " * indent)
 
-                return shard_map(
-                    per_device, mesh, in_specs=(dyn_specs, kw_spec), out_specs=out_specs,
-                    check_rep=False,
-                )(dyn, kwargs)"""
 
 _TEMPLATE = '''\
 {marker} (plain JAX, safe to keep; see the pmap-migrate rules reference)
@@ -145,5 +154,5 @@ def {name}(
 
 def helper_source(target: TargetJax) -> str:
     """The helper's source text for `target`, ending with a newline."""
-    call = _SHARD_MAP_NEW if target.has_public_shard_map else _SHARD_MAP_OLD
+    call = shard_map_call(target, "dyn_specs", "dyn", indent=16)
     return _TEMPLATE.format(marker=HELPER_MARKER, name=HELPER_NAME, shard_map_call=call)
