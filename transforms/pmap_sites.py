@@ -54,6 +54,7 @@ from transforms.target import TargetJax
 PMAP = "jax.pmap"
 PARTIAL = "functools.partial"
 PARTITION_SPEC_NAMES = {"jax.sharding.PartitionSpec", "jax.P", "jax.sharding.P"}
+PMAP_LIKE_HELPERS = {HELPER_NAME, COMPAT_HELPER_NAME, NESTED_HELPER_NAME}
 DEFAULT_AXIS_NAME = '"_pmap_axis"'  # the helper's default; used when pmap had no axis_name
 
 # pmap's keyword arguments and the helper's name for each (None: same name).
@@ -96,6 +97,9 @@ class PmapToShardMap(ReportingTransformer):
         self._skip: set[cst.CSTNode] = set()  # parts of a nested site, handled by its outer
         self._stacked: set[cst.CSTNode] = set()  # stacked pmap decorators and their partials
         self._defs: tuple[cst.FunctionDef, ...] = ()  # enclosing functions, innermost last
+        # (name, enclosing functions) -> the assignment or def that makes it a pmapped function
+        self._pmapped_names: dict[tuple[str, tuple[cst.FunctionDef, ...]], cst.CSTNode] = {}
+        self._local_names: set[tuple[str, tuple[cst.FunctionDef, ...]]] = set()
         self._values: list[ValueUse] = []
         self._value_nodes: set[cst.CSTNode] = set()
         self._names: NameUses | None = None
@@ -199,8 +203,10 @@ class PmapToShardMap(ReportingTransformer):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if isinstance(self._parent(node), cst.Module):
             self._names.module_defs.setdefault(node.name.value, []).append(node)
-        self._defs = (*self._defs, node)
         pmaps = [d for d in node.decorators if self._is_pmap_site(d.decorator)]
+        if any(self._maps_like_pmap(d.decorator) for d in node.decorators):
+            self._pmapped_names[(node.name.value, self._defs)] = node
+        self._defs = (*self._defs, node)
         if len(pmaps) > 1:
             self._stacked.update(pmaps)
             self._stacked.update(d.decorator for d in pmaps)
@@ -210,6 +216,35 @@ class PmapToShardMap(ReportingTransformer):
             if inner:
                 self._nested.update(inner)
                 self._maps_pmap.update(pmaps)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        """`inner = jax.pmap(f, ...)`: a name that holds a pmapped function, in this scope."""
+        pmapped = isinstance(node.value, cst.Call) and self._maps_like_pmap(node.value.func)
+        for target in node.targets:
+            if isinstance(target.target, cst.Name):
+                self._local_names.add((target.target.value, self._defs))
+                if pmapped:
+                    self._pmapped_names[(target.target.value, self._defs)] = node
+
+    def _maps_like_pmap(self, node: cst.CSTNode) -> bool:
+        """pmap, or a helper a migrated site calls in its place (so that a second run sees
+        `pmap(inner)` over a migrated `inner` exactly as the first run did)."""
+        if self._is_pmap_site(node):
+            return True
+        if isinstance(node, cst.Call) and PARTIAL in self._qualified(node.func) and node.args:
+            node = node.args[0].value
+        return isinstance(node, cst.Name) and node.value in PMAP_LIKE_HELPERS
+
+    def _pmapped_name(self, callee: cst.BaseExpression) -> cst.CSTNode | None:
+        """The binding that makes `callee` a pmapped function, in this scope or the module's."""
+        if not isinstance(callee, cst.Name):
+            return None
+        here = (callee.value, self._defs)
+        if here in self._pmapped_names:
+            return self._pmapped_names[here]
+        shadowed = here in self._local_names or any(
+            p.name.value == callee.value for d in self._defs for p in _parameters(d))
+        return None if shadowed else self._pmapped_names.get((callee.value, ()))
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self._check_value_use(node)
@@ -405,6 +440,13 @@ class PmapToShardMap(ReportingTransformer):
         if call in self._maps_pmap or self._parent(call) in self._maps_pmap:
             raise SiteRefused(
                 "PM206", "the function holds another pmap (not a direct pmap of a pmap)"
+            )
+        binding = self._pmapped_name(positional[0].value) if positional else None
+        if binding is not None:
+            raise SiteRefused(
+                "PM206", f"pmap of `{self._code(positional[0].value)}`, itself pmapped on line "
+                f"{self._position(binding)[0]}: nested pmap needs one 2-D mesh; write both pmaps "
+                "in one expression (pmap(pmap(f))) to have it migrated, or migrate by hand",
             )
         if not partial and not positional and not any(
             a.keyword and a.keyword.value == "fun" for a in pmap_args
@@ -610,6 +652,13 @@ class PmapToShardMap(ReportingTransformer):
             return False
         self.migrated_sites += 1
         return True
+
+
+def _parameters(function: cst.FunctionDef) -> list[cst.Param]:
+    params = function.params
+    star = [params.star_arg] if isinstance(params.star_arg, cst.Param) else []
+    kwargs = [params.star_kwarg] if params.star_kwarg else []
+    return [*params.posonly_params, *params.params, *star, *params.kwonly_params, *kwargs]
 
 
 def _repeatable(node: cst.BaseExpression) -> bool:
