@@ -361,7 +361,7 @@ def test_names_from_earlier_cells_resolve_at_cell_level():
     data = notebook(
         code("from functools import partial", "from jax import pmap, tree_map"),
         code("@partial(pmap, axis_name='i')", "def step(x):", "    return x", "",
-             "y = pmap(step)(xs)", "t = tree_map(f, t)"),
+             "y = pmap(g)(xs)", "t = tree_map(f, t)"),
     )
     result = migrate_notebook(data)
     got = [(c, f.code, f.line) for f, c in zip(result.findings, result.cell_of)]
