@@ -19,6 +19,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from transforms.reporting import ReportingTransformer
+from transforms.snippets import one_line as _code
 
 FLAG = "jax_pmap_shmap_merge"
 CONFIG = "jax.config"
@@ -256,5 +257,3 @@ def _mentions_flag(node: cst.CSTNode) -> bool:
     )
 
 
-def _code(node: cst.CSTNode) -> str:
-    return " ".join(cst.Module(body=[]).code_for_node(node).split())

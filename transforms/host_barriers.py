@@ -22,6 +22,7 @@ import libcst as cst
 from libcst.codemod.visitors import AddImportsVisitor
 
 from transforms.reporting import ReportingTransformer
+from transforms.snippets import source as _code
 
 PMAP = "jax.pmap"
 PSUM = {"jax.lax.psum"}
@@ -234,5 +235,3 @@ def _same(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
     return " ".join(_code(a).split()) == " ".join(_code(b).split())
 
 
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)

@@ -22,7 +22,7 @@ import re
 
 import libcst as cst
 
-from transforms.names import parse_or_none
+from transforms.names import ImportTable, parse_or_none
 from transforms.reporting import ReportingTransformer
 
 SCRATCH_KEY = "pmap_migrate.multiprocess"  # (line, what) of the first multi-process call
@@ -68,13 +68,14 @@ class MultiProcess(ReportingTransformer):
         if self.facts is not None:  # the source and its ast, shared by every rule
             if not _WORDS.search(self.facts.source.decode("latin-1")):
                 return
-            tree = self.facts.syntax_tree
+            tree, table = self.facts.syntax_tree, self.facts.imports
         else:
             code = node.code
             if not _WORDS.search(code):
                 return
             tree = parse_or_none(code.encode("utf-8"))
-        evidence = _first_evidence(tree) if tree is not None else None
+            table = ImportTable.from_tree(tree)
+        evidence = _first_evidence(tree, table.imported) if tree is not None else None
         if evidence is not None:
             self.context.scratch[SCRATCH_KEY] = evidence
 
@@ -84,21 +85,10 @@ _WORDS = re.compile(
 )
 
 
-def _first_evidence(tree: ast.Module) -> tuple[int, str] | None:
+def _first_evidence(tree: ast.Module, imported: dict[str, str]) -> tuple[int, str] | None:
     """(line, dotted name) of the first multi-process reference, when the module also
     references jax.pmap. Read from the standard `ast` (a fraction of a libcst visit), with
-    names resolved through the module's imports."""
-    imported: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    imported[alias.asname] = alias.name
-                else:
-                    imported.setdefault(alias.name.split(".")[0], alias.name.split(".")[0])
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for alias in node.names:
-                imported[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    names resolved through the module's import table (local name -> dotted name)."""
     found, has_pmap = [], False
     for node in ast.walk(tree):
         if not isinstance(node, (ast.Attribute, ast.Name)) or not isinstance(node.ctx, ast.Load):

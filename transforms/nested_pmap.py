@@ -16,6 +16,7 @@ import dataclasses
 
 import libcst as cst
 
+from transforms.snippets import source as _code
 from transforms.specs import AxesNotTranslatable, axes_to_specs
 
 
@@ -190,5 +191,3 @@ def _last_comma(elements):
     return elements[:-1] + [e.with_changes(comma=cst.MaybeSentinel.DEFAULT) for e in elements[-1:]]
 
 
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)

@@ -18,8 +18,10 @@ import libcst as cst
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 
 from transforms.module_helpers import request_helper
+from transforms.multiprocess import SCRATCH_KEY as MULTIPROCESS_EVIDENCE
 from transforms.placement_helpers import HELPER_MARKER, REPLICATED, SHARDED, SOURCES
 from transforms.reporting import ReportingTransformer
+from transforms.snippets import shorten as _shorten
 
 # Removed JAX functions -> (code, helper with the same signature).
 RENAMED = {
@@ -43,7 +45,6 @@ REPORTED = {
     ),
 }
 DEVICE_COUNTS = {"jax.local_device_count", "jax.device_count"}
-MULTI_HOST = {"jax.process_count", "jax.process_index"}
 PMAP = "jax.pmap"
 RESHAPE_FUNCTIONS = {"numpy.reshape", "jax.numpy.reshape"}
 # Names whose `from ... import` becomes unused once its uses are rewritten.
@@ -63,7 +64,6 @@ class DataPlacement(ReportingTransformer):
         self._count_names: dict[str, str] = {}  # variable -> device-count function it holds
         self._reshapes: list[tuple[cst.Call, str, str]] = []  # (site, count function, text)
         self._from_imports: dict[tuple[str, str], set[str | None]] = {}  # -> their asnames
-        self._multi_host = False
         self._feeds_pmap = False  # the module refers to jax.pmap
         self._rewrote = False
 
@@ -89,7 +89,9 @@ class DataPlacement(ReportingTransformer):
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         # The reshape matters as the input of a pmap: said once, where pmap is migrated.
         for call, count, text in self._reshapes if self._feeds_pmap else ():
-            if count == "jax.device_count" and self._multi_host:
+            # MultiProcess (first in RULES) found the module's multi-process calls up front.
+            multi_host = MULTIPROCESS_EVIDENCE in self.context.scratch
+            if count == "jax.device_count" and multi_host:
                 self._report(call, "PM405", f"`{text}` uses jax.device_count() in a module that "
                              "uses jax.process_count/process_index: on several hosts that is the "
                              "global count, but each host feeds only its local devices; use "
@@ -178,8 +180,6 @@ class DataPlacement(ReportingTransformer):
                 self._count_names[target.target.value] = count
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self._qualified(node.func) & MULTI_HOST:
-            self._multi_host = True
         leading = self._reshape_leading_dim(node)
         count = self._device_count(leading) if leading is not None else None
         if count:
@@ -310,6 +310,3 @@ def _keep_layout(args: list[cst.Arg], call: cst.Call) -> list[cst.Arg]:
     return [args[0].with_changes(comma=cst.MaybeSentinel.DEFAULT), args[1]]
 
 
-def _shorten(text: str, limit: int = 60) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."

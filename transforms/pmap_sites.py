@@ -47,6 +47,7 @@ from transforms.pmap_values import (
 )
 from transforms.reporting import ReportingTransformer
 from transforms.runtime_helper import HELPER_MARKER, HELPER_NAME, helper_source
+from transforms.snippets import one_line, parameters, shorten
 from transforms.specs import AxesNotTranslatable, axes_to_specs
 from transforms.suppressions import Suppressions
 from transforms.target import TargetJax
@@ -243,7 +244,7 @@ class PmapToShardMap(ReportingTransformer):
         if here in self._pmapped_names:
             return self._pmapped_names[here]
         shadowed = here in self._local_names or any(
-            p.name.value == callee.value for d in self._defs for p in _parameters(d))
+            p.name.value == callee.value for d in self._defs for p in parameters(d.params))
         return None if shadowed else self._pmapped_names.get((callee.value, ()))
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
@@ -397,7 +398,7 @@ class PmapToShardMap(ReportingTransformer):
         label = self._code(original.args[0].value if partial else original.func)
         callee = [a for a in pmap_args if not a.keyword and not a.star]
         if callee and not partial:
-            label += f"({_shorten(self._code(callee[0].value))})"
+            label += f"({shorten(self._code(callee[0].value), 40)})"
         try:
             self._refuse_nested(original, pmap_args, partial)
             new_args, summary = self._translate_args(pmap_args, partial=partial)
@@ -476,7 +477,7 @@ class PmapToShardMap(ReportingTransformer):
                 except AxesNotTranslatable as refused:
                     if refused.code != "PM203":
                         raise
-                    text = _shorten(self._code(by_keyword[keyword].value))
+                    text = shorten(self._code(by_keyword[keyword].value), 40)
                     raise UseCompat(f"{keyword}={text} is not a literal") from None
         axis_arg = positional[1] if len(positional) == 2 else by_keyword.get("axis_name")
         axis_name = axis_arg.value if axis_arg else cst.parse_expression(DEFAULT_AXIS_NAME)
@@ -524,7 +525,7 @@ class PmapToShardMap(ReportingTransformer):
         if site_claimed(self, original):
             return updated
         fun = self._fun_argument(self._pmap_arguments(inner_call))
-        fun_text = f"({_shorten(self._code(fun))})" if fun is not None else ""
+        fun_text = f"({shorten(self._code(fun), 40)})" if fun is not None else ""
         label = f"{self._code(self._pmap_head(original))}({self._code(self._pmap_head(inner_call))}{fun_text})"
         try:
             if inner_call in self._pairs:
@@ -596,7 +597,7 @@ class PmapToShardMap(ReportingTransformer):
     ) -> cst.FunctionDef:
         """@partial(pmap, axis_name='i') over @partial(pmap, axis_name='j') -> one decorator."""
         labels = [f"@{self._code(d.decorator)}" for d in stacked]
-        label = " over ".join(_shorten(text, 50) for text in labels)
+        label = " over ".join(shorten(text, 50) for text in labels)
         try:
             if len(stacked) > 2:
                 raise NestedRefused("PM206", "pmap nested three or more levels deep")
@@ -643,7 +644,7 @@ class PmapToShardMap(ReportingTransformer):
     # -- findings ------------------------------------------------------------------------------
 
     def _code_fresh(self, node: cst.CSTNode) -> str:
-        return " ".join(cst.Module(body=[]).code_for_node(node).split())
+        return one_line(node)
 
     def _migrated(self, node: cst.CSTNode, label: str, summary: str) -> bool:
         """Report the migration of a site; False when a suppression keeps it as it is."""
@@ -654,11 +655,6 @@ class PmapToShardMap(ReportingTransformer):
         return True
 
 
-def _parameters(function: cst.FunctionDef) -> list[cst.Param]:
-    params = function.params
-    star = [params.star_arg] if isinstance(params.star_arg, cst.Param) else []
-    kwargs = [params.star_kwarg] if params.star_kwarg else []
-    return [*params.posonly_params, *params.params, *star, *params.kwonly_params, *kwargs]
 
 
 def _repeatable(node: cst.BaseExpression) -> bool:
@@ -676,9 +672,6 @@ def _is_none(node: cst.BaseExpression | None) -> bool:
     return node is None or (isinstance(node, cst.Name) and node.value == "None")
 
 
-def _shorten(text: str, limit: int = 40) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 __all__ = ["HELPER_MARKER", "PmapToShardMap"]

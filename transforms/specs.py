@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from transforms.snippets import source as _code
+
 
 class AxesNotTranslatable(Exception):
     """in_axes / out_axes that are reported instead of translated."""
@@ -88,5 +90,3 @@ def _refuse_starred(what: str):
     raise AxesNotTranslatable("PM203", f"{what} unpacks another container (*x / **x)")
 
 
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)

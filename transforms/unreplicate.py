@@ -28,6 +28,9 @@ from transforms.module_helpers import request_helper
 from transforms.pmap_sites import PARTIAL, PMAP
 from transforms.reporting import ReportingTransformer
 from transforms.runtime_helper import HELPER_MARKER
+from transforms.snippets import one_line
+from transforms.snippets import parameters as _all_params
+from transforms.snippets import shorten as _shorten
 from transforms.suppressions import Suppressions
 from transforms.target import TargetJax
 
@@ -518,7 +521,7 @@ class Unreplicate(ReportingTransformer):
         )
 
     def _code(self, node: cst.CSTNode) -> str:
-        return " ".join(cst.Module(body=[]).code_for_node(node).split())
+        return one_line(node)
 
 
 # -- syntax only -------------------------------------------------------------------------------
@@ -550,13 +553,8 @@ def _only_positional(call: cst.Call) -> cst.BaseExpression | None:
     return args[0].value if len(args) == 1 and len(call.args) == 1 else None
 
 
-def _shorten(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _all_params(params: cst.Parameters) -> list[cst.Param]:
-    stars = [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
-    return [*params.posonly_params, *params.params, *params.kwonly_params, *stars]
 
 
 def _block(stmt: cst.CSTNode) -> list[cst.CSTNode]:
