@@ -171,10 +171,12 @@ def sweep(tree: Path, jobs: int) -> dict:
     original = digests(tree)
 
     scanned = run_cli("scan", str(tree), "--format", "json", "--jobs", str(jobs), "--no-progress")
+    (tree.parent / "scan.json").write_text(scanned.stdout)  # every finding, to look at
     report = json.loads(scanned.stdout)
     internal = [f for f in report["findings"] if f["code"] == "PM005"]
 
     first = run_cli("apply", str(tree), "--jobs", str(jobs), "--no-progress")
+    (tree.parent / "apply-1.txt").write_text(first.stdout + first.stderr)
     internal_apply = [line for line in first.stdout.splitlines() if ": PM005 " in line]
     after_first = digests(tree)
     changed = [p for p in original if after_first.get(p) != original[p]]
@@ -183,6 +185,7 @@ def sweep(tree: Path, jobs: int) -> dict:
     not_parsed_before = [str(p) for p, ok in before.items() if not ok]
 
     second = run_cli("apply", str(tree), "--jobs", str(jobs), "--no-progress")
+    (tree.parent / "apply-2.txt").write_text(second.stdout + second.stderr)
     after_second = digests(tree)
     unstable = sorted(str(p) for p in after_first if after_second.get(p) != after_first[p])
     second_codes = collections.Counter(FINDING.findall(second.stdout))
