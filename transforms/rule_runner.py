@@ -37,10 +37,12 @@ _MISSING = object()
 class ModuleFacts:
     """Parents, positions and qualified names of the nodes of one input module."""
 
-    def __init__(self, module: cst.Module, source: bytes):
+    def __init__(self, module: cst.Module, source: bytes, syntax_tree: object = _MISSING):
+        """`syntax_tree`: `ast.parse(source)` (None: it does not parse) when the caller has it."""
         self.module = module
         self.source = source
-        self.syntax_tree = parse_or_none(source)  # the standard ast: cheap whole-module questions
+        # The standard ast, for cheap whole-module questions; parsed once per file.
+        self.syntax_tree = parse_or_none(source) if syntax_tree is _MISSING else syntax_tree
         self.imports = ImportTable.from_tree(self.syntax_tree)
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
         self._wrapper: MetadataWrapper | None = None
