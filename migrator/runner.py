@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import shutil
 import traceback
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -136,6 +137,16 @@ def _process_notebook(result: FileResult, target: TargetJax) -> FileResult:
 def _does_not_parse(original: bytes, migrated: bytes) -> str | None:
     """Why the rewritten code does not parse, or None. Python's own parser decides (a tenth of
     libcst's cost); for code in a grammar newer than this interpreter, libcst does."""
+    try:
+        # Code that compiles parses; compiling skips building Python's ast objects, which is
+        # most of what ast.parse costs. What does not compile is looked at again below (the
+        # compiler also refuses some code that parses, like `return` outside a function).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarnings are not ours to print
+            compile(migrated, "<migrated>", "exec", dont_inherit=True)
+        return None
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        pass
     try:
         ast.parse(migrated)
         return None
