@@ -2,6 +2,10 @@
 
 Nothing here writes user files except `write_result`, and it writes only parsed, changed
 output atomically. A file that fails at any step gets one error finding and the run goes on.
+
+libcst and the rules are imported on the first file that refers to a pmap-era API
+(transforms/prefilter.py decides that without them): importing them costs more than scanning
+a whole tree without references.
 """
 
 from __future__ import annotations
@@ -12,17 +16,15 @@ import dataclasses
 import functools
 import shutil
 import traceback
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
-import libcst as cst
-
 from migrator.config import Config
 from migrator.files import SourceFile, discover
-from migrator.notebooks import NotebookError, migrate_notebook
 from migrator.textio import NotText, atomic_write, check_text
 from transforms.findings import Finding
-from transforms.pipeline import might_need_migration, migrate_source
+from transforms.prefilter import has_reference, might_need_migration, parse_or_none
 from transforms.rules import all_rules
 from transforms.target import TargetJax
 
@@ -85,8 +87,17 @@ def _process(file: SourceFile, target: TargetJax, ignored: frozenset[str]) -> Fi
         # No site can be in this file. Its syntax is a linter's business: parsing every
         # skipped file took half of a whole-tree run.
         return result
+    syntax_tree = parse_or_none(result.original)
+    if not has_reference(result.original, syntax_tree):
+        return result  # words in docstrings, comments or identifiers only
+    import libcst as cst
+
+    from transforms.pipeline import migrate_source
+
     try:
-        migration = migrate_source(result.original, target, ignored)
+        # Decided above: no second look at the references.
+        migration = migrate_source(result.original, target, ignored, syntax_tree=syntax_tree,
+                                   precise_prefilter=False)
     except cst.ParserSyntaxError as error:
         _check_syntax(result)  # Python's own message and position are the clearer ones
         if not result.has_error:
@@ -107,6 +118,8 @@ def _process(file: SourceFile, target: TargetJax, ignored: frozenset[str]) -> Fi
 
 
 def _process_notebook(result: FileResult, target: TargetJax) -> FileResult:
+    from migrator.notebooks import NotebookError, migrate_notebook
+
     try:
         migration = migrate_notebook(result.original, target)
     except NotebookError as error:
@@ -125,6 +138,16 @@ def _does_not_parse(original: bytes, migrated: bytes) -> str | None:
     """Why the rewritten code does not parse, or None. Python's own parser decides (a tenth of
     libcst's cost); for code in a grammar newer than this interpreter, libcst does."""
     try:
+        # Code that compiles parses; compiling skips building Python's ast objects, which is
+        # most of what ast.parse costs. What does not compile is looked at again below (the
+        # compiler also refuses some code that parses, like `return` outside a function).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarnings are not ours to print
+            compile(migrated, "<migrated>", "exec", dont_inherit=True)
+        return None
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        pass
+    try:
         ast.parse(migrated)
         return None
     except SyntaxError as error:
@@ -136,6 +159,8 @@ def _does_not_parse(original: bytes, migrated: bytes) -> str | None:
             return f"{error.msg} (line {error.lineno})"
     except (ValueError, RecursionError) as error:
         return str(error)
+    import libcst as cst
+
     try:
         cst.parse_module(migrated)
         return None

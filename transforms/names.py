@@ -18,14 +18,9 @@ import dataclasses
 
 import libcst as cst
 
+from transforms.prefilter import parse_or_none
+
 _BUILTINS = frozenset(dir(builtins))
-
-
-def parse_or_none(source: bytes) -> ast.Module | None:
-    try:
-        return ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError):
-        return None
 
 
 @dataclasses.dataclass

@@ -15,6 +15,7 @@ analysis.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 from collections.abc import Sequence
@@ -26,21 +27,26 @@ from libcst.metadata import (
     PositionProvider,
     QualifiedNameProvider,
 )
+from libcst._nodes.internal import CodegenState
+from libcst._position import CodePosition
 from libcst.metadata.base_provider import LazyValue
-from libcst.metadata.position_provider import PositionProvidingCodegenState
+from libcst.metadata.position_provider import NEWLINE_RE
 
 from transforms.names import ImportTable, parse_or_none
 
 _MISSING = object()
+_REMOVE = cst.RemovalSentinel.REMOVE
 
 
 class ModuleFacts:
     """Parents, positions and qualified names of the nodes of one input module."""
 
-    def __init__(self, module: cst.Module, source: bytes):
+    def __init__(self, module: cst.Module, source: bytes, syntax_tree: object = _MISSING):
+        """`syntax_tree`: `ast.parse(source)` (None: it does not parse) when the caller has it."""
         self.module = module
         self.source = source
-        self.syntax_tree = parse_or_none(source)  # the standard ast: cheap whole-module questions
+        # The standard ast, for cheap whole-module questions; parsed once per file.
+        self.syntax_tree = parse_or_none(source) if syntax_tree is _MISSING else syntax_tree
         self.imports = ImportTable.from_tree(self.syntax_tree)
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
         self._wrapper: MetadataWrapper | None = None
@@ -48,6 +54,7 @@ class ModuleFacts:
         self._all_parents = False
         self._unplaced: list[tuple[object, cst.CSTNode]] = []
         self._recorded_below: set[cst.CSTNode] = set()
+        self._qualified: dict[cst.CSTNode, frozenset[str]] = {}
         self.stack: list[cst.CSTNode] = []  # the traversal's current path (set by RuleRunner)
 
     def _metadata(self, provider: type) -> dict:
@@ -100,7 +107,14 @@ class ModuleFacts:
             found = self.parents.get(node, _MISSING)
         return None if found is _MISSING else found
 
-    def qualified(self, node: cst.CSTNode) -> set[str]:
+    def qualified(self, node: cst.CSTNode) -> frozenset[str]:
+        """Asked by several rules for the same node: computed once per node."""
+        found = self._qualified.get(node)
+        if found is None:
+            found = self._qualified[node] = frozenset(self._qualify(node))
+        return found
+
+    def _qualify(self, node: cst.CSTNode) -> set[str]:
         if self.imports.needs_scope_analysis:
             names = self._metadata(QualifiedNameProvider).get(node, ())
             if isinstance(names, LazyValue):  # libcst computes some values on first read
@@ -116,43 +130,76 @@ class _AllPlaced(Exception):
     pass
 
 
-class _PositionsUntilPlaced(PositionProvidingCodegenState):
-    """PositionProvider's codegen state that stops once every wanted node has its range."""
+_NOT_WANTED = contextlib.nullcontext()
+
+
+class _StartsOfWanted(CodegenState):
+    """A codegen state that tracks line and column and records the start of the wanted nodes
+    only, as PositionProvider computes it (the syntactic start where libcst records one, else
+    the start including whitespace), then stops the codegen once all are placed.
+
+    PositionProvider's own state builds two position objects and a range for every node of
+    the module and splits every token with a regex; this one does neither for the others."""
+
+    def __init__(self, module: cst.Module, wanted: set[cst.CSTNode]):
+        super().__init__(default_indent=module.default_indent,
+                         default_newline=module.default_newline)
+        self.line, self.column = 1, 0
+        self.wanted = set(wanted)
+        # An indented block's syntactic start is its first statement's (libcst hoists it).
+        self.wanted.update(node.body[0] for node in wanted
+                           if isinstance(node, cst.IndentedBlock) and node.body)
+        self.remaining = set(self.wanted)
+        self.starts: dict[cst.CSTNode, CodePosition] = {}
+        self._inclusive: dict[cst.CSTNode, CodePosition] = {}
+
+    def add_indent_tokens(self) -> None:
+        for token in self.indent_tokens:
+            self.add_token(token)
+
+    def add_token(self, value: str) -> None:
+        self.tokens.append(value)
+        if "\n" in value or "\r" in value:
+            segments = NEWLINE_RE.split(value)
+            self.line += len(segments) - 1
+            self.column = len(segments[-1])
+        else:
+            self.column += len(value)
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        if node in self.wanted:
+            self._inclusive[node] = CodePosition(self.line, self.column)
 
     def after_codegen(self, node: cst.CSTNode) -> None:
-        super().after_codegen(node)
-        remaining = self.provider.remaining
-        if node in remaining:
-            remaining.discard(node)
-            if not remaining:
+        if node in self.remaining:
+            self.starts.setdefault(node, self._inclusive[node])
+            self.remaining.discard(node)
+            if not self.remaining:
                 raise _AllPlaced
 
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None):
+        if node not in self.wanted:
+            return _NOT_WANTED
+        return self._syntactic(node, start_node)
 
-class _Ranges:
-    """What the codegen state writes to: the ranges computed, and the nodes still wanted."""
-
-    def __init__(self, wanted: set[cst.CSTNode]):
-        self._computed: dict[cst.CSTNode, CodeRange] = {}
-        self.remaining = set(wanted)
+    @contextlib.contextmanager
+    def _syntactic(self, node: cst.CSTNode, start_node: cst.CSTNode | None):
+        start = CodePosition(self.line, self.column)
+        yield
+        self.starts[node] = self.starts[start_node] if start_node is not None else start
 
 
 def _positions_of(module: cst.Module, wanted: set[cst.CSTNode]) -> dict[cst.CSTNode, CodeRange]:
-    """The PositionProvider ranges of `wanted` (nodes of `module`); the codegen stops after
-    the last of them instead of running to the end of the file."""
-    ranges = _Ranges(wanted)
-    state = _PositionsUntilPlaced(
-        default_indent=module.default_indent, default_newline=module.default_newline,
-        provider=ranges,
-    )
+    """The PositionProvider start of each node of `wanted` (nodes of `module`), as a range
+    that starts and ends there; the codegen stops after the last of them."""
+    state = _StartsOfWanted(module, wanted)
     try:
         module._codegen(state)
-    except (_AllPlaced, KeyError):
-        # Unwinding through libcst's record_syntactic_position can raise KeyError for an
-        # enclosing statement whose end was never reached; it does not matter once every
-        # wanted node is placed.
-        if ranges.remaining:
-            raise
-    return ranges._computed
+    except _AllPlaced:
+        pass
+    if state.remaining:
+        raise KeyError(f"{len(state.remaining)} nodes are not in the module")
+    return {node: CodeRange(state.starts[node], state.starts[node]) for node in wanted}
 
 
 class _ParentRecorder(cst.CSTVisitor):
@@ -210,29 +257,40 @@ class RuleRunner(cst.CSTTransformer):
                 table.setdefault(node_type, []).append((index, getattr(rule, attribute)))
         # A rule whose visit_ returned False hears nothing below that node, as in libcst.
         self._muted_at: list[cst.CSTNode | None] = [None] * len(rules)
+        self._muted = 0  # how many entries of _muted_at are set
         self._stack = facts.stack
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if self._stack:
-            self.facts.parents[node] = self._stack[-1]
-        self._stack.append(node)
-        for index, visit in self._visits.get(type(node).__name__, ()):
-            if self._muted_at[index] is None and visit(node) is False:
-                self._muted_at[index] = node
+        stack = self._stack
+        if stack:
+            self.facts.parents[node] = stack[-1]
+        stack.append(node)
+        visits = self._visits.get(type(node).__name__)
+        if visits:
+            muted_at = self._muted_at
+            for index, visit in visits:
+                if muted_at[index] is None and visit(node) is False:
+                    muted_at[index] = node
+                    self._muted += 1
         return True
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
         self._stack.pop()
-        for index, leave in self._leaves.get(type(original_node).__name__, ()):
-            muted = self._muted_at[index]
-            if muted is not None and muted is not original_node:
-                continue
-            updated_node = leave(original_node, updated_node)
-            if isinstance(updated_node, (cst.RemovalSentinel, cst.FlattenSentinel)):
-                break
-        for index, muted in enumerate(self._muted_at):
-            if muted is original_node:
-                self._muted_at[index] = None
+        leaves = self._leaves.get(type(original_node).__name__)
+        if leaves:
+            for index, leave in leaves:
+                muted = self._muted_at[index]
+                if muted is not None and muted is not original_node:
+                    continue
+                updated_node = leave(original_node, updated_node)
+                # (type checks: FlattenSentinel is an abc.Sequence, and isinstance on it is slow)
+                if updated_node is _REMOVE or type(updated_node) is cst.FlattenSentinel:
+                    break
+        if self._muted:
+            for index, muted in enumerate(self._muted_at):
+                if muted is original_node:
+                    self._muted_at[index] = None
+                    self._muted -= 1
         return updated_node
 
     # Rules do not use per-attribute hooks; skipping libcst's lookup for them halves the cost

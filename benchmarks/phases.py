@@ -1,0 +1,88 @@
+"""Where the time of a file goes: each phase of `migrate_source`, next to libcst's no-op codemod.
+
+usage: python benchmarks/phases.py TREE [TREE ...]
+
+One process, no workers, every file of the trees that passes the prefilter's words. For each
+file the phases run in the order the pipeline runs them, each timed on its own; then the same
+file goes through what `python -m libcst.tool codemod noop.NOOPCommand` does per file (parse,
+`transform_module`, which copies the tree for its metadata wrapper, and codegen). Times are
+summed over the files; start-up (imports) is printed apart.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+
+def main() -> int:
+    start = time.perf_counter()
+    import libcst as cst
+
+    libcst_import = time.perf_counter() - start
+    start = time.perf_counter()
+    from libcst.codemod import CodemodContext
+    from libcst.codemod.commands.noop import NOOPCommand
+
+    from migrator.runner import _does_not_parse
+    from transforms import pipeline
+    from transforms.prefilter import has_reference, might_need_migration, parse_or_none
+    from transforms.rule_runner import ModuleFacts, RuleRunner
+    from transforms.suppressions import Suppressions
+
+    rules_import = time.perf_counter() - start
+    paths = [p for tree in sys.argv[1:] for p in sorted(Path(tree).rglob("*.py"))]
+    sources = [p.read_bytes() for p in paths]
+    times: dict[str, float] = {}
+
+    def timed(name, function, *args):
+        begin = time.perf_counter()
+        value = function(*args)
+        times[name] = times.get(name, 0.0) + time.perf_counter() - begin
+        return value
+
+    counted = referenced = 0
+    for source in sources:
+        if not timed("words (all files)", might_need_migration, source):
+            continue
+        counted += 1
+        tree = timed("ast.parse", parse_or_none, source)
+        if not timed("references (ast walk)", has_reference, source, tree):
+            continue
+        referenced += 1
+        module = timed("libcst parse", cst.parse_module, source)
+        context = CodemodContext()
+        suppressions = Suppressions.from_source(source)
+        rules = [rule(context, pipeline.DEFAULT_TARGET, suppressions) for rule in pipeline.RULES]
+        facts = timed("import table (ast walk)", ModuleFacts, module, source, tree)
+        for rule in rules:
+            rule.facts = facts
+        out = timed("rules (one libcst visit)", module.visit, RuleRunner(rules, facts))
+        timed("finding positions", facts.placed, [f for rule in rules for f in rule.findings])
+        out = timed("helpers", pipeline.insert_helpers, out, pipeline.requested_helpers(context))
+        out = timed("imports", pipeline.apply_queued_imports, out, context)
+        code = timed("codegen of the output", lambda: out.bytes)
+        timed("re-parse of the output (ast)", _does_not_parse, source, code)
+        noop_module = timed("NOOP: libcst parse", cst.parse_module, source)
+        noop_out = timed("NOOP: transform_module",
+                         NOOPCommand(CodemodContext()).transform_module, noop_module)
+        timed("NOOP: codegen", lambda: noop_out.code)
+
+    print(f"{len(sources)} files, {counted} with a rule's word, {referenced} with a reference")
+    print(f"imports: libcst {libcst_import:.3f} s, libcst.codemod and the rules {rules_import:.3f} s")
+    ours = sum(v for k, v in times.items() if not k.startswith("NOOP"))
+    noop = sum(v for k, v in times.items() if k.startswith("NOOP"))
+    for name, seconds in times.items():
+        total = noop if name.startswith("NOOP") else ours
+        print(f"  {name:<32} {seconds:8.3f} s  {100 * seconds / max(total, 1e-9):5.1f}%")
+    print(f"  {'ours, total':<32} {ours:8.3f} s")
+    print(f"  {'NOOP, total':<32} {noop:8.3f} s  (NOOP / ours = {noop / max(ours, 1e-9):.2f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
