@@ -18,7 +18,7 @@ from transforms.config_flags import ConfigFlags
 from transforms.findings import Finding
 from transforms.host_barriers import HostBarriers
 from transforms.imports import apply_queued_imports
-from transforms.module_helpers import insert_helpers, requested_helpers
+from transforms.module_helpers import provide_helpers
 from transforms.multiprocess import MultiProcess
 from transforms.placement import DataPlacement
 from transforms.pmap_sites import PmapToShardMap
@@ -66,17 +66,19 @@ def run_rules(
     target: TargetJax,
     suppressions: Suppressions,
     source: bytes | None = None,
+    helper_module: str | None = None,
 ) -> tuple[cst.Module, list[Finding]]:
     """Every rule over `module` in one traversal with one shared context, then the helpers
     and imports any rule asked for, each added once. `source`: the bytes `module` was parsed
-    from, when the caller has them. Findings are sorted and include unused suppressions."""
+    from, when the caller has them. `helper_module`: import the helpers from this module
+    instead of defining them. Findings are sorted and include unused suppressions."""
     rules = [rule_class(context, target, suppressions) for rule_class in RULES]
     facts = ModuleFacts(module, module.bytes if source is None else source)
     for rule in rules:
         rule.facts = facts
     module = module.visit(RuleRunner(rules, facts))
     findings = facts.placed([finding for rule in rules for finding in rule.findings])
-    module = insert_helpers(module, requested_helpers(context))
+    module = provide_helpers(module, context, helper_module)
     module = apply_queued_imports(module, context)
     findings.extend(suppressions.unused())
     findings.sort(key=lambda f: (f.line, f.col, f.code))
@@ -84,18 +86,20 @@ def run_rules(
 
 
 def migrate_source(
-    source: bytes, target: TargetJax = DEFAULT_TARGET, ignored: frozenset[str] = frozenset()
+    source: bytes, target: TargetJax = DEFAULT_TARGET, ignored: frozenset[str] = frozenset(),
+    helper_module: str | None = None,
 ) -> MigrationResult:
     """Migrate one module. Raises libcst.ParserSyntaxError if `source` does not parse.
 
     `ignored`: finding codes the project configuration turns off here; a site whose finding
-    is ignored is left alone (ignoring PM100 means "do not migrate").
+    is ignored is left alone (ignoring PM100 means "do not migrate"). `helper_module`: a
+    dotted module name the helpers are imported from instead of being defined here.
     """
     if not might_need_migration(source):
         return MigrationResult(source=source, findings=[], _original=source)
     module = cst.parse_module(source)
     context = CodemodContext()
     module, findings = run_rules(
-        module, context, target, Suppressions.from_source(source, ignored), source
+        module, context, target, Suppressions.from_source(source, ignored), source, helper_module
     )
     return MigrationResult(source=module.bytes, findings=findings, _original=source)
