@@ -49,15 +49,33 @@ def _nested_pmap_shard_map(
             specs, tree, is_leaf=is_spec)
 
     def mesh_shape(args, kwargs):
-        sizes = {}
-
-        def note(spec, sub):
+        """The size each level maps, from the arguments, with pmap's checks and messages."""
+        pairs, sizes = [], {}
+        try:
+            jax.tree_util.tree_map(
+                lambda s, sub: pairs.append((s, sub)), (in_specs, kw_spec), (args, kwargs),
+                is_leaf=is_spec)
+        except ValueError as error:
+            raise ValueError(
+                f"in_specs (the pmaps' in_axes) must be a tree prefix of the tuple of arguments "
+                f"passed positionally to the pmapped function, but in_specs={in_specs} is not "
+                f"a prefix of these {len(args)} argument(s):\n{error}") from None
+        for spec, sub in pairs:
             for x in jax.tree_util.tree_leaves(sub):
+                shape = np.shape(x)
                 for i, entry in enumerate(tuple(spec)):
-                    if entry in names:
-                        sizes.setdefault(entry, x.shape[i])
-
-        jax.tree_util.tree_map(note, (in_specs, kw_spec), (args, kwargs), is_leaf=is_spec)
+                    if entry not in names:
+                        continue
+                    if len(shape) <= i:
+                        raise ValueError(
+                            f"pmap was requested to map its argument along axis {i}, which "
+                            f"implies that its rank should be at least {i + 1}, but is only "
+                            f"{len(shape)} (its shape is {shape})")
+                    if sizes.setdefault(entry, shape[i]) != shape[i]:
+                        raise ValueError(
+                            f"pmap got inconsistent sizes for array axes to be mapped: axis "
+                            f"{entry!r} had size {sizes[entry]} and size {shape[i]} (an argument "
+                            f"of shape {shape})")
         if len(sizes) < len(names):
             raise ValueError("pmap requires at least one argument with a mapped axis.")
         return tuple(sizes[n] for n in names)
@@ -82,7 +100,12 @@ def _nested_pmap_shard_map(
             shared[key] = jitted
 
     def compile_for(shape):
-        devices = jax.devices(backend)[:int(np.prod(shape))]
+        available, needed = len(jax.devices(backend)), int(np.prod(shape))
+        if needed > available:
+            raise ValueError(
+                f"compiling computation that requires {needed} logical devices, but only "
+                f"{available} XLA devices are available (num_replicas={needed})")
+        devices = jax.devices(backend)[:needed]
         mesh = jax.sharding.Mesh(np.array(devices).reshape(shape), names)
 
         def run(*args, **kwargs):
