@@ -161,3 +161,41 @@ def test_the_migrated_package_runs_and_checks_equivalent_on_8_devices(tmp_path):
                  "--reference-python", legacy)
     assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
     assert b"trainpkg.entry:run [8 devices]: equivalent" in result.stdout
+
+
+def test_interactive_apply_writes_only_the_helpers_accepted_hunks_use(tmp_path):
+    """Through a real pty: accept the first hunk (model.py), then quit. model.py imports the
+    1-D helper, which alone goes into the module; the other files are untouched."""
+    import os
+    import pty
+    import select
+    import sys
+
+    root = project(tmp_path)
+    before = snapshot(root)
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "migrator.cli", "apply", "trainpkg", "--interactive",
+         "--helper-module", MODULE],
+        stdin=follower, stdout=follower, stderr=follower, cwd=root,
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent)),
+    )
+    os.close(follower)
+    seen, answers = b"", [b"y\n", b"q\n"]
+    while process.poll() is None:
+        ready, _, _ = select.select([leader], [], [], 1.0)
+        if ready:
+            try:
+                seen += os.read(leader, 4096)
+            except OSError:
+                break
+        if answers and seen.count(b"Apply this hunk?") > 2 - len(answers):
+            os.write(leader, answers.pop(0))
+    process.wait(timeout=120)
+    os.close(leader)
+    assert not answers and process.returncode == 0, seen.decode(errors="replace")
+    after = snapshot(root)
+    assert functions(after["trainpkg/_pmap_helpers.py"]) == ["_pmap_style_shard_map"]
+    assert b"from trainpkg._pmap_helpers import _pmap_style_shard_map\n" in after["trainpkg/model.py"]
+    for name in ("trainpkg/parallel.py", "trainpkg/train.py", "trainpkg/entry.py"):
+        assert after[name] == before[name], name
