@@ -214,7 +214,7 @@ def test_multiprocess_module_gets_the_multiprocess_helper():
                 print("host 0")
         """
     code, findings, result = migrate(source)
-    assert findings == [(4, "PM100"), (8, "PM100")]
+    assert findings == [(4, "PM100"), (8, "PM100"), (13, "PM506")]  # the process-0 block
     assert "multi-process module (`jax.process_index` at line 13)" in result.findings[0].message
     assert multiprocess_helper_source(DEFAULT_TARGET) in code
     assert "host_local_array_to_global_array" in code
