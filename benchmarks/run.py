@@ -44,7 +44,7 @@ PREFILTER = re.compile(
     rb"pmap|device_put_replicated|device_put_sharded|tree_map|PmapSharding|"
     rb"ShardedDeviceArray|device_buffers"
 )
-STEP_PROGRAMS = ("train_step_pmean_donate", "class_held_step")
+STEP_PROGRAMS = ("train_step_pmean_donate", "class_held_step", "multiproc_big_vision_style")
 QUICK_PROGRAMS = ("train_step_pmean_donate", "class_held_step", "collectives_zoo")
 
 console = Console(width=200, highlight=False, soft_wrap=False)
