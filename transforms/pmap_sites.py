@@ -444,6 +444,8 @@ class PmapToShardMap(ReportingTransformer):
                 "PM206", "the function holds another pmap (not a direct pmap of a pmap)"
             )
         binding = self._pmapped_name(positional[0].value) if positional else None
+        if isinstance(binding, cst.Assign) and binding.value is call:
+            binding = None  # `f = jax.pmap(f)`: the binding is this very site (brax's train.py)
         if binding is not None:
             raise SiteRefused(
                 "PM206", f"pmap of `{self._code(positional[0].value)}`, itself pmapped on line "
