@@ -45,7 +45,8 @@ PREFILTER = re.compile(
     rb"ShardedDeviceArray|device_buffers"
 )
 STEP_PROGRAMS = ("train_step_pmean_donate", "class_held_step", "multiproc_big_vision_style")
-QUICK_PROGRAMS = ("train_step_pmean_donate", "class_held_step", "collectives_zoo")
+QUICK_PROGRAMS = ("train_step_pmean_donate", "class_held_step", "collectives_zoo",
+                  "multiproc_big_vision_style")
 
 console = Console(width=200, highlight=False, soft_wrap=False)
 log_console = Console(stderr=True, highlight=False)
