@@ -38,8 +38,9 @@ LEGACY_ORIGINAL_MARKER = b"# pmap-migrate-test: original needs legacy jax"
 # Rewrites that remove collectives on purpose: a host barrier becomes sync_global_devices
 # (PM503), a host read of x[0] skips the cross-device gather (PM410).
 FEWER_BY_DESIGN = {"PM503", "PM410"}
-STEP_PROGRAMS = ("train_step_pmean_donate", "class_held_step")
-QUICK_PROGRAMS = ("train_step_pmean_donate", "class_held_step", "collectives_zoo")
+STEP_PROGRAMS = ("train_step_pmean_donate", "class_held_step", "multiproc_big_vision_style")
+QUICK_PROGRAMS = ("train_step_pmean_donate", "class_held_step", "collectives_zoo",
+                  "multiproc_big_vision_style")
 
 console = Console(width=200, highlight=False, soft_wrap=False)
 log_console = Console(stderr=True, highlight=False)

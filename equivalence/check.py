@@ -42,6 +42,18 @@ class EntryReport:
     original: dict
     migrated: dict
     sections: dict[str, Section]
+    process: int = 0  # with --processes P > 1: which process of the job this compares
+    processes: int = 1
+
+    @property
+    def where(self) -> str:
+        """`[8 devices]`, or `[8 devices, process 1 of 2]`."""
+        process = f", process {self.process} of {self.processes}" if self.processes > 1 else ""
+        return f"[{self.devices} devices{process}]"
+
+    @property
+    def label(self) -> str:
+        return f"{self.entry}{self.where}"
 
     @property
     def differences(self) -> list[str]:
@@ -62,6 +74,8 @@ class EntryReport:
         return {
             "entry": self.entry,
             "devices": self.devices,
+            **({"process": self.process, "processes": self.processes}
+               if self.processes > 1 else {}),
             "verdict": self.verdict,
             "seconds": round(self.seconds, 3),
             "original": self.original,
@@ -78,11 +92,15 @@ class CheckOptions:
     timeout: float = 300.0
     jobs: int = 2
     rng_compat: bool = True  # see equivalence.runner: same random streams on old and new JAX
+    processes: int = 1  # > 1: each side runs as a jax.distributed job (equivalence.multiprocess)
 
 
 def check(original_root: Path, migrated_root: Path, entries: list[str], options: CheckOptions):
     """Yield an EntryReport per (entry, device count), in order, running sides in parallel."""
     same_jax = options.reference_python == options.python
+    if options.processes > 1:
+        yield from _check_processes(original_root, migrated_root, entries, options, same_jax)
+        return
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
         for entry in entries:
             for devices in options.devices:
@@ -101,6 +119,32 @@ def check(original_root: Path, migrated_root: Path, entries: list[str], options:
                     entry, devices, original.result(), migrated.result(),
                     same_jax=same_jax, seconds=time.perf_counter() - start,
                 )
+
+
+def _check_processes(original_root, migrated_root, entries, options, same_jax):
+    """Each side as `options.processes` processes; one EntryReport per process."""
+    from equivalence.multiprocess import run_entry_processes
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        for entry in entries:
+            for devices in options.devices:
+                start = time.perf_counter()
+                runs = [
+                    pool.submit(
+                        run_entry_processes, root, entry, devices=devices,
+                        processes=options.processes, python=python, timeout=options.timeout,
+                        rng_compat=options.rng_compat,
+                    )
+                    for root, python in ((original_root, options.reference_python),
+                                         (migrated_root, options.python))
+                ]
+                original, migrated = (run.result() for run in runs)
+                seconds = time.perf_counter() - start
+                for process, (before, after) in enumerate(zip(original, migrated)):
+                    report = compare_runs(entry, devices, before, after, same_jax=same_jax,
+                                          seconds=seconds)
+                    report.process, report.processes = process, options.processes
+                    yield report
 
 
 def compare_runs(

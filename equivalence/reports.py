@@ -18,16 +18,20 @@ STALL_NOTE = "a harness stall, not a difference in the program"
 
 def print_terminal(reports: list[EntryReport], console: Console) -> None:
     table = Table(title="pmap-migrate check", show_lines=False)
-    for column in ("entry", "devices", "verdict", "outputs", "collectives", "donation", "sharding", "seconds"):
+    per_process = any(r.processes > 1 for r in reports)
+    columns = ("entry", "devices", *(("process",) if per_process else ()), "verdict", "outputs",
+               "collectives", "donation", "sharding", "seconds")
+    for column in columns:
         table.add_column(column, justify="right" if column in ("devices", "seconds") else "left")
     for r in reports:
         cells = [r.sections[s].verdict if s in r.sections else "-" for s in ("outputs", "collectives", "donation", "sharding")]
-        table.add_row(r.entry, str(r.devices), f"[{STYLE[r.verdict]}]{r.verdict}[/]", *cells, f"{r.seconds:.1f}")
+        process = (f"{r.process} of {r.processes}",) if per_process else ()
+        table.add_row(r.entry, str(r.devices), *process, f"[{STYLE[r.verdict]}]{r.verdict}[/]", *cells, f"{r.seconds:.1f}")
     console.print(table)
     for r in reports:
         notes = [n for s in r.sections.values() for n in s.notes]
         if r.differences or r.stalls or notes:
-            console.print(f"[bold]{r.entry}[/] at {r.devices} devices:")
+            console.print(f"[bold]{r.label}[/]:", highlight=False)
             for line in r.stalls:
                 console.print(f"  [magenta]stall[/] {line} ({STALL_NOTE})", markup=True, highlight=False)
             for line in r.differences:
@@ -61,7 +65,7 @@ def write_junit(reports: list[EntryReport], path: Path) -> None:
     for r in reports:
         case = ET.SubElement(
             suite, "testcase", classname="pmap-migrate.equivalence",
-            name=f"{r.entry}[{r.devices} devices]", time=f"{r.seconds:.3f}",
+            name=r.label, time=f"{r.seconds:.3f}",
         )
         if r.verdict == STALLED:
             # An error, not a failure: the check could not be made, the program is not at fault.

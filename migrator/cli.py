@@ -372,6 +372,11 @@ def check(
     ),
     max_examples: int = typer.Option(50, "--max-examples", help="Property mode: inputs to draw."),
     devices: str = typer.Option("8", "--devices", help="Comma-separated device counts."),
+    processes: int = typer.Option(
+        1, "--processes", min=1,
+        help="Run each side as P processes on localhost (jax.distributed, gloo), each with "
+             "devices / P devices, and compare process by process.",
+    ),
     reference_python: Optional[str] = typer.Option(
         None, "--reference-python", help="Interpreter for the original (e.g. a jax 0.4.38 venv)."
     ),
@@ -413,7 +418,14 @@ def check(
         raise typer.BadParameter(f"{devices!r} is not a list of numbers", param_hint="--devices") from None
     if not counts or min(counts) < 1:
         raise typer.BadParameter("device counts must be positive", param_hint="--devices")
-    options = CheckOptions(devices=counts, timeout=timeout, rng_compat=rng_compat)
+    if any(count % processes for count in counts):
+        raise typer.BadParameter(
+            f"every device count must be a multiple of --processes {processes}",
+            param_hint="--devices")
+    if processes > 1 and function:
+        raise typer.BadParameter("property mode runs one process", param_hint="--processes")
+    options = CheckOptions(devices=counts, timeout=timeout, rng_compat=rng_compat,
+                           processes=processes)
     if reference_python:
         # Workers run with the program's folder as working directory: resolve the path here.
         options.reference_python = (
@@ -434,7 +446,7 @@ def check(
         for result in run_check(roots[0], roots[1], list(entry), options):
             found.append(result)
             console.print(
-                f"{result.entry} [{result.devices} devices]: {result.verdict} ({result.seconds:.1f} s)",
+                f"{result.entry} {result.where}: {result.verdict} ({result.seconds:.1f} s)",
                 highlight=False,
             )
     check_reports.print_terminal(found, console)

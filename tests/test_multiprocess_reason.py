@@ -1,10 +1,11 @@
-"""Why PM505 keeps jax.pmap in multi-process modules: a real two-process run on one machine.
+"""Why multi-process modules get their own helper: a real two-process run on one machine.
 
 Two processes with 4 CPU devices each, joined by jax.distributed (gloo), each pass their
 host-local batch to the same pmapped function. jax.pmap gives the global result on jax 0.10.2
 exactly as the legacy pmap on 0.4.38 does; the single-process helper the tool writes builds its
 mesh from jax.devices()[:n], process 0's devices on every host, so process 0 silently reduces
-over its own 4 devices and process 1 cannot even read its output. Slow-marked (it needs free
+over its own 4 devices and process 1 cannot even read its output (the multi-process helper is
+tested in tests/test_multiprocess_helper.py). Slow-marked (it needs free
 local ports and two interpreters): `python -m pytest -m slow tests/test_multiprocess_reason.py`.
 """
 

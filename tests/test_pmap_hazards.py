@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import textwrap
 
+from transforms.multiprocess_helper import multiprocess_helper_source
 from transforms.pipeline import migrate_source
+from transforms.runtime_helper import helper_source
+from transforms.target import DEFAULT_TARGET, TargetJax
 
 
 def migrate(source: str):
@@ -193,7 +196,7 @@ def test_psum_over_another_axis_is_not_a_barrier():
 # -- multi-process modules ---------------------------------------------------------------------
 
 
-def test_multiprocess_module_keeps_every_pmap_site():
+def test_multiprocess_module_gets_the_multiprocess_helper():
     source = """\
         import functools
         import jax
@@ -211,9 +214,39 @@ def test_multiprocess_module_keeps_every_pmap_site():
                 print("host 0")
         """
     code, findings, result = migrate(source)
-    assert code == textwrap.dedent(source)
-    assert findings == [(4, "PM505"), (8, "PM505")]
-    assert "`jax.process_index` at line 13" in result.findings[0].message
+    assert findings == [(4, "PM100"), (8, "PM100"), (13, "PM506")]  # the process-0 block
+    assert "multi-process module (`jax.process_index` at line 13)" in result.findings[0].message
+    assert multiprocess_helper_source(DEFAULT_TARGET) in code
+    assert "host_local_array_to_global_array" in code
+    assert "@functools.partial(_pmap_style_shard_map, axis_name=\"i\")" in code
+
+
+def test_single_process_module_keeps_the_single_process_helper_byte_for_byte():
+    code, findings, _ = migrate("""\
+        import jax
+        f = jax.pmap(lambda x: x)
+        """)
+    assert findings == [(2, "PM100")]
+    assert helper_source(DEFAULT_TARGET) in code
+    assert "multihost_utils" not in code
+
+
+def test_old_target_multiprocess_helper_uses_experimental_shard_map():
+    text = multiprocess_helper_source(TargetJax.parse("0.4.38"))
+    assert "from jax.experimental.shard_map import shard_map" in text
+    assert "check_rep=False" in text and "    check_vma=False,\n" not in text
+    compile(text, "helper", "exec")
+
+
+def test_nested_pmap_in_multiprocess_module_stays_pmap_with_its_reason():
+    code, findings, result = migrate("""\
+        import jax
+        f = jax.pmap(jax.pmap(lambda x: x, "j"), "i")
+        n = jax.process_count()
+        """)
+    assert findings == [(2, "PM505")]
+    assert "nested pmap in a multi-process module" in result.findings[0].message
+    assert "jax.pmap(jax.pmap(" in code
 
 
 def test_evidence_resolved_through_imports():
@@ -224,7 +257,7 @@ def test_evidence_resolved_through_imports():
         y = mh.process_allgather(1)
         """
     _, findings, result = migrate(source)
-    assert findings == [(3, "PM505")]
+    assert findings == [(3, "PM100")]
     assert "`mh.process_allgather` at line 4" in result.findings[0].message
 
 

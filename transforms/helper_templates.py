@@ -29,18 +29,21 @@ _BLOCK = re.compile(
 
 @functools.cache
 def template_source(name: str) -> str:
-    """The whole template file of helper `name` (tests and tools read it; nothing runs it)."""
+    """The whole template file `templates/<name without its underscore>.py` (tests and tools
+    read it; nothing runs it)."""
     stem = name.lstrip("_")
     return resources.files("transforms").joinpath("templates", f"{stem}.py").read_text("utf-8")
 
 
 @functools.cache
-def helper_text(name: str, target: TargetJax = DEFAULT_TARGET) -> str:
-    """Helper `name`'s source for `target`, from its marker line, ending with a newline."""
-    text = template_source(name)
+def helper_text(name: str, target: TargetJax = DEFAULT_TARGET, template: str | None = None) -> str:
+    """Helper `name`'s source for `target`, from its marker line, ending with a newline.
+    `template`: the file to read when it is not named after the helper (a variant of it)."""
+    template = template or name
+    text = template_source(template)
     start = text.find(MARKER_LINE + "\n")
     if start < 0 or (start > 0 and text[start - 1] != "\n"):
-        raise ValueError(f"templates/{name.lstrip('_')}.py has no line {MARKER_LINE!r}")
+        raise ValueError(f"templates/{template.lstrip('_')}.py has no line {MARKER_LINE!r}")
     text = text[start:]
 
     def resolve(block: re.Match[str]) -> str:
@@ -49,5 +52,5 @@ def helper_text(name: str, target: TargetJax = DEFAULT_TARGET) -> str:
 
     text = _BLOCK.sub(resolve, text)
     if "# pmap-migrate: if" in text or "# pmap-migrate: else" in text:
-        raise ValueError(f"templates/{name.lstrip('_')}.py: an unclosed target block")
+        raise ValueError(f"templates/{template.lstrip('_')}.py: an unclosed target block")
     return text

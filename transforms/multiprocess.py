@@ -1,18 +1,21 @@
-"""Multi-process modules keep `jax.pmap` (research §6, R14).
+"""Multi-process modules: their pmap sites get the multi-process helper (research §6, R14).
 
-The migrated helper builds a 1-D mesh over `jax.devices()[:n]`: a single-process translation.
-With several processes, pmap takes host-local inputs (leading axis `jax.local_device_count()`),
-runs over the devices of every process grouped by process, and returns host-local outputs; the
-helper would instead map process 0's devices on every host. The new pmap on JAX 0.10 still does
-the host-local <-> global conversion itself, so in a module that shows multi-process use
-(`jax.process_index()`, `jax.distributed.initialize`, `multihost_utils`, ...) the pmap sites
-are left as `jax.pmap` and each one is reported (PM505, by PmapToShardMap through
-`keeps_pmap`) with what a hand migration must change.
+The single-process helper builds a 1-D mesh over `jax.devices()[:n]`. With several processes,
+pmap takes host-local inputs (leading axis `jax.local_device_count()`), runs over the devices
+of every process grouped by process, and returns host-local outputs; that helper would map
+process 0's devices on every host. So a module that shows multi-process use
+(`jax.process_index()`, `jax.distributed.initialize`, `multihost_utils`, ...) gets the helper
+of transforms/multiprocess_helper.py instead, with the same name and signature, which keeps
+pmap's multi-process contract and costs a single-process run nothing (see its docstring).
+
+Evidence-based, not decided for every module at run time: a module with no multi-process
+evidence keeps exactly the code it got before, and its generated helper stays the short one.
 
 `MultiProcess` runs before PmapToShardMap and records the first piece of evidence in the
-codemod context. (`jax.device_count()` sizing a host-local batch in such modules is reported by
-DataPlacement, PM405.) `multihost_utils.sync_global_devices` is not evidence: it is what the host
-barrier rule writes, and it is correct single-process too.
+codemod context. A nested pmap in such a module stays `jax.pmap` (PM505): the 2-D helper has
+no host-local <-> global conversion. (`jax.device_count()` sizing a host-local batch in such
+modules is reported by DataPlacement, PM405.) `multihost_utils.sync_global_devices` is not
+evidence: it is what the host barrier rule writes, and it is correct single-process too.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ import re
 
 import libcst as cst
 
+from transforms.multiprocess_helper import multiprocess_helper_source
 from transforms.names import ImportTable, parse_or_none
 from transforms.reporting import ReportingTransformer
+from transforms.runtime_helper import helper_source
 
 SCRATCH_KEY = "pmap_migrate.multiprocess"  # (line, what) of the first multi-process call
 PMAP = "jax.pmap"
@@ -35,27 +40,46 @@ MULTIHOST_UTILS = "jax.experimental.multihost_utils."
 NOT_EVIDENCE = {"jax.experimental.multihost_utils.sync_global_devices"}
 
 HAND_MIGRATION = (
-    "a hand migration needs a global mesh over the devices grouped by process, "
-    "`Mesh(np.array([d for p in range(jax.process_count()) for d in "
-    "jax.local_devices(process_index=p)]), (axis,))`, host-local inputs made global with "
-    "`multihost_utils.host_local_array_to_global_array` (or "
-    "`jax.make_array_from_process_local_data`) and outputs made host-local again with "
-    "`multihost_utils.global_array_to_host_local_array`; `.lower(...).compile()(...)` skips "
-    "that conversion, so AOT-compiled calls need it by hand too"
+    "a hand migration needs one shard_map over a 2-D mesh of the devices grouped by process "
+    "(`[d for p in range(jax.process_count()) for d in jax.local_devices(process_index=p)]`), "
+    "host-local inputs made global with `multihost_utils.host_local_array_to_global_array` "
+    "and outputs made host-local again with `multihost_utils.global_array_to_host_local_array`"
 )
 
 
-def keeps_pmap(rule: ReportingTransformer, site: cst.CSTNode) -> bool:
-    """For PmapToShardMap: True (and the site reported) when the module is multi-process, so
-    the site must stay `jax.pmap`."""
-    evidence = rule.context.scratch.get(SCRATCH_KEY)
-    if evidence is None:
+def evidence(rule: ReportingTransformer) -> tuple[int, str] | None:
+    """(line, what) of the module's first multi-process reference, or None."""
+    return rule.context.scratch.get(SCRATCH_KEY)
+
+
+def pmap_helper_source(rule: ReportingTransformer) -> str:
+    """The text of `_pmap_style_shard_map` this module gets: multi-process or not."""
+    if evidence(rule) is not None:
+        return multiprocess_helper_source(rule.target)
+    return helper_source(rule.target)
+
+
+def migration_note(rule: ReportingTransformer) -> str:
+    """What a PM100 message adds in a multi-process module ('' elsewhere)."""
+    found = evidence(rule)
+    if found is None:
+        return ""
+    line, what = found
+    return (f"; multi-process module (`{what}` at line {line}): host-local inputs and outputs, "
+            "collectives over every process's devices, as pmap")
+
+
+def keeps_pmap(rule: ReportingTransformer, site: cst.CSTNode, *, nested: bool) -> bool:
+    """For PmapToShardMap: True (and the site reported) when `site` must stay `jax.pmap`: a
+    nested pmap in a multi-process module."""
+    found = evidence(rule)
+    if found is None or not nested:
         return False
-    line, what = evidence
-    rule._report(site, "PM505", f"multi-process module (`{what}` at line {line}): jax.pmap "
-                 "kept, because the single-process translation would map process 0's devices "
-                 f"on every host; JAX 0.10's pmap still runs it with host-local semantics. "
-                 f"{HAND_MIGRATION[0].upper()}{HAND_MIGRATION[1:]}; not migrated")
+    line, what = found
+    rule._report(site, "PM505", f"nested pmap in a multi-process module (`{what}` at line "
+                 f"{line}): jax.pmap kept, because the 2-D helper is single-process (its mesh "
+                 "would be process 0's devices on every host); "
+                 f"{HAND_MIGRATION}; not migrated")
     return True
 
 

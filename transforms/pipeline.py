@@ -23,6 +23,7 @@ from transforms.multiprocess import MultiProcess
 from transforms.placement import DataPlacement
 from transforms.prefilter import has_reference, might_need_migration, parse_or_none
 from transforms.pmap_sites import PmapToShardMap
+from transforms.process_idioms import ProcessIdioms
 from transforms.removed_apis import RemovedApis
 from transforms.reporting import ReportingTransformer
 from transforms.rule_runner import ModuleFacts, RuleRunner
@@ -36,7 +37,7 @@ from transforms.unreplicate import Unreplicate
 # The hazard rules (MultiProcess, CollectiveGroups, HostBarriers) come before PmapToShardMap,
 # which skips the sites they claim; ConfigFlags removes lines and must stay last.
 RULES: tuple[type[ReportingTransformer], ...] = (
-    MultiProcess, CollectiveGroups, HostBarriers,
+    MultiProcess, ProcessIdioms, CollectiveGroups, HostBarriers,
     RemovedApis, DataPlacement, Unreplicate, PmapToShardMap,
     ConfigFlags,
 )

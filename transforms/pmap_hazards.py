@@ -1,7 +1,7 @@
 """The one question PmapToShardMap asks the hazard rules: is this pmap site theirs?
 
 - a host barrier that `HostBarriers` rewrote to `sync_global_devices` (it reported the site);
-- any site of a multi-process module, which stays `jax.pmap` (reported here, PM505).
+- a nested pmap in a multi-process module, which stays `jax.pmap` (reported here, PM505).
 
 Rules may share one traversal, so both answers are decided before the site is left: barriers
 in `HostBarriers.visit_Call` (the enclosing call is visited before the pmap call is left),
@@ -17,8 +17,9 @@ from transforms.multiprocess import keeps_pmap
 from transforms.reporting import ReportingTransformer
 
 
-def site_claimed(rule: ReportingTransformer, site: cst.CSTNode) -> bool:
-    """True when PmapToShardMap must leave `site` (an original node) as it is."""
+def site_claimed(rule: ReportingTransformer, site: cst.CSTNode, *, nested: bool = False) -> bool:
+    """True when PmapToShardMap must leave `site` (an original node) as it is. `nested`: the
+    site is a nested pmap (pmap(pmap(f)) or stacked decorators)."""
     if site in rule.context.scratch.get(CLAIMED_KEY, ()):
         return True
-    return keeps_pmap(rule, site)
+    return keeps_pmap(rule, site, nested=nested)

@@ -27,6 +27,7 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 
 from transforms.module_helpers import request_helper
+from transforms.multiprocess import migration_note, pmap_helper_source
 from transforms.nested_pmap import (
     DEFAULT_NAMES,
     Level,
@@ -47,7 +48,7 @@ from transforms.pmap_values import (
     refusal,
 )
 from transforms.reporting import ReportingTransformer
-from transforms.runtime_helper import HELPER_MARKER, HELPER_NAME, helper_source
+from transforms.runtime_helper import HELPER_MARKER, HELPER_NAME
 from transforms.snippets import one_line, shorten
 from transforms.specs import AxesNotTranslatable, axes_to_specs
 from transforms.suppressions import Suppressions
@@ -178,7 +179,7 @@ class PmapToShardMap(ReportingTransformer):
         for asname in self._pmap_from_imports(original_node):
             RemoveImportsVisitor.remove_unused_import(self.context, "jax", "pmap", asname)
         if self._needs_plain or self._needs_compat:
-            request_helper(self.context, HELPER_NAME, helper_source(self.target))
+            request_helper(self.context, HELPER_NAME, pmap_helper_source(self))
         if self._needs_compat:
             request_helper(self.context, COMPAT_HELPER_NAME, compat_helper_source())
         if self._needs_nested:
@@ -327,7 +328,7 @@ class PmapToShardMap(ReportingTransformer):
             if self._report(
                 use.node, "PM100",
                 f"{label} used as a value ({how}, every use a call) -> _pmap_compat, "
-                "pmap's signature on jax.jit + jax.shard_map",
+                f"pmap's signature on jax.jit + jax.shard_map{migration_note(self)}",
             ):
                 self.migrated_sites += 1
                 self._needs_compat = True
@@ -343,7 +344,7 @@ class PmapToShardMap(ReportingTransformer):
     ) -> cst.Decorator:
         if not self._is_pmap(original_node.decorator):
             return updated_node
-        if site_claimed(self, original_node):  # multi-process module: stays jax.pmap
+        if site_claimed(self, original_node):  # a rewritten host barrier
             return updated_node
         if original_node in self._stacked:
             return updated_node  # leave_FunctionDef rewrites the stack
@@ -373,7 +374,7 @@ class PmapToShardMap(ReportingTransformer):
         self._scope = self._scope[:-1]
         self._bindings.bind(original_node.name.value, self._scope, original_node, None)
         stacked = [d for d in original_node.decorators if d in self._stacked]
-        if not stacked or site_claimed(self, stacked[0]):
+        if not stacked or site_claimed(self, stacked[0], nested=True):
             return updated_node
         return self._rewrite_stacked(original_node, updated_node, stacked)
 
@@ -418,7 +419,7 @@ class PmapToShardMap(ReportingTransformer):
         return updated_node
 
     def _rewrite_site(self, original: cst.Call, updated: cst.Call, *, partial: bool) -> cst.Call:
-        if site_claimed(self, original):  # a rewritten host barrier, or a multi-process module
+        if site_claimed(self, original):  # a rewritten host barrier
             return updated
         pmap_args = list(original.args[1:] if partial else original.args)
         label = self._code(original.args[0].value if partial else original.func)
@@ -447,7 +448,7 @@ class PmapToShardMap(ReportingTransformer):
         """Same arguments, pmap's vocabulary: only the function called changes."""
         message = (
             f"{label} -> _pmap_compat, pmap's signature on jax.jit + jax.shard_map ({why}, "
-            "so in_axes / out_axes become specs when it runs)"
+            f"so in_axes / out_axes become specs when it runs){migration_note(self)}"
         )
         if not self._report(original, "PM100", message):
             return updated
@@ -558,7 +559,7 @@ class PmapToShardMap(ReportingTransformer):
     def _rewrite_nested_call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         """pmap(pmap(f, 'j'), 'i') (either level possibly a partial) -> one 2-D helper call."""
         inner_call = self._pairs[original]
-        if site_claimed(self, original):
+        if site_claimed(self, original, nested=True):
             return updated
         fun = self._fun_argument(self._pmap_arguments(inner_call))
         fun_text = f"({shorten(self._code(fun), 40)})" if fun is not None else ""
@@ -685,6 +686,7 @@ class PmapToShardMap(ReportingTransformer):
     def _migrated(self, node: cst.CSTNode, label: str, summary: str) -> bool:
         """Report the migration of a site; False when a suppression keeps it as it is."""
         detail = f" ({summary})" if summary else ""
+        detail += migration_note(self)
         if not self._report(node, "PM100", f"{label} -> jax.jit + jax.shard_map{detail}"):
             return False
         self.migrated_sites += 1

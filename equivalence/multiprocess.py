@@ -1,0 +1,191 @@
+"""Run an entry point as P processes on localhost, as a multi-host job would run it.
+
+`check --processes P` runs each side of an entry this way: P subprocesses joined by
+`jax.distributed.initialize` (coordinator on a free localhost port, CPU collectives over gloo),
+each with devices / P fake CPU devices and its own HLO dump, each returning its process-local
+outputs. One outcome per process comes back, so outputs, collectives and donation are
+compared process by process.
+
+Nothing is left behind: the processes share one process group, which is killed as soon as
+every process has written its result (jax.distributed's shutdown barrier would otherwise
+wait for peers), when one of them fails (the others would wait in a collective for ever), or
+at the timeout. A process that raised, died or hung is named in its outcome, and the others
+are reported as stopped because of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from equivalence.hlo import read_dump
+from equivalence.runner import RunOutcome
+
+WORKER = Path(__file__).with_name("multiprocess_worker.py")
+POLL_SECONDS = 0.1
+EXIT_GRACE_SECONDS = 10.0  # for a clean exit once every process has its result
+
+
+def free_port() -> int:
+    """A localhost port no one listens on now (the OS picks it), so two checks can run at
+    once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def run_entry_processes(
+    root: Path, entry: str, *, devices: int = 8, processes: int = 2,
+    python: str = sys.executable, timeout: float = 300, rng_compat: bool = True,
+    work_dir: str | None = None,
+) -> list[RunOutcome]:
+    """Run `entry` of the program in `root` as `processes` processes with `devices` devices in
+    all; one RunOutcome per process, in process order."""
+    if processes < 1 or devices % processes:
+        raise ValueError(f"{devices} devices cannot be split over {processes} processes")
+    work = Path(tempfile.mkdtemp(prefix="pmap-migrate-mp-", dir=work_dir))
+    try:
+        return _run(work, Path(root).absolute(), entry, devices // processes, processes,
+                    os.path.abspath(python) if os.sep in python else python, timeout, rng_compat)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _environment(local_devices: int, hlo_dir: Path, rng_compat: bool) -> dict[str, str]:
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = " ".join([
+        env.get("XLA_FLAGS", ""),
+        f"--xla_force_host_platform_device_count={local_devices}",
+        f"--xla_dump_to={hlo_dir}",
+        "--xla_dump_hlo_as_text",
+    ]).strip()
+    env["JAX_PLATFORMS"] = "cpu"
+    if rng_compat:  # same random streams on old and new JAX (see equivalence.runner)
+        env["JAX_THREEFRY_PARTITIONABLE"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def _run(work: Path, root: Path, entry: str, local_devices: int, processes: int, python: str,
+         timeout: float, rng_compat: bool) -> list[RunOutcome]:
+    coordinator = f"127.0.0.1:{free_port()}"
+    folders = [work / f"process{p}" for p in range(processes)]
+    start = time.perf_counter()
+    running: list[subprocess.Popen] = []
+    try:
+        for p, folder in enumerate(folders):
+            folder.mkdir()
+            with open(folder / "stdout.txt", "wb") as out, open(folder / "stderr.txt", "wb") as err:
+                # One new process group for the job (setpgid: a group of this session).
+                group = running[0].pid if running else 0
+                running.append(subprocess.Popen(
+                    [python, str(WORKER), str(root), entry, str(folder), coordinator,
+                     str(processes), str(p)],
+                    env=_environment(local_devices, folder / "hlo", rng_compat), cwd=str(root),
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=err, process_group=group,
+                ))
+        results, failed, timed_out = _wait(running, folders, start + timeout)
+    finally:
+        if running:
+            _kill_group(running)
+    seconds = time.perf_counter() - start
+    outcomes = []
+    for p, (process, folder) in enumerate(zip(running, folders)):
+        result = results.get(p)
+        if result is not None:
+            outcomes.append(_outcome(result, folder, seconds, p, processes))
+        elif timed_out:
+            outcomes.append(RunOutcome(False, seconds, error=(
+                f"process {p} of {processes} timed out after {timeout:g} s")))
+        elif p == failed:
+            outcomes.append(RunOutcome(False, seconds, error=(
+                f"process {p} of {processes} died (exit {process.returncode}): "
+                f"{_tail(folder / 'stderr.txt')}")))
+        else:
+            outcomes.append(RunOutcome(False, seconds, error=(
+                f"process {p} of {processes} stopped: process {failed} failed")))
+    return outcomes
+
+
+def _wait(running, folders, deadline):
+    """Poll until every process has a result, one fails, or the deadline passes. Returns
+    (results by process, the first failed process or None, timed out)."""
+    results: dict[int, dict] = {}
+    while True:
+        for p, (process, folder) in enumerate(zip(running, folders)):
+            if p in results:
+                continue
+            result = _read_result(folder)
+            if result is not None:
+                results[p] = result
+                if not result.get("ok"):
+                    return results, p, False
+            elif process.poll() is not None:  # exited without a result: crashed
+                time.sleep(POLL_SECONDS)  # a result written just before exit
+                result = _read_result(folder)
+                if result is None:
+                    return results, p, False
+                results[p] = result
+        if len(results) == len(running):
+            _wait_for_exit(running, min(deadline, time.perf_counter() + EXIT_GRACE_SECONDS))
+            return results, None, False
+        if time.perf_counter() > deadline:
+            return results, None, True
+        time.sleep(POLL_SECONDS)
+
+
+def _wait_for_exit(running, deadline):
+    for process in running:
+        try:
+            process.wait(timeout=max(0.0, deadline - time.perf_counter()))
+        except subprocess.TimeoutExpired:
+            return
+
+
+def _read_result(folder: Path) -> dict | None:
+    """The worker's result.json, once it is complete."""
+    try:
+        return json.loads((folder / "result.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _outcome(result: dict, folder: Path, seconds: float, p: int, processes: int) -> RunOutcome:
+    if not result["ok"]:
+        return RunOutcome(False, seconds, error=f"process {p} of {processes}: {result['error']}",
+                          jax_version=result.get("jax_version", ""))
+    try:
+        with np.load(folder / "outputs.npz") as saved:
+            arrays = {key: saved[key] for key in saved.files}
+    except (OSError, ValueError) as error:
+        return RunOutcome(False, seconds, error=f"outputs could not be read back: {error}")
+    output = {"treedef": result["treedef"], "leaves": result["leaves"], "arrays": arrays}
+    return RunOutcome(True, seconds, output=output, jax_version=result["jax_version"],
+                      compiled=read_dump(folder / "hlo"))
+
+
+def _kill_group(running: list[subprocess.Popen]) -> None:
+    """Kill every process of the job and anything they started: they share one group."""
+    try:
+        os.killpg(running[0].pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    for process in running:
+        if process.poll() is None:  # it left the group (Popen never signals a reaped pid)
+            process.kill()
+        process.wait()
+
+
+def _tail(path: Path, limit: int = 2000) -> str:
+    data = path.read_bytes()[-limit:] if path.exists() else b""
+    return data.decode(errors="replace").strip()

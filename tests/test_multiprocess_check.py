@@ -1,0 +1,160 @@
+"""`check --processes 2`: planted faults that only show with several processes are caught, a
+process that raises, dies or hangs on either side is reported (exit 1 or 2, never a hang),
+nothing is left running, and two checks can run at once.
+
+Each side runs as a real 2-process jax.distributed job (gloo) on localhost; the original under
+the legacy jax 0.4.38 pmap. Slow-marked (a few minutes): `.ci/run` runs it with `-m slow`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, legacy_python_or_skip
+from equivalence.multiprocess import run_entry_processes
+from transforms.pipeline import migrate_source
+
+pytestmark = pytest.mark.slow
+
+PROGRAM = b'''\
+import jax
+import numpy as np
+
+step = jax.pmap(lambda x: jax.lax.psum(x, "i") + jax.lax.axis_index("i"), "i")
+
+
+def run():
+    n = jax.local_device_count()
+    x = np.arange(n, dtype=np.float32) + n * jax.process_index()
+    return {"out": step(x), "process": np.asarray(jax.process_index())}
+'''
+# Planted into the migrated helper (transforms/templates/multiprocess_helper.py):
+LOCAL_MESH = (  # the mesh is this process's devices only: collectives stop at the host
+    "found = [d for p in range(processes) for d in jax.local_devices(p, backend)]",
+    "found = jax.local_devices(backend=backend)",
+)
+GLOBAL_READ = (  # the caller gets the global output instead of its host-local rows
+    "return multihost_utils.global_array_to_host_local_array(out, mesh, out_specs)",
+    "return out",
+)
+FAIL_ON_PROCESS_1 = {
+    "raises": "    if jax.process_index() == 1:\n        raise RuntimeError('planted')\n",
+    "dies": "    if jax.process_index() == 1:\n        import os; os._exit(7)\n",
+    "hangs": "    if jax.process_index() == 1:\n        import time; time.sleep(600)\n",
+}
+
+
+def with_failure(source: bytes, how: str) -> bytes:
+    return source.replace(b"    n = jax.local_device_count()\n",
+                          FAIL_ON_PROCESS_1[how].encode() + b"    n = jax.local_device_count()\n")
+
+
+def planted(source: bytes, fault: tuple[str, str]) -> bytes:
+    assert fault[0].encode() in source
+    return source.replace(fault[0].encode(), fault[1].encode())
+
+
+@pytest.fixture(scope="module")
+def trees(tmp_path_factory):
+    """orig/ and migrated/ with one module per scenario."""
+    root = tmp_path_factory.mktemp("multiprocess_check")
+    migrated = migrate_source(PROGRAM + b"hosts = jax.process_count\n").source
+    original = PROGRAM + b"hosts = jax.process_count\n"
+    modules = {
+        "honest": (original, migrated),
+        "local_mesh": (original, planted(migrated, LOCAL_MESH)),
+        "global_read": (original, planted(migrated, GLOBAL_READ)),
+        "original_raises": (with_failure(original, "raises"), migrated),
+        "migrated_dies": (original, with_failure(migrated, "dies")),
+        "migrated_hangs": (original, with_failure(migrated, "hangs")),
+    }
+    for side in ("orig", "migrated"):
+        (root / side).mkdir()
+    for name, (before, after) in modules.items():
+        (root / "orig" / f"{name}.py").write_bytes(before)
+        (root / "migrated" / f"{name}.py").write_bytes(after)
+    return root
+
+
+def check(root: Path, names, processes: int, devices: int = 4, timeout: float = 60):
+    report, junit = root / f"report{processes}.json", root / f"report{processes}.xml"
+    command = [
+        sys.executable, "-m", "migrator.cli", "check", str(root / "orig"), str(root / "migrated"),
+        *[f"--entry={name}:run" for name in names], f"--devices={devices}",
+        f"--processes={processes}", f"--reference-python={legacy_python_or_skip()}",
+        f"--timeout={timeout}", f"--report-json={report}", f"--junit={junit}",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                               timeout=timeout * 2 * len(names) + 120)
+    results = json.loads(report.read_text())["results"]
+    verdicts = {(r["entry"].split(":")[0], r.get("process", 0)): r for r in results}
+    return completed, verdicts, ET.parse(junit).getroot()
+
+
+def alive_under(path: Path) -> list[str]:
+    """Command lines of running processes that mention `path` (workers name their root)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if str(path) in cmdline and proc.name.isdigit() and int(proc.name) != os.getpid():
+            found.append(cmdline)
+    return found
+
+
+def test_faults_failures_and_hangs_at_two_processes(trees):
+    names = ["honest", "local_mesh", "global_read", "original_raises", "migrated_dies",
+             "migrated_hangs"]
+    completed, results, junit = check(trees, names, processes=2, timeout=45)
+    assert completed.returncode == 2, completed.stderr  # the original failed: could not check
+    verdict = {key: r["verdict"] for key, r in results.items()}
+    assert verdict[("honest", 0)] == verdict[("honest", 1)] == "equivalent"
+    # Local devices only: psum and axis_index stop at the host, on both processes.
+    for process in (0, 1):
+        local = results[("local_mesh", process)]
+        assert local["verdict"] == "different"
+        assert local["outputs"]["verdict"] == "different"
+        assert local["collectives"]["verdict"] == "different"
+    # The global output read where pmap gave host-local rows.
+    for process in (0, 1):
+        assert results[("global_read", process)]["outputs"]["verdict"] == "different"
+    # Failures name the process; the others are reported as stopped because of it.
+    assert verdict[("original_raises", 1)] == "error"
+    assert "process 1 of 2: RuntimeError: planted" in results[("original_raises", 1)]["original"]["error"]
+    assert "stopped: process 1 failed" in results[("original_raises", 0)]["original"]["error"]
+    assert verdict[("migrated_dies", 1)] == "different"
+    assert "process 1 of 2 died (exit 7)" in results[("migrated_dies", 1)]["migrated"]["error"]
+    assert verdict[("migrated_hangs", 1)] == "different"
+    assert "process 1 of 2 timed out after 45 s" in results[("migrated_hangs", 1)]["migrated"]["error"]
+    names_in_junit = {case.get("name") for case in junit.iter("testcase")}
+    assert "local_mesh:run[4 devices, process 1 of 2]" in names_in_junit
+    failed = {case.get("name") for case in junit.iter("testcase") if len(case)}
+    assert "honest:run[4 devices, process 0 of 2]" not in failed
+    assert alive_under(trees) == []  # no orphan: every process group was killed
+
+
+def test_the_planted_faults_do_not_show_with_one_process(trees):
+    completed, results, _ = check(trees, ["local_mesh", "global_read"], processes=1)
+    assert completed.returncode == 0, completed.stdout[-3000:]
+    assert {r["verdict"] for r in results.values()} == {"equivalent"}
+
+
+def test_two_jobs_at_once_get_their_own_ports(trees):
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        jobs = [pool.submit(run_entry_processes, trees / "migrated", "honest:run", devices=4,
+                            processes=2, timeout=120) for _ in range(2)]
+        outcomes = [job.result() for job in jobs]
+    for job in outcomes:
+        assert [o.ok for o in job] == [True, True], [o.error for o in job]
+        assert [int(o.output["arrays"]["leaf1"]) for o in job] == [0, 1]
