@@ -11,8 +11,8 @@ nodes whatever their kind.
 from __future__ import annotations
 
 import ast
-import warnings
 import dataclasses
+import warnings
 from collections.abc import Iterator
 
 import libcst as cst
