@@ -345,6 +345,11 @@ def jax_env(devices: int = 8) -> dict:
     env["XLA_FLAGS"] = " ".join(
         [env.get("XLA_FLAGS", ""), f"--xla_force_host_platform_device_count={devices}"]).strip()
     env["JAX_PLATFORMS"] = "cpu"
+    # The thread pool check gives its workers (equivalence.runner.cpu_thread_pool_size):
+    # without it a 1000-step loop over numpy batches can stall the baseline itself.
+    from equivalence.runner import cpu_thread_pool_size
+
+    env["PJRT_NPROC"] = str(cpu_thread_pool_size(devices))
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
 

@@ -4,6 +4,8 @@ compare outputs, collectives, donation and output sharding.
 Verdicts per entry and device count:
 - "equivalent": every section agrees;
 - "different": a section differs, or the migrated side fails or times out while the original runs;
+- "stalled": XLA:CPU's collective rendezvous stalled on a side (the runtime said so, see
+  equivalence.runner.RENDEZVOUS_STALL): a harness stall, which says nothing about the program;
 - "error": the check could not be made (the original itself fails or times out).
 """
 
@@ -19,7 +21,8 @@ from pathlib import Path
 from equivalence.compare import compare_outputs
 from equivalence.runner import RunOutcome, run_entry
 
-EQUIVALENT, DIFFERENT, ERROR = "equivalent", "different", "error"
+EQUIVALENT, DIFFERENT, STALLED, ERROR = "equivalent", "different", "stalled", "error"
+VERDICTS = (EQUIVALENT, DIFFERENT, STALLED, ERROR)
 
 
 @dataclasses.dataclass
@@ -44,9 +47,16 @@ class EntryReport:
     def differences(self) -> list[str]:
         found = [f"{name}: {d}" for name, s in self.sections.items() for d in s.differences]
         for side in ("original", "migrated"):
-            if getattr(self, side).get("error"):
-                found.insert(0, f"{side} failed: {getattr(self, side)['error']}")
+            outcome = getattr(self, side)
+            if outcome.get("error") and not outcome.get("stall"):
+                found.insert(0, f"{side} failed: {outcome['error']}")
         return found
+
+    @property
+    def stalls(self) -> list[str]:
+        """Sides whose run stalled in XLA:CPU's collective rendezvous, in the runtime's words."""
+        return [f"{side} stalled in XLA:CPU's collective rendezvous: {getattr(self, side)['stall']}"
+                for side in ("original", "migrated") if getattr(self, side).get("stall")]
 
     def to_dict(self) -> dict:
         return {
@@ -99,9 +109,12 @@ def compare_runs(
 ) -> EntryReport:
     sides = {"original": _side(original), "migrated": _side(migrated)}
     if not original.ok:
-        return EntryReport(entry, devices, ERROR, seconds, **sides, sections={})
+        # A stalled original proves nothing either way; any other failure is the original's own.
+        verdict = STALLED if original.stall else ERROR
+        return EntryReport(entry, devices, verdict, seconds, **sides, sections={})
     if not migrated.ok:
-        return EntryReport(entry, devices, DIFFERENT, seconds, **sides, sections={})
+        verdict = STALLED if migrated.stall else DIFFERENT
+        return EntryReport(entry, devices, verdict, seconds, **sides, sections={})
     sections = {
         "outputs": _outputs(original, migrated),
         "collectives": _collectives(original, migrated, same_jax),
@@ -114,7 +127,7 @@ def compare_runs(
 
 def _side(outcome: RunOutcome) -> dict:
     return {"ok": outcome.ok, "seconds": round(outcome.seconds, 3),
-            "jax_version": outcome.jax_version, "error": outcome.error}
+            "jax_version": outcome.jax_version, "error": outcome.error, "stall": outcome.stall}
 
 
 def _verdict(differences: list[str]) -> str:
@@ -182,11 +195,13 @@ def _sharding(original: RunOutcome, migrated: RunOutcome) -> Section:
 
 def summary(reports: list[EntryReport]) -> dict:
     verdicts = collections.Counter(r.verdict for r in reports)
-    return {"checks": len(reports), **{v: verdicts.get(v, 0) for v in (EQUIVALENT, DIFFERENT, ERROR)}}
+    return {"checks": len(reports), **{v: verdicts.get(v, 0) for v in VERDICTS}}
 
 
 def exit_code(reports: list[EntryReport]) -> int:
+    """2 when some check could not be made (a broken original, or a harness stall), else 1 on
+    any difference, else 0."""
     counts = summary(reports)
-    if counts[ERROR]:
+    if counts[ERROR] or counts[STALLED]:
         return 2
     return 1 if counts[DIFFERENT] else 0

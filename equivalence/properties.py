@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from equivalence.runner import cpu_thread_pool_size
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -109,7 +111,8 @@ def main() -> None:
     options = parser.parse_args()
 
     env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={options.devices}",
-               JAX_PLATFORMS="cpu", JAX_THREEFRY_PARTITIONABLE="1")
+               JAX_PLATFORMS="cpu", JAX_THREEFRY_PARTITIONABLE="1",
+               PJRT_NPROC=str(cpu_thread_pool_size(options.devices)))
     os.environ.update(env)
     sys.path.insert(0, options.original)
     module_name, _, name = options.inputs.partition(":")

@@ -9,10 +9,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from equivalence.check import DIFFERENT, EQUIVALENT, ERROR, EntryReport, summary
+from equivalence.check import DIFFERENT, EQUIVALENT, ERROR, STALLED, EntryReport, summary
 
-SCHEMA_VERSION = 1
-STYLE = {EQUIVALENT: "green", DIFFERENT: "red", ERROR: "yellow"}
+SCHEMA_VERSION = 2  # 2: the "stalled" verdict, summary count and per-side "stall"
+STYLE = {EQUIVALENT: "green", DIFFERENT: "red", STALLED: "magenta", ERROR: "yellow"}
+STALL_NOTE = "a harness stall, not a difference in the program"
 
 
 def print_terminal(reports: list[EntryReport], console: Console) -> None:
@@ -25,8 +26,10 @@ def print_terminal(reports: list[EntryReport], console: Console) -> None:
     console.print(table)
     for r in reports:
         notes = [n for s in r.sections.values() for n in s.notes]
-        if r.differences or notes:
+        if r.differences or r.stalls or notes:
             console.print(f"[bold]{r.entry}[/] at {r.devices} devices:")
+            for line in r.stalls:
+                console.print(f"  [magenta]stall[/] {line} ({STALL_NOTE})", markup=True, highlight=False)
             for line in r.differences:
                 console.print(f"  [red]difference[/] {line}", markup=True, highlight=False)
             for line in notes:
@@ -34,7 +37,8 @@ def print_terminal(reports: list[EntryReport], console: Console) -> None:
     counts = summary(reports)
     console.print(
         f"{counts['checks']} checks: {counts[EQUIVALENT]} equivalent, "
-        f"{counts[DIFFERENT]} different, {counts[ERROR]} could not be checked"
+        f"{counts[DIFFERENT]} different, {counts[STALLED]} stalled in the harness, "
+        f"{counts[ERROR]} could not be checked"
     )
 
 
@@ -51,7 +55,7 @@ def write_junit(reports: list[EntryReport], path: Path) -> None:
     counts = summary(reports)
     suite = ET.Element(
         "testsuite", name="pmap-migrate check", tests=str(counts["checks"]),
-        failures=str(counts[DIFFERENT]), errors=str(counts[ERROR]),
+        failures=str(counts[DIFFERENT]), errors=str(counts[ERROR] + counts[STALLED]),
         time=f"{sum(r.seconds for r in reports):.3f}",
     )
     for r in reports:
@@ -59,7 +63,12 @@ def write_junit(reports: list[EntryReport], path: Path) -> None:
             suite, "testcase", classname="pmap-migrate.equivalence",
             name=f"{r.entry}[{r.devices} devices]", time=f"{r.seconds:.3f}",
         )
-        if r.verdict != EQUIVALENT:
+        if r.verdict == STALLED:
+            # An error, not a failure: the check could not be made, the program is not at fault.
+            element = ET.SubElement(case, "error", type="harness-stall",
+                                    message=f"{STALL_NOTE}: {r.stalls[0]}"[:500])
+            element.text = "\n".join(r.stalls + r.differences)
+        elif r.verdict != EQUIVALENT:
             tag = "error" if r.verdict == ERROR else "failure"
             element = ET.SubElement(case, tag, message=(r.differences or [r.verdict])[0][:500])
             element.text = "\n".join(r.differences)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -19,6 +20,14 @@ from equivalence.hlo import CompiledSummary, read_dump
 
 WORKER = Path(__file__).with_name("worker.py")
 
+# What XLA:CPU prints when the threads of one collective never all meet: jax 0.4.38 warns
+# every 5 s and waits forever, jax >= 0.5 warns after 20 s and aborts the process after 40 s.
+RENDEZVOUS_STALL = re.compile(
+    r"Expected \d+ threads to join the rendezvous[^\n]*"
+    r"|waiting for all participants to arrive at rendezvous[^\n]*"
+    r"|Termination timeout for `[^`\n]*` of \d+ seconds exceeded[^\n]*"
+)
+
 
 @dataclasses.dataclass
 class RunOutcome:
@@ -28,6 +37,26 @@ class RunOutcome:
     error: str = ""
     jax_version: str = ""
     compiled: CompiledSummary = dataclasses.field(default_factory=lambda: CompiledSummary([]))
+    # The runtime's own words when XLA:CPU's collective rendezvous stalled; the run then says
+    # nothing about the program (see cpu_thread_pool_size).
+    stall: str = ""
+
+
+def cpu_thread_pool_size(devices: int) -> int:
+    """Threads for XLA:CPU's client pool (read from PJRT_NPROC), enough that collectives on
+    fake devices cannot starve.
+
+    XLA:CPU sizes that pool max(cores, devices): exactly enough for one collective, whose
+    per-device executions all block in the rendezvous until every device has arrived. But each
+    call of a multi-device program also takes a pool thread per device to enqueue its work,
+    and that thread blocks while the device already has its maximum of computations in flight,
+    which happens when a loop dispatches steps faster than they run (numpy batches, hundreds
+    of steps). Then fewer than `devices` threads are left for the running collective, which
+    never completes: jax 0.4.38 hangs, newer versions abort after 40 s. One dispatching thread
+    blocks at most `devices` pool threads, so twice the device count always leaves a full set.
+    The pool's size decides where work runs, never what it computes.
+    """
+    return max(2 * devices, os.cpu_count() or 1)
 
 
 def run_entry(root: Path, entry: str, **options) -> RunOutcome:
@@ -62,6 +91,7 @@ def _run_in(
         ]
     ).strip()
     env["JAX_PLATFORMS"] = "cpu"
+    env["PJRT_NPROC"] = str(max(cpu_thread_pool_size(devices), _int(env.get("PJRT_NPROC"))))
     if rng_compat:
         # jax 0.5 made threefry partitionable by default, which changed random streams; with
         # the flag on, old references draw the same numbers as current JAX, so only the
@@ -81,15 +111,23 @@ def _run_in(
             returncode = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill_group(process)
-            return RunOutcome(False, time.perf_counter() - start, error=f"timed out after {timeout:g} s")
+            stall = _stall(out_dir / "stderr.txt")
+            error = f"timed out after {timeout:g} s" + (f" in a collective rendezvous: {stall}" if stall else "")
+            return RunOutcome(False, time.perf_counter() - start, error=error, stall=stall)
     seconds = time.perf_counter() - start
     result_file = out_dir / "result.json"
     if not result_file.exists():
+        stall = _stall(out_dir / "stderr.txt")
+        if stall:
+            return RunOutcome(False, seconds, error=f"worker aborted (exit {returncode}): {stall}", stall=stall)
         tail = _tail(out_dir / "stderr.txt")
         return RunOutcome(False, seconds, error=f"worker died (exit {returncode}): {tail}")
     result = json.loads(result_file.read_text())
     if not result["ok"]:
-        return RunOutcome(False, seconds, error=result["error"], jax_version=result.get("jax_version", ""))
+        found = RENDEZVOUS_STALL.search(result["error"])
+        stall = found.group(0).strip()[:500] if found else _stall(out_dir / "stderr.txt")
+        return RunOutcome(False, seconds, error=result["error"], jax_version=result.get("jax_version", ""),
+                          stall=stall)
     try:
         with np.load(out_dir / "outputs.npz") as saved:
             arrays = {key: saved[key] for key in saved.files}
@@ -108,6 +146,19 @@ def _kill_group(process: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     process.wait()
+
+
+def _stall(stderr: Path, limit: int = 1 << 18) -> str:
+    """The runtime's rendezvous-stall message in the tail of a worker's stderr, or ""."""
+    found = RENDEZVOUS_STALL.findall(_tail(stderr, limit))
+    return found[-1].strip()[:500] if found else ""
+
+
+def _int(text: str | None) -> int:
+    try:
+        return int(text or 0)
+    except ValueError:
+        return 0
 
 
 def _tail(path: Path, limit: int = 2000) -> str:

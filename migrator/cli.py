@@ -9,6 +9,7 @@ are kept, so memory does not grow with the size of the tree.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import enum
 import os
 import signal
@@ -21,9 +22,12 @@ import typer
 from migrator import report
 from migrator.config import Config, ConfigError, load_config
 from migrator.diffing import colorize, notebook_cell_headers, unified_diff
-from migrator.files import discover
+from migrator.files import discover, display_name
 from migrator.formats import WRITERS
+from migrator.helper_module import HelperModule, HelperModuleError
 from migrator.runner import FileResult, copy_other_files, process_all, process_files, write_result
+from migrator.textio import atomic_write
+from transforms.helper_templates import helper_text
 from transforms.target import NEWEST, TargetJax
 
 app = typer.Typer(
@@ -52,6 +56,16 @@ JobsOpt = typer.Option(
     0, "--jobs", "-j", help="Worker processes (0: one per core). Output order does not depend on it."
 )
 ProgressOpt = typer.Option(True, "--progress/--no-progress", help="Progress bar on a terminal.")
+HelperModuleOpt = typer.Option(
+    None, "--helper-module", metavar="DOTTED.NAME",
+    help="Write the helpers once into this module of the project; migrated files import them "
+    "(default: the project's [tool.pmap-migrate] helper-module, else each file has its own).",
+)
+GitignoreOpt = typer.Option(
+    None, "--respect-gitignore/--no-respect-gitignore",
+    help="Skip files the project's .gitignore files ignore (default: the project's "
+    "[tool.pmap-migrate] respect-gitignore, else on).",
+)
 
 
 def _target(text: str | None) -> TargetJax:
@@ -61,23 +75,25 @@ def _target(text: str | None) -> TargetJax:
         raise typer.BadParameter(str(error), param_hint="--target-jax") from None
 
 
-def _config(paths: list[Path], target: str | None) -> Config:
-    """[tool.pmap-migrate] from the nearest pyproject.toml; command-line flags win."""
+def _config(paths: list[Path], target: str | None, **flags) -> Config:
+    """[tool.pmap-migrate] from the nearest pyproject.toml; command-line flags win (a flag
+    left at None keeps the file's setting)."""
     if target and target != "auto":
         _target(target)
     try:
-        return load_config(paths, override_target=target)
+        config = load_config(paths, override_target=target)
     except ConfigError as error:
         typer.echo(f"pmap-migrate: {error}", err=True)
         raise typer.Exit(report.EXIT_ERROR) from None
+    return dataclasses.replace(config, **{k: v for k, v in flags.items() if v is not None})
 
 
 def _run(
     paths: list[Path], target: str | None, jobs: int, progress: bool,
-    handle: Callable[[FileResult], None],
+    handle: Callable[[FileResult], None], config: Config | None = None,
 ) -> list[FileResult]:
     """Process every file, hand each full result to `handle`, keep the slim ones."""
-    config = _config(paths, target)
+    config = config or _config(paths, target)
     files = list(discover(paths, config))
     workers = jobs or os.cpu_count() or 1
     workers = min(workers, max(1, len(files) // 8))  # processes only pay off on larger trees
@@ -138,27 +154,39 @@ def diff(
     format: Format = FormatOpt,
     jobs: int = JobsOpt,
     progress: bool = ProgressOpt,
+    helper_module: Optional[str] = HelperModuleOpt,
+    respect_gitignore: Optional[bool] = GitignoreOpt,
 ) -> None:
     """Dry run: print a unified diff (git apply / patch -p1) and the findings on stderr."""
     colored = sys.stdout.isatty() if color is None else color
     findings = _Findings(format, sys.stderr)
+    config = _config(
+        paths, target_jax, helper_module=helper_module, respect_gitignore=respect_gitignore
+    )
+    helper = _helper_module(paths, config)
+
+    def write_diff(old: bytes, new: bytes, encoding: str, display: str, **options) -> None:
+        text = unified_diff(old.decode(encoding), new.decode(encoding), display, context, **options)
+        sys.stdout.buffer.write((colorize(text) if colored else text).encode(encoding))
+        sys.stdout.buffer.flush()
 
     def show(result: FileResult) -> None:
         if result.changed:
-            text = unified_diff(
-                result.original.decode(result.encoding),
-                result.migrated.decode(result.encoding),
-                result.file.display,
-                context,
-                section=notebook_cell_headers if result.file.path.suffix == ".ipynb" else None,
-            )
-            if colored:
-                text = colorize(text)
-            sys.stdout.buffer.write(text.encode(result.encoding))
-            sys.stdout.buffer.flush()
+            notebook = result.file.path.suffix == ".ipynb"
+            write_diff(result.original, result.migrated, result.encoding, result.file.display,
+                       section=notebook_cell_headers if notebook else None)
         findings.add(result)
 
-    results = _run(paths, target_jax, jobs, progress, show)
+    if helper is None:
+        results = _run(paths, None, jobs, progress, show, config)
+    else:  # every file is checked before anything is shown: the diff is whole or absent
+        full: list[FileResult] = []
+        results = _run(paths, None, jobs, progress, full.append, config)
+        current, new = _shared_helpers(helper, full, config)
+        if new is not None:
+            write_diff(current, new, "utf-8", display_name(helper.path), new_file=not current)
+        for result in full:
+            show(result)
     findings.finish(results)
     typer.echo(report.summary_line(results, "would change"), err=True)
     raise typer.Exit(report.exit_code(results, pending_counts=True))
@@ -176,29 +204,115 @@ def apply(
     ),
     jobs: int = JobsOpt,
     progress: bool = ProgressOpt,
+    helper_module: Optional[str] = HelperModuleOpt,
+    respect_gitignore: Optional[bool] = GitignoreOpt,
 ) -> None:
     """Rewrite files in place (atomically), or into --out-dir."""
+    config = _config(
+        paths, target_jax, helper_module=helper_module, respect_gitignore=respect_gitignore
+    )
+    helper = _helper_module(paths, config)
     if interactive:
-        _apply_interactively(paths, target_jax, out_dir, jobs)
-    _prepare_out_dir(paths, out_dir)
+        _apply_interactively(paths, config, helper, out_dir, jobs)
 
     def write(result: FileResult) -> None:
         write_result(result, out_dir)
         report.write_text([result], sys.stderr)
 
-    results = _run(paths, target_jax, jobs, progress, write)
+    if helper is None:
+        _prepare_out_dir(paths, out_dir, config)
+        results = _run(paths, None, jobs, progress, write, config)
+    else:  # every file is checked before anything is written
+        full: list[FileResult] = []
+        results = _run(paths, None, jobs, progress, full.append, config)
+        shared = _shared_helpers(helper, full, config)
+        _prepare_out_dir(paths, out_dir, config)
+        _write_helper_module(helper, shared, paths, out_dir)
+        for result in full:
+            write(result)
     typer.echo(report.summary_line(results, "changed"), err=True)
     raise typer.Exit(report.exit_code(results, pending_counts=False))
 
 
-def _prepare_out_dir(paths: list[Path], out_dir: Path | None) -> None:
+def _prepare_out_dir(paths: list[Path], out_dir: Path | None, config: Config) -> None:
     """--out-dir receives every other file of the tree, unchanged, before the migrated ones."""
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
-        copy_other_files(paths, out_dir)
+        copy_other_files(paths, out_dir, config)
 
 
-def _apply_interactively(paths, target_jax, out_dir, jobs) -> None:
+def _helper_module(paths: list[Path], config: Config) -> HelperModule | None:
+    """The --helper-module (or config helper-module) of this run, checked; exit 2 if unusable."""
+    if config.helper_module is None:
+        return None
+    try:
+        return HelperModule.resolve(config.helper_module, paths, config)
+    except HelperModuleError as error:
+        typer.echo(f"pmap-migrate: --helper-module {error}", err=True)
+        raise typer.Exit(report.EXIT_ERROR) from None
+
+
+def _shared_helpers(
+    helper: HelperModule, results: list[FileResult], config: Config
+) -> tuple[bytes, bytes | None]:
+    """The helper module's current and new bytes (None: unchanged) for what `results`
+    import from it. Exit 2, before anything is written, when a file could not import it or
+    two files need one helper written for different targets."""
+    needed: dict[str, TargetJax] = {}
+    texts: dict[str, str] = {}
+    problems = []
+    for result in results:
+        names = helper.imported_names(result.migrated) if result.changed else set()
+        if not names:
+            continue
+        why = helper.cannot_import(result.file.path)
+        if why:
+            problems.append(f"{result.file.display}: {why}")
+            continue
+        target = TargetJax.parse(config.target_for(result.file.path))
+        for name in sorted(names):
+            if texts.setdefault(name, helper_text(name, target)) != helper_text(name, target):
+                problems.append(
+                    f"{result.file.display}: needs {name} written for jax {target}, and another "
+                    f"file for jax {needed[name]}; one helper module holds one text per helper"
+                )
+            needed.setdefault(name, target)
+    try:
+        shared = helper.updated_text(needed)
+    except HelperModuleError as error:
+        problems.append(str(error))
+    if problems:
+        for problem in problems:
+            typer.echo(f"pmap-migrate: --helper-module {helper.name}: {problem}", err=True)
+        typer.echo("pmap-migrate: nothing written", err=True)
+        raise typer.Exit(report.EXIT_ERROR)
+    return shared
+
+
+def _write_helper_module(
+    helper: HelperModule, shared: tuple[bytes, bytes | None], paths: list[Path],
+    out_dir: Path | None,
+) -> None:
+    """Create or update the helper module (atomically), before the files that import it."""
+    current, new = shared
+    if new is None:
+        return
+    destination = helper.path
+    if out_dir is not None:
+        root = next(Path(os.path.abspath(p)) for p in paths
+                    if helper.path.is_relative_to(Path(os.path.abspath(p))))
+        destination = out_dir / helper.path.relative_to(root)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        atomic_write(destination, new, expected_original=current if out_dir is None else None)
+    except OSError as error:
+        typer.echo(f"pmap-migrate: {display_name(destination)}: not written: {error}", err=True)
+        raise typer.Exit(report.EXIT_ERROR) from None
+    verb = "updated" if current else "created"
+    typer.echo(f"{display_name(destination)}: helper module {helper.name} {verb}", err=True)
+
+
+def _apply_interactively(paths, config, helper, out_dir, jobs) -> None:
     """apply --interactive: every change is shown hunk by hunk and written only if accepted."""
     from migrator.interactive import refuse_without_tty, select_changes
 
@@ -207,13 +321,16 @@ def _apply_interactively(paths, target_jax, out_dir, jobs) -> None:
         typer.echo(message, err=True)
         raise typer.Exit(report.EXIT_ERROR)
     full: list[FileResult] = []
-    _run(paths, target_jax, jobs, False, full.append)
+    _run(paths, None, jobs, False, full.append, config)
     try:
         chosen = select_changes(full, ask=input, show=lambda text: print(colorize(text)))
     except KeyboardInterrupt:
         typer.echo("\npmap-migrate: interrupted, nothing written", err=True)
         raise typer.Exit(130) from None
-    _prepare_out_dir(paths, out_dir)
+    shared = _shared_helpers(helper, chosen, config) if helper is not None else None
+    _prepare_out_dir(paths, out_dir, config)
+    if shared is not None:
+        _write_helper_module(helper, shared, paths, out_dir)
     for result in chosen:
         write_result(result, out_dir)
         report.write_text([result], sys.stderr)
@@ -229,10 +346,12 @@ def scan(
     format: Format = FormatOpt,
     jobs: int = JobsOpt,
     progress: bool = ProgressOpt,
+    respect_gitignore: Optional[bool] = GitignoreOpt,
 ) -> None:
     """Inventory: list every pmap site and finding, change nothing."""
     findings = _Findings(format, sys.stdout)
-    results = _run(paths, target_jax, jobs, progress, findings.add)
+    config = _config(paths, target_jax, respect_gitignore=respect_gitignore)
+    results = _run(paths, None, jobs, progress, findings.add, config)
     findings.finish(results)
     typer.echo(report.summary_line(results, "would change"), err=True)
     raise typer.Exit(report.exit_code(results, pending_counts=True))

@@ -4,6 +4,8 @@
     include = ["*.py", "*.ipynb"]          # which files are candidates
     exclude = [".git", ".venv", ...]       # replaces the default exclusions
     extend-exclude = ["corpus/legacy"]     # adds to them (or to `exclude`)
+    respect-gitignore = true               # skip what .gitignore files ignore
+    helper-module = "mypkg._pmap_helpers"  # helpers written once there, and imported
     target-jax = "auto"                    # "0.10", "0.4.38", ... or "auto"
     select = ["PM"]                        # finding codes or code prefixes to report
     ignore = ["PM304"]
@@ -15,18 +17,22 @@ The file is the nearest pyproject.toml at or above the first path given; the sea
 a filesystem root or after a directory that contains `.git`. Without one, every setting has
 its default and the configuration directory is the current directory.
 
-Globs (`include`, `exclude`, `extend-exclude`, `per-path` keys) are matched against paths
-relative to the configuration directory, always with `/` separators:
+Globs (`include`, `exclude`, `extend-exclude`, `per-path` keys) are gitignore patterns,
+matched by pathspec as black matches its own, against paths relative to the configuration
+directory with `/` separators:
 
-- `*`, `?` and `[...]` match within one path component; `**` as a whole component spans any
-  number of directories (zero included);
-- a glob without `/` matches any single component, wherever it is (`build`, `*.egg-info`,
-  `test_*.py`); a glob with `/` is anchored at the configuration directory (`corpus/legacy`,
-  `src/**/gen_*.py`; a leading `/` is allowed, a trailing `/` is ignored);
-- an `exclude` or `per-path` glob that matches a directory applies to everything below it;
-  an `include` glob is matched against the file itself (its name for a glob without `/`);
+- `*`, `?` and `[...]` match within one path component; `**` spans any number of directories;
+- a glob without a `/` (but a trailing one) matches at any depth (`build`, `*.egg-info`,
+  `test_*.py`); a glob with a `/` at its start or middle is anchored at the configuration
+  directory (`corpus/legacy`, `/top.py`, `src/**/gen_*.py`); a trailing `/` matches
+  directories only; `!glob` re-includes what an earlier glob of the same list excluded;
+- a glob that matches a directory applies to everything below it;
 - a path outside the configuration directory is matched by its name alone, with the
   globs that have no `/`.
+
+`respect-gitignore = false` (or `--no-respect-gitignore`) stops discovery from skipping what
+the project's `.gitignore` files ignore (see migrator/gitignore.py). `helper-module =
+"pkg.mod"` writes the faithful helpers into that module and imports them (`--helper-module`).
 
 `select` / `ignore` resolve like ruff's: for each code, the longest matching prefix decides
 and `ignore` wins a tie. The global pair is the first layer, where a code that no `select`
@@ -46,25 +52,22 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import keyword
 import os
 import re
 import tomllib
 from pathlib import Path
 from typing import Any, Iterable
 
+import pathspec
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
 from migrator.files import SKIPPED_DIRS
 from transforms.rules import all_rules
 from transforms.target import NEWEST, TargetJax
-
-try:  # `packaging` is optional; the fallback below reads the usual specifier forms.
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.utils import canonicalize_name
-    from packaging.version import InvalidVersion, Version
-
-    HAVE_PACKAGING = True
-except ImportError:  # pragma: no cover - exercised through monkeypatching HAVE_PACKAGING
-    HAVE_PACKAGING = False
 
 TABLE = "tool.pmap-migrate"
 AUTO = "auto"
@@ -79,7 +82,10 @@ JAX_RELEASES: tuple[str, ...] = (
     "0.8.0", "0.9.0", "0.9.2", "0.10.0", "0.10.2",
 )
 
-_KEYS = ("include", "exclude", "extend-exclude", "target-jax", "select", "ignore", "per-path")
+_KEYS = (
+    "include", "exclude", "extend-exclude", "respect-gitignore", "target-jax", "helper-module",
+    "select", "ignore", "per-path",
+)
 _PER_PATH_KEYS = ("select", "ignore", "target-jax")
 
 
@@ -87,87 +93,48 @@ class ConfigError(ValueError):
     """A configuration file that cannot be used; the message names the file and the key."""
 
 
+def is_dotted_name(text: str) -> bool:
+    """`pkg.sub.mod`: identifiers joined by dots (a module `--helper-module` can name)."""
+    parts = text.strip().split(".")
+    return all(part.isidentifier() and not keyword.iskeyword(part) for part in parts)
+
+
 # --------------------------------------------------------------------------------------
-# Globs
+# Path patterns
 
 
 @dataclasses.dataclass(frozen=True)
-class Glob:
-    """One glob as written, and how it matches (see the module docstring)."""
+class Patterns:
+    """Globs as written, matched with gitignore semantics by pathspec (as black matches its
+    include / exclude): see the module docstring."""
 
-    text: str
-    anchored: bool
-    regex: re.Pattern[str]
+    texts: tuple[str, ...]
+    spec: pathspec.PathSpec
+    unanchored: pathspec.PathSpec  # the globs without a `/`: for paths outside the root
 
     @classmethod
-    def compile(cls, text: str) -> "Glob":
-        body = text.replace("\\", "/").strip()
-        while body.startswith("./"):
-            body = body[2:]
-        body = body.rstrip("/")
-        anchored = "/" in body
-        body = body.lstrip("/")
-        if not body:
-            raise ValueError(f"empty glob {text!r}")
-        parts = body.split("/")
-        out = ""
-        for index, part in enumerate(parts):
-            last = index == len(parts) - 1
-            if part == "**":
-                # `a/**` covers a itself and everything below; `**/b` and `a/**/b` any depth.
-                if last:
-                    out = out[:-1] + "(?:/.*)?" if out else ".*"
-                else:
-                    out += "(?:[^/]+/)*"
-            else:
-                out += _translate_component(part) + ("" if last else "/")
-        return cls(text=text, anchored=anchored, regex=re.compile(out, re.DOTALL))
+    def compile(cls, texts: Iterable[str]) -> "Patterns":
+        texts = tuple(texts)
+        lines = [_normalise_glob(text) for text in texts]
+        unanchored = [line for line in lines if "/" not in line.rstrip("/")]
+        return cls(texts, pathspec.GitIgnoreSpec.from_lines(lines),
+                   pathspec.GitIgnoreSpec.from_lines(unanchored))
 
-    def matches(self, relative: str) -> bool:
-        """Whether this glob matches the path itself (relative, `/`-separated)."""
-        if self.anchored:
-            return self.regex.fullmatch(relative) is not None
-        return self.regex.fullmatch(relative.rsplit("/", 1)[-1]) is not None
-
-    def covers(self, relative: str) -> bool:
-        """Whether this glob matches the path or one of its ancestors."""
-        parts = relative.split("/")
-        if self.anchored:
-            return any(self.regex.fullmatch("/".join(parts[:n])) for n in range(1, len(parts) + 1))
-        return any(self.regex.fullmatch(part) for part in parts)
+    def match(self, relative: str, inside: bool, is_dir: bool = False) -> bool:
+        """Whether `relative` (`/`-separated; the bare name for a path outside the root) or a
+        directory above it matches."""
+        spec = self.spec if inside else self.unanchored
+        return spec.match_file(relative + "/" if is_dir else relative)
 
 
-def _translate_component(part: str) -> str:
-    """fnmatch for one path component: `*` and `?` never match `/`."""
-    out, i = [], 0
-    while i < len(part):
-        char = part[i]
-        i += 1
-        if char == "*":
-            while i < len(part) and part[i] == "*":
-                i += 1
-            out.append("[^/]*")
-        elif char == "?":
-            out.append("[^/]")
-        elif char == "[":
-            end = i
-            if end < len(part) and part[end] in "!^":
-                end += 1
-            if end < len(part) and part[end] == "]":
-                end += 1
-            while end < len(part) and part[end] != "]":
-                end += 1
-            if end >= len(part):
-                out.append(re.escape(char))
-            else:
-                inner = part[i:end].replace("\\", "\\\\")
-                i = end + 1
-                if inner[:1] in ("!", "^"):
-                    inner = "^" + inner[1:]
-                out.append(f"(?!/)[{inner}]")
-        else:
-            out.append(re.escape(char))
-    return "".join(out)
+def _normalise_glob(text: str) -> str:
+    """`\\` is a separator (Windows habits) and `./` means the root, as before pathspec."""
+    body = text.replace("\\", "/").strip()
+    while body.startswith("./"):
+        body = body[2:]
+    if not body.strip("/"):
+        raise ValueError(f"empty glob {text!r}")
+    return body
 
 
 # --------------------------------------------------------------------------------------
@@ -178,7 +145,7 @@ def _translate_component(part: str) -> str:
 class PathRule:
     """One `per-path` entry."""
 
-    glob: Glob
+    pattern: Patterns
     select: tuple[str, ...] | None = None
     ignore: tuple[str, ...] | None = None
     target_jax: str | None = None
@@ -188,13 +155,15 @@ class PathRule:
 class Config:
     root: Path  # directory of the pyproject.toml (or cwd when none)
     source: Path | None  # the pyproject.toml used
-    include: tuple[Glob, ...] = tuple(Glob.compile(g) for g in DEFAULT_INCLUDE)
-    exclude: tuple[Glob, ...] = tuple(Glob.compile(g) for g in DEFAULT_EXCLUDE)
+    include: Patterns = Patterns.compile(DEFAULT_INCLUDE)
+    exclude: Patterns = Patterns.compile(DEFAULT_EXCLUDE)
     target_jax: str = NEWEST
     select: tuple[str, ...] = DEFAULT_SELECT
     ignore: tuple[str, ...] = ()
     per_path: tuple[PathRule, ...] = ()
     target_forced: bool = False  # set by `override_target`: per-path targets do not apply
+    respect_gitignore: bool = True  # discovery skips what the project's .gitignore files ignore
+    helper_module: str | None = None  # dotted module the faithful helpers are written to
 
     def _relative(self, path: Path) -> tuple[str, bool]:
         """The path relative to the root, `/`-separated, and whether it is inside the root."""
@@ -204,28 +173,21 @@ class Config:
         except ValueError:
             return absolute.name, False
 
-    def _covered(self, globs: Iterable[Glob], path: Path) -> bool:
+    def _matches(self, patterns: Patterns, path: Path, is_dir: bool = False) -> bool:
         relative, inside = self._relative(path)
-        if relative in ("", "."):
-            return False
-        if inside:
-            return any(glob.covers(relative) for glob in globs)
-        return any(not glob.anchored and glob.matches(relative) for glob in globs)
+        return relative not in ("", ".") and patterns.match(relative, inside, is_dir)
 
     def is_included(self, path: Path) -> bool:
         """Whether a file is a candidate: an `include` glob matches it, no `exclude` glob
         matches it or a directory above it (up to the configuration directory)."""
-        relative, inside = self._relative(path)
-        if not any(glob.matches(relative) for glob in self.include if inside or not glob.anchored):
-            return False
-        return not self._covered(self.exclude, path)
+        return self._matches(self.include, path) and not self._matches(self.exclude, path)
 
     def excluded_dir(self, path: Path) -> bool:
         """Whether a walk should prune this directory."""
-        return self._covered(self.exclude, path)
+        return self._matches(self.exclude, path, is_dir=True)
 
     def _rules_for(self, path: Path) -> list[PathRule]:
-        return [rule for rule in self.per_path if self._covered((rule.glob,), path)]
+        return [rule for rule in self.per_path if self._matches(rule.pattern, path)]
 
     def target_for(self, path: Path) -> str:
         """The JAX version code at `path` is written for: the last matching per-path
@@ -344,8 +306,10 @@ class _Reader:
         exclude = self.globs(table, "exclude", DEFAULT_EXCLUDE)
         exclude += self.globs(table, "extend-exclude", ())
         settings: dict[str, Any] = {
-            "include": include,
-            "exclude": exclude,
+            "include": Patterns.compile(include),
+            "exclude": Patterns.compile(exclude),
+            "respect_gitignore": self.boolean(table, "respect-gitignore", True),
+            "helper_module": self.dotted_name(table, "helper-module"),
             "target_jax": self.target(table.get("target-jax", NEWEST), "target-jax"),
             "select": self.codes(table, "select", DEFAULT_SELECT),
             "ignore": self.codes(table, "ignore", ()),
@@ -369,12 +333,28 @@ class _Reader:
                 raise self.fail(f"{name}[{index}]", f"must be a non-empty string, not {item!r}")
         return value
 
-    def globs(self, table: dict, key: str, default: tuple[str, ...]) -> tuple[Glob, ...]:
+    def globs(self, table: dict, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
         texts = self.strings(table, key, key) if key in table else list(default)
-        try:
-            return tuple(Glob.compile(text) for text in texts)
-        except ValueError as error:
-            raise self.fail(key, str(error)) from None
+        for text in texts:
+            try:
+                Patterns.compile([text])
+            except ValueError as error:  # pathspec's errors are ValueErrors too
+                raise self.fail(key, str(error)) from None
+        return tuple(texts)
+
+    def boolean(self, table: dict, key: str, default: bool) -> bool:
+        value = table.get(key, default)
+        if not isinstance(value, bool):
+            raise self.fail(key, f"must be true or false, not {_kind(value)}")
+        return value
+
+    def dotted_name(self, table: dict, key: str) -> str | None:
+        if key not in table:
+            return None
+        value = table[key]
+        if not isinstance(value, str) or not is_dotted_name(value):
+            raise self.fail(key, f"must be a dotted module name such as \"mypkg._pmap_helpers\", not {value!r}")
+        return value.strip()
 
     def codes(self, table: dict, key: str, default: tuple[str, ...], prefix: str = "") -> tuple[str, ...]:
         if key not in table:
@@ -425,11 +405,11 @@ class _Reader:
                 )
             self.check_keys(entry, _PER_PATH_KEYS, name + ".")
             try:
-                glob = Glob.compile(pattern)
+                compiled = Patterns.compile([pattern])
             except ValueError as error:
                 raise self.fail(name, str(error)) from None
             rules.append(PathRule(
-                glob=glob,
+                pattern=compiled,
                 select=self.codes(entry, "select", None, name + "."),
                 ignore=self.codes(entry, "ignore", None, name + "."),
                 target_jax=(
@@ -555,27 +535,14 @@ def _from_pep508(items: list, where: str) -> list[list[Clause]]:
             continue
         name = _NAME.match(item)
         if not name or _normalise(name.group(1)) != "jax":
+            continue  # cheap: most lines name another package (jaxlib and jax-foo included)
+        try:
+            requirement = Requirement(item)
+        except InvalidRequirement as error:
+            raise ConfigError(f"{where}: invalid requirement {item!r}: {error}") from None
+        if canonicalize_name(requirement.name) != "jax":
             continue
-        if HAVE_PACKAGING:
-            try:
-                requirement = Requirement(item)
-            except InvalidRequirement as error:
-                raise ConfigError(f"{where}: invalid requirement {item!r}: {error}") from None
-            if canonicalize_name(requirement.name) != "jax":
-                continue
-            found.append(_clauses(str(requirement.specifier), where))
-        else:
-            rest = item[name.end():].split(";", 1)[0].strip()
-            rest = re.sub(r"^\[[^\]]*\]\s*", "", rest)
-            if rest.startswith("@"):  # a direct URL: no version to read
-                found.append([])
-                continue
-            rest = rest.strip()
-            if rest.startswith("(") and rest.endswith(")"):
-                rest = rest[1:-1]
-            if rest and not re.match(r"[<>=!~]", rest):
-                continue  # another name that starts with "jax" (jaxlib, jax-foo)
-            found.append(_clauses(rest, where))
+        found.append(_clauses(str(requirement.specifier), where))
     return found
 
 
@@ -626,18 +593,10 @@ def _clauses(specifier: str, where: str) -> list[Clause]:
     specifier = specifier.strip()
     if not specifier:
         return []
-    if HAVE_PACKAGING:
-        try:
-            return [(s.operator, s.version) for s in SpecifierSet(specifier)]
-        except InvalidSpecifier as error:
-            raise ConfigError(f"{where}: invalid version specifier {specifier!r}: {error}") from None
-    clauses = []
-    for part in specifier.split(","):
-        match = re.fullmatch(r"\s*(===|==|!=|~=|<=|>=|<|>)\s*([0-9][0-9A-Za-z.*+!-]*)\s*", part)
-        if not match:
-            raise ConfigError(f"{where}: invalid version specifier {specifier!r}")
-        clauses.append((match.group(1), match.group(2)))
-    return clauses
+    try:
+        return [(s.operator, s.version) for s in SpecifierSet(specifier)]
+    except InvalidSpecifier as error:
+        raise ConfigError(f"{where}: invalid version specifier {specifier!r}: {error}") from None
 
 
 def _choose(found: list, where: str) -> str:
@@ -687,47 +646,25 @@ def _choose_one(clauses: list[Clause]) -> str | None | bool:
 
 
 def _base(version: str) -> str:
-    if HAVE_PACKAGING and "*" not in version:
-        try:
-            return Version(version).base_version
-        except InvalidVersion:
-            pass
-    match = re.match(r"\s*v?(?:\d+!)?(\d+(?:\.\d+)*)", version)
-    return match.group(1) if match else version
+    """The release part of a version (`0.4.*` -> `0.4`, `0.4.30rc1` -> `0.4.30`)."""
+    try:
+        return Version(version.removesuffix(".*")).base_version
+    except InvalidVersion:
+        return version
 
 
-def _release(version: str) -> tuple[int, ...]:
-    numbers = tuple(int(x) for x in re.findall(r"\d+", version.split("+")[0])[:3])
-    return numbers + (0,) * (3 - len(numbers))
+def _release(version: str) -> Version:
+    try:
+        return Version(version.removesuffix(".*"))
+    except InvalidVersion:
+        return Version("0")
 
 
 def _admits(clauses: list[Clause], version: str) -> bool:
     if not clauses:
         return True
-    if HAVE_PACKAGING:
-        try:
-            specifier = SpecifierSet(",".join(op + v for op, v in clauses))
-            return specifier.contains(Version(version), prereleases=True)
-        except (InvalidSpecifier, InvalidVersion):
-            pass
-    return all(_fallback_admits(op, target, version) for op, target in clauses)
-
-
-def _fallback_admits(op: str, target: str, version: str) -> bool:
-    """PEP 440 comparisons on release numbers only (pre/post/dev suffixes are ignored)."""
-    have = [int(x) for x in re.findall(r"\d+", _base(version))]
-    if target.endswith(".*"):
-        prefix = [int(x) for x in re.findall(r"\d+", target[:-2])]
-        padded = have + [0] * max(0, len(prefix) - len(have))
-        same = padded[: len(prefix)] == prefix
-        return same if op == "==" else not same if op == "!=" else False
-    want = [int(x) for x in re.findall(r"\d+", _base(target))]
-    width = max(len(have), len(want))
-    a, b = have + [0] * (width - len(have)), want + [0] * (width - len(want))
-    if op == "~=":
-        prefix = want[:-1] if len(want) > 1 else want
-        return a >= b and have[: len(prefix)] + [0] * max(0, len(prefix) - len(have)) == prefix
-    return {
-        "==": a == b, "===": a == b, "!=": a != b,
-        "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b,
-    }.get(op, False)
+    try:
+        specifier = SpecifierSet(",".join(op + v for op, v in clauses))
+        return specifier.contains(Version(version), prereleases=True)
+    except (InvalidSpecifier, InvalidVersion):
+        return False

@@ -11,9 +11,10 @@ NO_NEWLINE = "\\ No newline at end of file\n"
 
 def unified_diff(
     old: str, new: str, display: str, context: int = 3,
-    section: Callable[[list[str], int], str] | None = None,
+    section: Callable[[list[str], int], str] | None = None, new_file: bool = False,
 ) -> str:
     """A diff of one file with a/ b/ headers; line endings (CRLF too) are kept as they are.
+    `new_file`: the file does not exist yet, so the old side is /dev/null (as git writes it).
 
     `section(old_lines, first_line)` may name each hunk after its `@@ … @@` (git shows a
     function name there, and `git apply` ignores it): notebooks name the cell.
@@ -21,7 +22,8 @@ def unified_diff(
     old_lines, new_lines = old.splitlines(keepends=True), new.splitlines(keepends=True)
     out = []
     for line in difflib.unified_diff(
-        old_lines, new_lines, f"a/{display}", f"b/{display}", n=context
+        old_lines, new_lines, "/dev/null" if new_file else f"a/{display}", f"b/{display}",
+        n=context,
     ):
         if line.startswith(("---", "+++")):
             line = line.rstrip("\r\n") + "\n"

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Iterator
 
+from migrator.gitignore import GitIgnore
 from transforms.findings import Finding
 
 SKIPPED_DIRS = {
@@ -41,8 +42,9 @@ SOURCE_SUFFIXES = (".py", ".ipynb")
 
 def discover(paths: list[Path], config=None) -> Iterator[SourceFile]:
     """Every .py / .ipynb file under `paths` (the configuration's include and exclude
-    globs when given), sorted, each once. Files named on the command line are always
-    taken. Symlinks are never followed out of the tree."""
+    globs when given), sorted, each once, leaving out what the project's .gitignore files
+    ignore (unless the configuration's respect_gitignore is off). Files named on the
+    command line are always taken. Symlinks are never followed out of the tree."""
     seen: set[Path] = set()
     for given in paths:
         given = Path(os.path.abspath(given))
@@ -53,6 +55,8 @@ def discover(paths: list[Path], config=None) -> Iterator[SourceFile]:
 
 
 def _walk(root: Path, seen: set[Path], config) -> Iterator[SourceFile]:
+    respect = config is None or config.respect_gitignore
+    gitignore = GitIgnore(root) if respect else None
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         here = Path(dirpath)
         if config is None:
@@ -61,9 +65,13 @@ def _walk(root: Path, seen: set[Path], config) -> Iterator[SourceFile]:
             )
         else:
             dirnames[:] = sorted(d for d in dirnames if not config.excluded_dir(here / d))
+        if gitignore is not None:
+            dirnames[:] = [d for d in dirnames if not gitignore.ignored(here / d, is_dir=True)]
         for name in sorted(filenames):
             path = here / name
             wanted = config.is_included(path) if config else name.endswith(SOURCE_SUFFIXES)
+            if wanted and gitignore is not None and gitignore.ignored(path):
+                continue
             if wanted:
                 yield from _single(path, root, seen, inside=root)
         for name in dirnames:

@@ -59,16 +59,29 @@ class FileResult:
 def process(file: SourceFile, target: TargetJax, config: Config | None = None) -> FileResult:
     """Migrate one file; with a configuration, its per-path target and codes apply."""
     ignored: frozenset[str] = frozenset()
+    helper_module = None
     if config is not None:
         target = TargetJax.parse(config.target_for(file.path))
         ignored = frozenset(c for c in all_rules() if not config.keeps(file.path, c))
-    result = _process(file, target, ignored)
+        helper_module = _helper_module_for(file.path, config.helper_module)
+    result = _process(file, target, ignored, helper_module)
     if ignored:
         result.findings = [f for f in result.findings if f.code not in ignored]
     return result
 
 
-def _process(file: SourceFile, target: TargetJax, ignored: frozenset[str]) -> FileResult:
+def _helper_module_for(path: Path, helper_module: str | None) -> str | None:
+    """The module `path` imports the helpers from: none for the helper module itself."""
+    if helper_module is None:
+        return None
+    parts = helper_module.split(".")
+    own = (*path.parent.parts[len(path.parent.parts) - len(parts) + 1:], path.stem)
+    return None if list(own) == parts else helper_module
+
+
+def _process(
+    file: SourceFile, target: TargetJax, ignored: frozenset[str], helper_module: str | None = None
+) -> FileResult:
     result = FileResult(file=file)
     if file.problem:
         result.findings.append(file.problem)
@@ -97,7 +110,7 @@ def _process(file: SourceFile, target: TargetJax, ignored: frozenset[str]) -> Fi
     try:
         # Decided above: no second look at the references.
         migration = migrate_source(result.original, target, ignored, syntax_tree=syntax_tree,
-                                   precise_prefilter=False)
+                                   precise_prefilter=False, helper_module=helper_module)
     except cst.ParserSyntaxError as error:
         _check_syntax(result)  # Python's own message and position are the clearer ones
         if not result.has_error:
@@ -243,17 +256,19 @@ def write_result(result: FileResult, out_dir: Path | None) -> None:
         result.fail("PM006", f"not written: {error}")
 
 
-def copy_other_files(roots: list[Path], out_dir: Path) -> None:
-    """--out-dir gets every non-Python file of the given directories too, unchanged."""
+def copy_other_files(roots: list[Path], out_dir: Path, config: Config | None = None) -> None:
+    """--out-dir gets every file of the given directories that discovery does not take
+    (non-Python files, and .py files excluded or gitignored), unchanged."""
     from migrator.files import SKIPPED_DIRS
 
+    taken = {f.path.resolve() for f in discover(roots, config) if f.path.suffix == ".py"}
     for root in roots:
         root = Path(root).absolute()
         if not root.is_dir():
             continue
         for path in sorted(root.rglob("*")):
             rel = path.relative_to(root)
-            if any(part in SKIPPED_DIRS for part in rel.parts) or path.suffix == ".py":
+            if any(part in SKIPPED_DIRS for part in rel.parts) or path.resolve() in taken:
                 continue
             if path.is_file() and not path.is_symlink():
                 (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from migrator import config as config_module
 from migrator.config import DEFAULT_EXCLUDE, JAX_RELEASES, Config, ConfigError, load_config
 from transforms.rules import all_rules
 from transforms.target import NEWEST, TargetJax
@@ -31,15 +30,6 @@ def make_project(root: Path, pyproject: str | None = None, files: dict[str, str]
 def load(root: Path, pyproject: str | None = None, files: dict[str, str] | None = None, **kwargs) -> Config:
     make_project(root, pyproject, files)
     return load_config([root], **kwargs)
-
-
-@pytest.fixture(params=[True, False], ids=["packaging", "fallback"])
-def packaging_or_not(request, monkeypatch):
-    """Run a test with `packaging` and with the built-in specifier reader."""
-    if request.param and not config_module.HAVE_PACKAGING:
-        pytest.skip("packaging is not installed")
-    monkeypatch.setattr(config_module, "HAVE_PACKAGING", request.param)
-    return request.param
 
 
 # ---------------------------------------------------------------------------------------
@@ -268,7 +258,7 @@ AUTO = '[tool.pmap-migrate]\ntarget-jax = "auto"\n'
         (" (>=0.5, <0.6) ; python_version >= '3.10'", "0.5.3"),
     ],
 )
-def test_auto_from_project_dependencies(tmp_path, packaging_or_not, specifier, expected):
+def test_auto_from_project_dependencies(tmp_path, specifier, expected):
     pyproject = AUTO + f'[project]\nname = "x"\ndependencies = ["numpy", "jaxlib==0.4.1", "jax{specifier}"]\n'
     config = load(tmp_path, pyproject)
     assert config.target_jax == expected
@@ -282,12 +272,12 @@ def test_auto_table_is_the_documented_releases():
     )
 
 
-def test_auto_without_any_jax_requirement_is_newest(tmp_path, packaging_or_not):
+def test_auto_without_any_jax_requirement_is_newest(tmp_path):
     config = load(tmp_path, AUTO + '[project]\nname = "x"\ndependencies = ["jaxtyping>=0.2", "numpy"]\n')
     assert config.target_jax == NEWEST == "0.10"
 
 
-def test_auto_from_optional_dependencies_requires_all_of_them(tmp_path, packaging_or_not):
+def test_auto_from_optional_dependencies_requires_all_of_them(tmp_path):
     config = load(tmp_path, AUTO + """
         [project.optional-dependencies]
         jax = ["jax>=0.4.30", "numpy"]
@@ -296,7 +286,7 @@ def test_auto_from_optional_dependencies_requires_all_of_them(tmp_path, packagin
     assert config.target_jax == "0.5.3"
 
 
-def test_auto_project_dependencies_come_before_optional_ones(tmp_path, packaging_or_not):
+def test_auto_project_dependencies_come_before_optional_ones(tmp_path):
     config = load(tmp_path, AUTO + """
         [project]
         dependencies = ["jax==0.4.38"]
@@ -306,7 +296,7 @@ def test_auto_project_dependencies_come_before_optional_ones(tmp_path, packaging
     assert config.target_jax == "0.4.38"
 
 
-def test_auto_contradicting_requirements_is_an_error(tmp_path, packaging_or_not):
+def test_auto_contradicting_requirements_is_an_error(tmp_path):
     with pytest.raises(ConfigError, match=r"pyproject\.toml.*optional-dependencies.*target-jax"):
         load(tmp_path, AUTO + """
             [project.optional-dependencies]
@@ -315,7 +305,7 @@ def test_auto_contradicting_requirements_is_an_error(tmp_path, packaging_or_not)
         """)
 
 
-def test_auto_requirement_with_no_known_release_and_no_lower_bound(tmp_path, packaging_or_not):
+def test_auto_requirement_with_no_known_release_and_no_lower_bound(tmp_path):
     with pytest.raises(ConfigError, match="no known JAX release"):
         load(tmp_path, AUTO + '[project]\ndependencies = ["jax<0.4.20"]\n')
 
@@ -337,7 +327,7 @@ def test_auto_invalid_jax_requirement_is_an_error(tmp_path):
         ('"0.4.38 || >=0.8"', "0.10.2"),
     ],
 )
-def test_auto_from_poetry(tmp_path, packaging_or_not, constraint, expected):
+def test_auto_from_poetry(tmp_path, constraint, expected):
     config = load(tmp_path, AUTO + f"""
         [tool.poetry.dependencies]
         python = "^3.11"
@@ -351,7 +341,7 @@ def test_auto_bad_poetry_constraint(tmp_path):
         load(tmp_path, AUTO + '[tool.poetry.dependencies]\njax = "latest please"\n')
 
 
-def test_auto_from_requirements_txt(tmp_path, packaging_or_not):
+def test_auto_from_requirements_txt(tmp_path):
     config = load(tmp_path, AUTO, {
         "requirements.txt": """
             # pinned for the cluster
@@ -367,7 +357,7 @@ def test_auto_from_requirements_txt(tmp_path, packaging_or_not):
     assert config.target_jax == "0.4.38"
 
 
-def test_auto_from_other_requirements_files_when_requirements_txt_has_no_jax(tmp_path, packaging_or_not):
+def test_auto_from_other_requirements_files_when_requirements_txt_has_no_jax(tmp_path):
     config = load(tmp_path, AUTO, {
         "requirements.txt": "numpy\n",
         "requirements-jax.txt": "jax>=0.5 --hash=sha256:abc\n",
@@ -376,7 +366,7 @@ def test_auto_from_other_requirements_files_when_requirements_txt_has_no_jax(tmp
     assert config.target_jax == "0.6.1"
 
 
-def test_auto_pyproject_comes_before_requirements_files(tmp_path, packaging_or_not):
+def test_auto_pyproject_comes_before_requirements_files(tmp_path):
     config = load(tmp_path, AUTO + '[project]\ndependencies = ["jax==0.6.0"]\n', {
         "requirements.txt": "jax==0.4.38\n",
     })
@@ -539,7 +529,7 @@ def test_later_per_path_entries_win(tmp_path):
     assert config.target_for(old_test) == "0.4.38"  # it sets no target: the earlier one holds
 
 
-def test_per_path_auto_target(tmp_path, packaging_or_not):
+def test_per_path_auto_target(tmp_path):
     config = load(tmp_path, """
         [project]
         dependencies = ["jax>=0.4.30,<0.5"]

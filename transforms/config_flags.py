@@ -18,6 +18,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from transforms.layout import spaced, stand_in
 from transforms.reporting import ReportingTransformer
 from transforms.snippets import one_line as _code
 
@@ -36,7 +37,7 @@ class ConfigFlags(ReportingTransformer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._handled: set[cst.CSTNode] = set()  # flag references a fold or a removal consumes
-        self._folds: dict[cst.CSTNode, bool | cst.BaseExpression] = {}  # test -> folded test
+        self._folds: set[cst.If | cst.IfExp] = set()  # tests folded again on leaving them
 
     # -- recognising the flag -----------------------------------------------------------
 
@@ -75,32 +76,46 @@ class ConfigFlags(ReportingTransformer):
 
     # -- folding a test -------------------------------------------------------------------
 
-    def _fold(self, node: cst.BaseExpression, used: list) -> bool | cst.BaseExpression:
+    def _fold(
+        self, node: cst.BaseExpression, used: list, updated: cst.BaseExpression | None = None
+    ) -> bool | cst.BaseExpression:
         """Evaluate what the flag decides in `node`: True/False, or the rest of the test when
-        it also depends on other things. Consumed flag references are appended to `used`."""
+        it also depends on other things. Consumed flag references are appended to `used`.
+        `updated`: the same test as the rules before this one left it; the rest is made of
+        its parts (the decisions are taken on `node`, whose names have metadata)."""
+        if updated is None or type(updated) is not type(node):
+            updated = node
         read = self._flag_read(node)
         if read is not None:
             used.extend(read)
             return True
         if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
-            inner = self._fold(node.expression, used)
+            inner = self._fold(node.expression, used, updated.expression)
             if isinstance(inner, bool):
                 return not inner
-            operator = node.operator
-            if not inner.lpar and not operator.whitespace_after.value:  # `not(a and b)`
-                operator = operator.with_changes(whitespace_after=cst.SimpleWhitespace(" "))
-            return node.with_changes(operator=operator, expression=inner)
+            operator = updated.operator
+            if not inner.lpar:  # `not(a and b)` -> `not b`
+                operator = operator.with_changes(whitespace_after=spaced(operator.whitespace_after))
+            return updated.with_changes(operator=operator, expression=inner)
         if isinstance(node, cst.BooleanOperation):
-            left, right = self._fold(node.left, used), self._fold(node.right, used)
+            left = self._fold(node.left, used, updated.left)
+            right = self._fold(node.right, used, updated.right)
             is_and = isinstance(node.operator, cst.And)
             if isinstance(left, bool):
-                return right if left == is_and else left  # True and R -> R; True or R -> True
+                if left != is_and:
+                    return left  # True or R -> True; False and R -> False
+                return right if isinstance(right, bool) else stand_in(updated, right)
             if isinstance(right, bool) and right == is_and:
-                return left  # L and True -> L; L or False -> L
+                return stand_in(updated, left)  # L and True -> L; L or False -> L
             if isinstance(right, bool):
                 right = cst.Name(str(right))  # L and False / L or True: L still runs
-            return node.with_changes(left=left, right=right)
-        return node
+            operator = updated.operator
+            if not left.lpar:  # `(a)and(flag or b)` -> `a and b`
+                operator = operator.with_changes(whitespace_before=spaced(operator.whitespace_before))
+            if not right.lpar:
+                operator = operator.with_changes(whitespace_after=spaced(operator.whitespace_after))
+            return updated.with_changes(left=left, operator=operator, right=right)
+        return updated
 
     def _fold_test(self, test: cst.BaseExpression) -> bool | cst.BaseExpression | None:
         """The folded test, or None when the flag is not (only) read in a foldable way."""
@@ -116,9 +131,8 @@ class ConfigFlags(ReportingTransformer):
     # -- visits: decide before the children are visited ------------------------------------
 
     def visit_If(self, node: cst.If) -> None:
-        folded = self._fold_test(node.test)
-        if folded is not None:
-            self._folds[node] = folded
+        if self._fold_test(node.test) is not None:
+            self._folds.add(node)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         self.visit_If(node)  # same test field, same folding
@@ -146,15 +160,15 @@ class ConfigFlags(ReportingTransformer):
     def leave_If(
         self, original_node: cst.If, updated_node: cst.If
     ) -> cst.BaseStatement | cst.BaseSuite | cst.FlattenSentinel | cst.RemovalSentinel | cst.If:
-        folded = self._folds.get(original_node)
-        if folded is None:
+        if original_node not in self._folds:
             return updated_node
+        folded = self._fold(original_node.test, [], updated_node.test)
         is_elif = isinstance(self._parent(original_node), cst.If)
         if not isinstance(folded, bool):
             if not self._report(original_node, "PM305", f"test of `{FLAG}` simplified to "
                                 f"`{_code(folded)}` (the flag is True on the only pmap JAX 0.10 has)"):
                 return updated_node
-            return updated_node.with_changes(test=folded)
+            return _with_test(updated_node, stand_in(updated_node.test, folded))
         has_else = original_node.orelse is not None
         branch = "`elif` branch" if is_elif else "`if` branch"
         if folded:
@@ -180,14 +194,14 @@ class ConfigFlags(ReportingTransformer):
     def leave_IfExp(
         self, original_node: cst.IfExp, updated_node: cst.IfExp
     ) -> cst.BaseExpression:
-        folded = self._folds.get(original_node)
-        if folded is None:
+        if original_node not in self._folds:
             return updated_node
+        folded = self._fold(original_node.test, [], updated_node.test)
         if not isinstance(folded, bool):
             if not self._report(original_node, "PM305", f"test of `{FLAG}` simplified to "
                                 f"`{_code(folded)}`"):
                 return updated_node
-            return updated_node.with_changes(test=folded)
+            return _with_test(updated_node, stand_in(updated_node.test, folded))
         if not self._report(original_node, "PM305", f"`{FLAG}` test folded to {folded}: kept "
                             f"`{_code(original_node.body if folded else original_node.orelse)}`"):
             return updated_node
@@ -226,18 +240,36 @@ class ConfigFlags(ReportingTransformer):
         return line
 
 
+def _with_test(node: cst.If | cst.IfExp, test: cst.BaseExpression) -> cst.If | cst.IfExp:
+    """`node` testing `test`; a keyword that touched the old test's bracket gets its space."""
+    if test.lpar:
+        return node.with_changes(test=test)
+    if isinstance(node, cst.IfExp):
+        return node.with_changes(
+            test=test,
+            whitespace_after_if=spaced(node.whitespace_after_if),
+            whitespace_before_else=spaced(node.whitespace_before_else),
+        )
+    return node.with_changes(test=test, whitespace_before_test=spaced(node.whitespace_before_test))
+
+
 def _statements(suite: cst.BaseSuite, leading_lines) -> cst.FlattenSentinel | cst.RemovalSentinel:
     """The statements of a kept branch, to stand in for the whole `if` one level up. The
     comments above the `if` move to the first of them; indentation is relative in libcst, so
     the statements come out dedented."""
+    header = []  # the comment after `if ...:` / `else:` stays with the code it described
     if isinstance(suite, cst.SimpleStatementSuite):
-        statements = [cst.SimpleStatementLine(body=suite.body)]
+        statements = [cst.SimpleStatementLine(
+            body=suite.body, trailing_whitespace=suite.trailing_whitespace)]
     else:
         statements = list(suite.body)
+        if suite.header.comment is not None:
+            header = [cst.EmptyLine(comment=suite.header.comment)]
     if not statements:
         return cst.RemoveFromParent()
     first = statements[0]
-    statements[0] = first.with_changes(leading_lines=[*leading_lines, *first.leading_lines])
+    statements[0] = first.with_changes(
+        leading_lines=[*leading_lines, *header, *first.leading_lines])
     return cst.FlattenSentinel(statements)
 
 

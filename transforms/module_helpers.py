@@ -4,7 +4,9 @@ A rule that rewrites a site into a call of a helper (`_pmap_style_shard_map`,
 `_device_put_replicated`, ...) asks for it with `request_helper`; the pipeline inserts every
 requested helper after all rules ran, so no rule sees line numbers shifted by another rule's
 insertion, and each helper is written at most once (a module that already defines it, for
-example because it was migrated before, keeps its own copy).
+example because it was migrated before, keeps its own copy). With a helper module
+(`--helper-module pkg.mod`), the module imports the helpers from there instead; the
+migrator writes that module (migrator/helper_module.py).
 """
 
 from __future__ import annotations
@@ -13,19 +15,22 @@ import functools
 
 import libcst as cst
 from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor
 
 _SCRATCH_KEY = "pmap_migrate.helpers"
 
-# Every helper a rule can ask for. Notebooks use this list to give each helper to the first
-# cell that needs it only; a new helper must be added here.
-HELPER_NAMES = frozenset({
+# Every helper a rule can ask for, in the order a helper module lists them (the code of each is
+# transforms/templates/NAME.py). Notebooks use this list to give each helper to the first cell
+# that needs it only; a new helper must be added here.
+HELPER_ORDER = (
     "_pmap_style_shard_map",  # transforms/runtime_helper.py
-    "_nested_pmap_shard_map",  # transforms/nested_pmap_helper.py
     "_pmap_compat",  # transforms/pmap_compat_helper.py
+    "_nested_pmap_shard_map",  # transforms/nested_pmap_helper.py
     "_device_put_replicated",  # transforms/placement_helpers.py
     "_device_put_sharded",  # transforms/placement_helpers.py
     "_first_replica",  # transforms/unreplicate.py
-})
+)
+HELPER_NAMES = frozenset(HELPER_ORDER)
 
 
 def request_helper(context: CodemodContext, name: str, source: str) -> None:
@@ -37,6 +42,37 @@ def request_helper(context: CodemodContext, name: str, source: str) -> None:
 
 def requested_helpers(context: CodemodContext) -> dict[str, str]:
     return context.scratch.get(_SCRATCH_KEY, {})
+
+
+def provide_helpers(
+    module: cst.Module, context: CodemodContext, helper_module: str | None = None
+) -> cst.Module:
+    """The requested helpers, defined in `module`, or with `helper_module` imported from it
+    (`from pkg.helpers import _pmap_style_shard_map`, absolute, through the context's import
+    queue); a helper the module already defines is neither."""
+    helpers = requested_helpers(context)
+    if helper_module is None:
+        return insert_helpers(module, helpers)
+    defined = {s.name.value for s in module.body if isinstance(s, cst.FunctionDef)}
+    used = _UsedHelpers()
+    module.visit(used)
+    for name in helpers:
+        # A helper requested only because another calls it (`_pmap_compat` calls
+        # `_pmap_style_shard_map`) is the helper module's business, not an import here.
+        if name not in defined and name in used.names:
+            AddImportsVisitor.add_needed_import(context, helper_module, name)
+    return module
+
+
+class _UsedHelpers(cst.CSTVisitor):
+    """The helper names a module's code refers to."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value in HELPER_NAMES:
+            self.names.add(node.value)
 
 
 def insert_helpers(module: cst.Module, helpers: dict[str, str]) -> cst.Module:

@@ -1,118 +1,17 @@
-"""The helper a module with nested pmap carries: `pmap(pmap(f, 'j'), 'i')` as ONE shard_map.
+"""`_nested_pmap_shard_map`, the helper a module with nested pmap carries (research R10).
 
-JAX >= 0.10 cannot run nested pmap (the inner shard_map's context mesh is not the outer's), so
-the two levels become one `jax.jit(shard_map(f))` over a 2-D mesh `(outer, inner)` (research
-R10). Legacy pmap placed the inner level's devices row-major under the outer's, which is
-`devices[:a*b].reshape(a, b)`, a and b being the sizes each level maps (read from the first
-argument that level maps, as pmap does). Every mesh axis a spec names is squeezed on the way in
-and expanded on the way out, at the position it has in the spec, so the translation lives in
-the specs the site passes (see transforms/nested_pmap.py).
-
-This is a second helper rather than a mode of `_pmap_style_shard_map`: nested pmap is rare,
-and keeping it apart leaves the 1-D helper's text, which every migrated module already
-carries, unchanged. Only modules with a nested site ask for it.
+Its code is transforms/templates/nested_pmap_shard_map.py (real, tested Python); this module
+names it for the rule that asks for it.
 """
 
 from __future__ import annotations
 
-from transforms.runtime_helper import HELPER_MARKER, shard_map_call
+from transforms.helper_templates import helper_text
 from transforms.target import TargetJax
 
 NESTED_HELPER_NAME = "_nested_pmap_shard_map"
 
-_TEMPLATE = '''\
-{marker} (plain JAX, safe to keep; see the pmap-migrate rules reference)
-def {name}(
-    fun, axis_names, *, in_specs=None, out_specs=None, donate_argnums=(), backend=None,
-):
-    """jax.pmap(jax.pmap(fun, axis_names[1]), axis_names[0]) as one jax.jit(shard_map(fun)).
-
-    JAX >= 0.10 cannot nest pmap, so both levels share one mesh: the first a*b devices
-    reshaped (a, b), row-major as legacy pmap placed them, a and b being the sizes the outer
-    and the inner level map (from the first argument each maps). Every mesh axis a spec
-    names is squeezed on the way in and expanded on the way out; keyword arguments are
-    mapped on axis 0 by both levels. check_vma=False keeps pmap's gradients; donated
-    argument numbers are the outer pmap's.
-    """
-    import functools
-
-    import jax
-    import numpy as np
-
-    Spec = jax.sharding.PartitionSpec
-    is_spec = lambda s: isinstance(s, Spec)
-    names = tuple(axis_names)
-    kw_spec = Spec(*names)
-    in_specs = kw_spec if in_specs is None else in_specs
-    out_specs = kw_spec if out_specs is None else out_specs
-    donate = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
-
-    def positions(spec):
-        return [i for i, entry in enumerate(tuple(spec)) if entry in names]
-
-    def over_axes(op, specs, tree):
-        return jax.tree_util.tree_map(
-            lambda s, sub: jax.tree_util.tree_map(lambda x: op(x, positions(s)), sub)
-            if positions(s) else sub,
-            specs, tree, is_leaf=is_spec)
-
-    def mesh_shape(args, kwargs):
-        sizes = {{}}
-
-        def note(spec, sub):
-            for x in jax.tree_util.tree_leaves(sub):
-                for i, entry in enumerate(tuple(spec)):
-                    if entry in names:
-                        sizes.setdefault(entry, x.shape[i])
-
-        jax.tree_util.tree_map(note, (in_specs, kw_spec), (args, kwargs), is_leaf=is_spec)
-        if len(sizes) < len(names):
-            raise ValueError("pmap requires at least one argument with a mapped axis.")
-        return tuple(sizes[n] for n in names)
-
-    # As pmap does, reuse compiled programs across calls of this helper for the same function
-    # and arguments (a nested site evaluated inside a loop).
-    def frozen(specs):
-        leaves, treedef = jax.tree_util.tree_flatten(specs, is_leaf=is_spec)
-        return tuple(leaves), treedef
-
-    try:
-        key = (fun, names, frozen(in_specs), frozen(out_specs), donate, backend)
-        hash(key)
-    except TypeError:  # an unhashable function or spec tree: nothing is shared
-        key = None
-    shared = {name}.__dict__.setdefault("compiled", {{}})
-    if key is not None and key in shared:
-        jitted = shared[key]
-    else:
-        jitted = functools.lru_cache(maxsize=None)(lambda shape: compile_for(shape))
-        if key is not None:
-            shared[key] = jitted
-
-    def compile_for(shape):
-        devices = jax.devices(backend)[:int(np.prod(shape))]
-        mesh = jax.sharding.Mesh(np.array(devices).reshape(shape), names)
-
-        def run(*args, **kwargs):
-            def per_device(args, kwargs):
-                args, kwargs = over_axes(jax.lax.squeeze, (in_specs, kw_spec), (args, kwargs))
-                return over_axes(jax.lax.expand_dims, out_specs, fun(*args, **kwargs))
-
-{shard_map_call}
-
-        run.__name__ = run.__qualname__ = getattr(fun, "__name__", "pmapped")
-        return jax.jit(run, donate_argnums=donate)
-
-    @functools.wraps(fun)
-    def call(*args, **kwargs):
-        return jitted(mesh_shape(args, kwargs))(*args, **kwargs)
-
-    call.lower = lambda *args, **kwargs: jitted(mesh_shape(args, kwargs)).lower(*args, **kwargs)
-    return call
-'''
-
 
 def nested_helper_source(target: TargetJax) -> str:
     """The nested helper's source text for `target`, ending with a newline."""
-    call = shard_map_call(target, "in_specs", "args", indent=12)
-    return _TEMPLATE.format(marker=HELPER_MARKER, name=NESTED_HELPER_NAME, shard_map_call=call)
+    return helper_text(NESTED_HELPER_NAME, target)

@@ -18,7 +18,7 @@ from transforms.config_flags import ConfigFlags
 from transforms.findings import Finding
 from transforms.host_barriers import HostBarriers
 from transforms.imports import apply_queued_imports
-from transforms.module_helpers import insert_helpers, requested_helpers
+from transforms.module_helpers import provide_helpers
 from transforms.multiprocess import MultiProcess
 from transforms.placement import DataPlacement
 from transforms.prefilter import has_reference, might_need_migration, parse_or_none
@@ -66,11 +66,13 @@ def run_rules(
     suppressions: Suppressions,
     source: bytes | None = None,
     syntax_tree: ast.Module | None | object = _UNPARSED,
+    helper_module: str | None = None,
 ) -> tuple[cst.Module, list[Finding]]:
     """Every rule over `module` in one traversal with one shared context, then the helpers
     and imports any rule asked for, each added once. `source`: the bytes `module` was parsed
-    from, and `syntax_tree` their `ast`, when the caller has them. Findings are sorted and
-    include unused suppressions."""
+    from, and `syntax_tree` their `ast`, when the caller has them. `helper_module`: import the
+    helpers from this module instead of defining them. Findings are sorted and include unused
+    suppressions."""
     rules = [rule_class(context, target, suppressions) for rule_class in RULES]
     source = module.bytes if source is None else source
     facts = (ModuleFacts(module, source) if syntax_tree is _UNPARSED
@@ -79,7 +81,7 @@ def run_rules(
         rule.facts = facts
     module = module.visit(RuleRunner(rules, facts))
     findings = facts.placed([finding for rule in rules for finding in rule.findings])
-    module = insert_helpers(module, requested_helpers(context))
+    module = provide_helpers(module, context, helper_module)
     module = apply_queued_imports(module, context)
     findings.extend(suppressions.unused())
     findings.sort(key=lambda f: (f.line, f.col, f.code))
@@ -93,6 +95,7 @@ def migrate_source(
     *,
     syntax_tree: ast.Module | None | object = _UNPARSED,
     precise_prefilter: bool = True,
+    helper_module: str | None = None,
 ) -> MigrationResult:
     """Migrate one module. Raises libcst.ParserSyntaxError if `source` does not parse.
 
@@ -100,6 +103,8 @@ def migrate_source(
     is ignored is left alone (ignoring PM100 means "do not migrate"). `syntax_tree`:
     `ast.parse(source)` (None if it fails) when the caller has it. `precise_prefilter=False`
     sends every file with a rule's word to libcst (for tests that compare the two).
+    `helper_module`: a dotted module name the helpers are imported from instead of being
+    defined here.
     """
     unchanged = MigrationResult(source=source, findings=[], _original=source)
     if not might_need_migration(source):
@@ -112,6 +117,7 @@ def migrate_source(
     module = cst.parse_module(source)
     context = CodemodContext()
     module, findings = run_rules(
-        module, context, target, Suppressions.from_source(source, ignored), source, syntax_tree
+        module, context, target, Suppressions.from_source(source, ignored), source, syntax_tree,
+        helper_module,
     )
     return MigrationResult(source=module.bytes, findings=findings, _original=source)

@@ -278,7 +278,7 @@ def _or_local(devices: cst.Arg | None) -> cst.BaseExpression:
     if devices is None or isinstance(devices.value, cst.Name) and devices.value.value == "None":
         return local
     value = devices.value
-    if not isinstance(value, _ATOMS) or value.lpar:
+    if not isinstance(value, _ATOMS) and not value.lpar:  # its own parentheses keep comments
         value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
     return cst.BooleanOperation(left=value, operator=cst.Or(), right=local)
 

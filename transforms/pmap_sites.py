@@ -36,6 +36,7 @@ from transforms.nested_pmap import (
     nested_specs,
 )
 from transforms.nested_pmap_helper import NESTED_HELPER_NAME, nested_helper_source
+from transforms.pmap_bindings import PmappedNames
 from transforms.pmap_compat_helper import COMPAT_HELPER_NAME, compat_helper_source
 from transforms.pmap_hazards import site_claimed
 from transforms.pmap_values import (
@@ -47,7 +48,7 @@ from transforms.pmap_values import (
 )
 from transforms.reporting import ReportingTransformer
 from transforms.runtime_helper import HELPER_MARKER, HELPER_NAME, helper_source
-from transforms.snippets import one_line, parameters, shorten
+from transforms.snippets import one_line, shorten
 from transforms.specs import AxesNotTranslatable, axes_to_specs
 from transforms.suppressions import Suppressions
 from transforms.target import TargetJax
@@ -98,9 +99,8 @@ class PmapToShardMap(ReportingTransformer):
         self._skip: set[cst.CSTNode] = set()  # parts of a nested site, handled by its outer
         self._stacked: set[cst.CSTNode] = set()  # stacked pmap decorators and their partials
         self._defs: tuple[cst.FunctionDef, ...] = ()  # enclosing functions, innermost last
-        # (name, enclosing functions) -> the assignment or def that makes it a pmapped function
-        self._pmapped_names: dict[tuple[str, tuple[cst.FunctionDef, ...]], cst.CSTNode] = {}
-        self._local_names: set[tuple[str, tuple[cst.FunctionDef, ...]]] = set()
+        self._scope: tuple[cst.FunctionDef | cst.ClassDef, ...] = ()  # and classes, for names
+        self._bindings: PmappedNames | None = None  # names holding a pmapped function
         self._values: list[ValueUse] = []
         self._value_nodes: set[cst.CSTNode] = set()
         self._names: NameUses | None = None
@@ -151,6 +151,7 @@ class PmapToShardMap(ReportingTransformer):
         self._source_module = node
         self._spec_func = self._choose_spec_func(node)
         self._names = NameUses(self._parent)
+        self._bindings = PmappedNames(node, self._parent, self._maps_like_pmap)
 
     def _choose_spec_func(self, module: cst.Module) -> cst.BaseExpression:
         """`P` when that name is free or already PartitionSpec, else the full dotted name."""
@@ -205,9 +206,8 @@ class PmapToShardMap(ReportingTransformer):
         if isinstance(self._parent(node), cst.Module):
             self._names.module_defs.setdefault(node.name.value, []).append(node)
         pmaps = [d for d in node.decorators if self._is_pmap_site(d.decorator)]
-        if any(self._maps_like_pmap(d.decorator) for d in node.decorators):
-            self._pmapped_names[(node.name.value, self._defs)] = node
         self._defs = (*self._defs, node)
+        self._scope = (*self._scope, node)
         if len(pmaps) > 1:
             self._stacked.update(pmaps)
             self._stacked.update(d.decorator for d in pmaps)
@@ -218,14 +218,49 @@ class PmapToShardMap(ReportingTransformer):
                 self._nested.update(inner)
                 self._maps_pmap.update(pmaps)
 
-    def visit_Assign(self, node: cst.Assign) -> None:
-        """`inner = jax.pmap(f, ...)`: a name that holds a pmapped function, in this scope."""
-        pmapped = isinstance(node.value, cst.Call) and self._maps_like_pmap(node.value.func)
-        for target in node.targets:
+    # Bindings count from the end of their statement: `f = jax.pmap(f)` reads the old `f`.
+
+    def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
+        for target in original_node.targets:
             if isinstance(target.target, cst.Name):
-                self._local_names.add((target.target.value, self._defs))
-                if pmapped:
-                    self._pmapped_names[(target.target.value, self._defs)] = node
+                self._bindings.bind(
+                    target.target.value, self._scope, original_node, original_node.value
+                )
+        return updated_node
+
+    def leave_AnnAssign(self, original_node: cst.AnnAssign, updated_node: cst.AnnAssign):
+        if isinstance(original_node.target, cst.Name) and original_node.value is not None:
+            self._bindings.bind(
+                original_node.target.value, self._scope, original_node, original_node.value
+            )
+        return updated_node
+
+    def leave_AugAssign(self, original_node: cst.AugAssign, updated_node: cst.AugAssign):
+        if isinstance(original_node.target, cst.Name):
+            self._bindings.bind(original_node.target.value, self._scope, original_node, original_node)
+        return updated_node
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._scope = (*self._scope, node)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef):
+        self._scope = self._scope[:-1]
+        self._bindings.bind(original_node.name.value, self._scope, original_node, None)
+        return updated_node
+
+    def visit_For(self, node: cst.For) -> None:
+        self._bindings.enter_loop(node, self._scope)
+
+    def leave_For(self, original_node: cst.For, updated_node: cst.For) -> cst.For:
+        self._bindings.leave_loop()
+        return updated_node
+
+    def visit_While(self, node: cst.While) -> None:
+        self._bindings.enter_loop(node, self._scope)
+
+    def leave_While(self, original_node: cst.While, updated_node: cst.While) -> cst.While:
+        self._bindings.leave_loop()
+        return updated_node
 
     def _maps_like_pmap(self, node: cst.CSTNode) -> bool:
         """pmap, or a helper a migrated site calls in its place (so that a second run sees
@@ -235,17 +270,6 @@ class PmapToShardMap(ReportingTransformer):
         if isinstance(node, cst.Call) and PARTIAL in self._qualified(node.func) and node.args:
             node = node.args[0].value
         return isinstance(node, cst.Name) and node.value in PMAP_LIKE_HELPERS
-
-    def _pmapped_name(self, callee: cst.BaseExpression) -> cst.CSTNode | None:
-        """The binding that makes `callee` a pmapped function, in this scope or the module's."""
-        if not isinstance(callee, cst.Name):
-            return None
-        here = (callee.value, self._defs)
-        if here in self._pmapped_names:
-            return self._pmapped_names[here]
-        shadowed = here in self._local_names or any(
-            p.name.value == callee.value for d in self._defs for p in parameters(d.params))
-        return None if shadowed else self._pmapped_names.get((callee.value, ()))
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self._check_value_use(node)
@@ -346,6 +370,8 @@ class PmapToShardMap(ReportingTransformer):
         self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
     ) -> cst.FunctionDef:
         self._defs = self._defs[:-1]
+        self._scope = self._scope[:-1]
+        self._bindings.bind(original_node.name.value, self._scope, original_node, None)
         stacked = [d for d in original_node.decorators if d in self._stacked]
         if not stacked or site_claimed(self, stacked[0]):
             return updated_node
@@ -442,12 +468,22 @@ class PmapToShardMap(ReportingTransformer):
             raise SiteRefused(
                 "PM206", "the function holds another pmap (not a direct pmap of a pmap)"
             )
-        binding = self._pmapped_name(positional[0].value) if positional else None
+        callee = positional[0].value if positional else None
+        binding = (
+            self._bindings.lookup(callee.value, self._scope) if isinstance(callee, cst.Name) else None
+        )
+        if binding is not None and binding.in_loop:
+            raise SiteRefused(
+                "PM206", f"pmap of `{callee.value}`, which this loop rebinds to a pmap on line "
+                f"{self._position(binding.statement)[0]}: from the second iteration on it is a "
+                "nested pmap; pmap it once, before the loop, or migrate by hand",
+            )
         if binding is not None:
             raise SiteRefused(
-                "PM206", f"pmap of `{self._code(positional[0].value)}`, itself pmapped on line "
-                f"{self._position(binding)[0]}: nested pmap needs one 2-D mesh; write both pmaps "
-                "in one expression (pmap(pmap(f))) to have it migrated, or migrate by hand",
+                "PM206", f"pmap of `{callee.value}`, itself pmapped on line "
+                f"{self._position(binding.statement)[0]}: nested pmap needs one 2-D mesh; write "
+                "both pmaps in one expression (pmap(pmap(f))) to have it migrated, or migrate "
+                "by hand",
             )
         if not partial and not positional and not any(
             a.keyword and a.keyword.value == "fun" for a in pmap_args

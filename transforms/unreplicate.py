@@ -24,10 +24,10 @@ import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
+from transforms.helper_templates import helper_text
 from transforms.module_helpers import request_helper
 from transforms.pmap_sites import PARTIAL, PMAP
 from transforms.reporting import ReportingTransformer
-from transforms.runtime_helper import HELPER_MARKER
 from transforms.snippets import one_line
 from transforms.snippets import parameters as _all_params
 from transforms.snippets import shorten as _shorten
@@ -35,23 +35,7 @@ from transforms.suppressions import Suppressions
 from transforms.target import TargetJax
 
 HELPER = "_first_replica"
-HELPER_SOURCE = f'''\
-{HELPER_MARKER} (plain JAX, safe to keep; see the pmap-migrate rules reference)
-def {HELPER}(x):
-    """`x[0]` for host transfer, without a cross-device gather.
-
-    On an array split over devices along its leading axis (a pmap output, or the jit +
-    shard_map output that replaces it), `x[0]` compiles a gather with an all-reduce and
-    returns a copy on every device; the device holding row 0 already has it, so read that
-    shard. Anything else (another layout, a tuple, a NumPy array) gets plain `x[0]`.
-    """
-    for shard in getattr(x, "addressable_shards", ()):
-        start = shard.index[0] if shard.index else None
-        if (isinstance(start, slice) and start.start in (0, None)
-                and shard.data.shape == (1, *x.shape[1:])):
-            return shard.data.squeeze(0)
-    return x[0]
-'''
+HELPER_SOURCE = helper_text(HELPER)  # transforms/templates/first_replica.py
 
 # Calls whose argument only goes to the host: qualified name -> which positional argument.
 HOST_CALLS = {

@@ -1,0 +1,1 @@
+"""A small data-parallel training package spread over several modules, pmap-era style."""

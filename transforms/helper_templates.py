@@ -1,0 +1,53 @@
+"""The generated helpers' text, read from the real source files in transforms/templates/.
+
+A helper named `_name` lives in `templates/name.py`. Its text is the file from the marker
+comment to the end, with each `# pmap-migrate: if target >= X` block resolved for the target
+JAX (see templates/__init__.py). Files are read, never imported: the transform path must not
+import JAX, and the text is what the user's module gets.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from importlib import resources
+
+from transforms.target import DEFAULT_TARGET, TargetJax
+
+# Marks the start of every emitted helper: tells a reader where the code came from, and a second
+# run that the function is ours.
+MARKER = "# pmap-migrate: helper"
+MARKER_LINE = f"{MARKER} (plain JAX, safe to keep; see the pmap-migrate rules reference)"
+
+_BLOCK = re.compile(
+    r"^[ \t]*# pmap-migrate: if target >= (?P<version>\S+)\n(?P<then>.*?)"
+    r"^[ \t]*# pmap-migrate: else\n(?P<otherwise>.*?)"
+    r"^[ \t]*# pmap-migrate: end\n",
+    re.MULTILINE | re.DOTALL,
+)
+
+
+@functools.cache
+def template_source(name: str) -> str:
+    """The whole template file of helper `name` (tests and tools read it; nothing runs it)."""
+    stem = name.lstrip("_")
+    return resources.files("transforms").joinpath("templates", f"{stem}.py").read_text("utf-8")
+
+
+@functools.cache
+def helper_text(name: str, target: TargetJax = DEFAULT_TARGET) -> str:
+    """Helper `name`'s source for `target`, from its marker line, ending with a newline."""
+    text = template_source(name)
+    start = text.find(MARKER_LINE + "\n")
+    if start < 0 or (start > 0 and text[start - 1] != "\n"):
+        raise ValueError(f"templates/{name.lstrip('_')}.py has no line {MARKER_LINE!r}")
+    text = text[start:]
+
+    def resolve(block: re.Match[str]) -> str:
+        chosen = target >= TargetJax.parse(block["version"])
+        return block["then"] if chosen else block["otherwise"]
+
+    text = _BLOCK.sub(resolve, text)
+    if "# pmap-migrate: if" in text or "# pmap-migrate: else" in text:
+        raise ValueError(f"templates/{name.lstrip('_')}.py: an unclosed target block")
+    return text

@@ -1,0 +1,16 @@
+"""The helpers a migrated module carries, as real Python source: one file per helper.
+
+Each file is plain public JAX from its marker comment (`# pmap-migrate: helper ...`) to its
+end; what comes before (this kind of docstring, imports a test needs) is never emitted.
+transforms/helper_templates.py reads these files as text, never imports them, so the transform
+path stays free of JAX; the tests import them and run them on fake devices. A spelling that
+depends on the target JAX is one visible block:
+
+    # pmap-migrate: if target >= 0.6.1
+    ...code for targets from 0.6.1 on...
+    # pmap-migrate: else
+    ...code for older targets...
+    # pmap-migrate: end
+
+Importing a template runs the first branch, which is written for the current JAX.
+"""
