@@ -58,7 +58,8 @@ class HelperModule:
         """Where `name` lives for a run over `paths`; HelperModuleError when it cannot be
         written there (see the module docstring)."""
         if not is_dotted_name(name):
-            raise HelperModuleError(f"{name!r} is not a dotted module name (e.g. mypkg._pmap_helpers)")
+            raise HelperModuleError(
+                f"{name!r} is not a dotted module name (e.g. mypkg._pmap_helpers)")
         parts = name.strip().split(".")
         given = [Path(os.path.abspath(p)) for p in paths]
         roots = [import_root(p if p.is_dir() else p.parent) for p in given]
@@ -81,7 +82,8 @@ class HelperModule:
         if path.exists() and not path.is_file():
             raise HelperModuleError(f"{name}: {_show(path)} exists and is not a file")
         if (root / package / parts[-1]).is_dir():
-            raise HelperModuleError(f"{name}: {_show(root / package / parts[-1])} is a package, not a module")
+            raise HelperModuleError(
+                f"{name}: {_show(root / package / parts[-1])} is a package, not a module")
         for depth in range(1, len(parts)):
             directory = root.joinpath(*parts[:depth])
             if not (directory / "__init__.py").is_file():
@@ -152,7 +154,8 @@ def _defined_functions(text: str, path: Path) -> set[str]:
     try:
         tree = ast.parse(text)
     except SyntaxError as error:
-        raise HelperModuleError(f"{_show(path)}:{error.lineno}: does not parse: {error.msg}") from None
+        raise HelperModuleError(
+            f"{_show(path)}:{error.lineno}: does not parse: {error.msg}") from None
     return {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
 
 

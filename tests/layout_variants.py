@@ -11,8 +11,8 @@ nodes whatever their kind.
 from __future__ import annotations
 
 import ast
-import warnings
 import dataclasses
+import warnings
 from collections.abc import Iterator
 
 import libcst as cst
@@ -113,7 +113,9 @@ def layout_problem(variant: Variant, expected: tuple[str, list[str]]) -> str | N
     except Exception as error:  # noqa: BLE001 - the error is the finding
         return f"raised {type(error).__name__}: {error}"
     try:
-        program = ast.dump(ast.parse(result.source))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            program = ast.dump(ast.parse(result.source))
     except SyntaxError as error:
         return f"output does not parse: {error.msg} (line {error.lineno})"
     if migrate_source(result.source).source != result.source:

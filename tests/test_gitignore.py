@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import dataclasses
 import textwrap
 from pathlib import Path
 
@@ -26,8 +25,6 @@ def make_tree(root: Path, files: dict[str, str | bytes]) -> Path:
 def found(root: Path, *paths: Path, **overrides) -> list[str]:
     config = load_config([root])
     if overrides:
-        import dataclasses
-
         config = dataclasses.replace(config, **overrides)
     given = list(paths) or [root]
     return sorted(f.path.relative_to(root).as_posix() for f in discover(given, config))

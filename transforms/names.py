@@ -21,6 +21,7 @@ import libcst as cst
 from transforms.prefilter import parse_or_none
 
 _BUILTINS = frozenset(dir(builtins))
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 @dataclasses.dataclass
@@ -41,14 +42,18 @@ class ImportTable:
         bound: set[str] = set()
         star = False
         for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
+            kind = type(node)  # (isinstance on every node was most of this walk's cost)
+            if kind is ast.Name:
+                if type(node.ctx) is not ast.Load:
+                    bound.add(node.id)
+            elif kind is ast.Import:
                 for alias in node.names:
                     if alias.asname:
                         imported.setdefault(alias.asname, set()).add(alias.name)
                     else:
                         root = alias.name.split(".")[0]
                         imported.setdefault(root, set()).add(root)
-            elif isinstance(node, ast.ImportFrom):
+            elif kind is ast.ImportFrom:
                 base = "." * node.level + (node.module or "")
                 for alias in node.names:
                     if alias.name == "*":
@@ -56,19 +61,19 @@ class ImportTable:
                         continue
                     dotted = f"{base}.{alias.name}" if node.module else f"{base}{alias.name}"
                     imported.setdefault(alias.asname or alias.name, set()).add(dotted)
-            elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-                bound.add(node.id)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            elif kind in _DEFINITIONS:
                 bound.add(node.name)
-            elif isinstance(node, ast.arg):
+            elif kind is ast.arg:
                 bound.add(node.arg)
-            elif isinstance(node, ast.ExceptHandler) and node.name:
-                bound.add(node.name)
-            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            elif kind is ast.ExceptHandler:
+                if node.name:
+                    bound.add(node.name)
+            elif kind is ast.Global or kind is ast.Nonlocal:
                 bound.update(node.names)
-            elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-                bound.add(node.name)
-            elif isinstance(node, ast.MatchMapping) and node.rest:
+            elif kind is ast.MatchAs or kind is ast.MatchStar:
+                if node.name:
+                    bound.add(node.name)
+            elif kind is ast.MatchMapping and node.rest:
                 bound.add(node.rest)
         ambiguous = star or any(len(v) > 1 or k in bound for k, v in imported.items())
         table = {name: next(iter(targets)) for name, targets in imported.items()}

@@ -30,7 +30,6 @@ from transforms.snippets import parameters
 
 Scope = tuple[cst.FunctionDef | cst.ClassDef, ...]
 _BLOCKS = (cst.Module, cst.IndentedBlock, cst.SimpleStatementSuite)
-_LOOPS = (cst.For, cst.While)
 _NEW_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 
 
@@ -38,6 +37,14 @@ _NEW_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 class PmapBinding:
     statement: cst.CSTNode  # the assignment or def that binds the pmapped function
     in_loop: bool = False  # seen from the previous iteration of a loop
+
+
+@dataclasses.dataclass
+class _Loop:
+    node: cst.For | cst.While
+    scope: Scope
+    rebound: set[str] = dataclasses.field(default_factory=set)  # so far, in the body itself
+    pmapped: dict[str, cst.CSTNode] | None = None  # name -> a pmap binding in the body
 
 
 class PmappedNames:
@@ -58,8 +65,8 @@ class PmappedNames:
         self._maps_like_pmap = maps_like_pmap
         self._current: dict[tuple[str, Scope], cst.CSTNode] = {}
         self._local: set[tuple[str, Scope]] = set()  # names bound in a scope so far
-        # per enclosing loop, innermost last: (loop, scope, name -> pmap binding in its body)
-        self._loops: list[tuple[cst.CSTNode, Scope, dict[str, cst.CSTNode]]] = []
+        # the enclosing loops, innermost last; their pmap bindings are found on first lookup
+        self._loops: list[_Loop] = []
         self._module_final: dict[str, cst.CSTNode] | None = None  # computed when first needed
 
     # -- what the walk reports ---------------------------------------------------------------
@@ -69,9 +76,9 @@ class PmappedNames:
         `def`, whose decorators decide, or a form that gives no value to look at)."""
         key = (name, scope)
         self._local.add(key)
-        for loop, loop_scope, carried in self._loops:
-            if loop_scope == scope and _block_of(statement, self._parent) is loop.body:
-                carried.pop(name, None)  # from here on the iteration sees this binding
+        for loop in self._loops:
+            if loop.scope == scope and _block_of(statement, self._parent) is loop.node.body:
+                loop.rebound.add(name)  # from here on the iteration sees this binding
         if self._makes_pmapped(statement, value):
             self._current[key] = statement
             return
@@ -84,11 +91,7 @@ class PmappedNames:
             del self._current[key]  # runs after the pmap binding on every path
 
     def enter_loop(self, loop: cst.For | cst.While, scope: Scope) -> None:
-        carried = {}
-        for statement, name, value in _bindings(loop.body):
-            if self._makes_pmapped(statement, value):
-                carried.setdefault(name, statement)
-        self._loops.append((loop, scope, carried))
+        self._loops.append(_Loop(loop, scope))
 
     def leave_loop(self) -> None:
         self._loops.pop()
@@ -98,9 +101,16 @@ class PmappedNames:
         key = (name, scope)
         if key in self._current:
             return PmapBinding(self._current[key])
-        for _loop, loop_scope, carried in reversed(self._loops):
-            if loop_scope == scope and name in carried:
-                return PmapBinding(carried[name], in_loop=True)
+        for loop in reversed(self._loops):
+            if loop.scope != scope or name in loop.rebound:
+                continue
+            if loop.pmapped is None:
+                loop.pmapped = {}
+                for statement, bound, value in _bindings(loop.node.body):
+                    if self._makes_pmapped(statement, value):
+                        loop.pmapped.setdefault(bound, statement)
+            if name in loop.pmapped:
+                return PmapBinding(loop.pmapped[name], in_loop=True)
         if not scope:
             return None
         if key in self._local or _is_parameter(name, scope[-1]):

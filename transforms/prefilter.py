@@ -57,6 +57,8 @@ PMAP = "jax.pmap"
 RULE_REFERENCES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     # PM505 is given to pmap sites; the module's multi-process calls alone are not reported.
     "MultiProcess": (frozenset({PMAP}), frozenset()),
+    # Active only where MultiProcess found evidence, which needs a jax.pmap reference.
+    "ProcessIdioms": (frozenset({PMAP}), frozenset()),
     # Grouped collectives are reported only in modules that reference jax.pmap.
     "CollectiveGroups": (frozenset({PMAP}), frozenset()),
     "HostBarriers": (frozenset({PMAP}), frozenset()),

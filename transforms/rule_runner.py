@@ -89,6 +89,14 @@ class ModuleFacts:
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         found = self.parents.get(node, _MISSING)
+        if found is _MISSING and self.stack:
+            # Rules look a little ahead of the walk (a call's function, an argument's value):
+            # most such nodes are a child or grandchild of the node being visited.
+            found = _parent_below(self.stack[-1], node)
+            if found is not None:
+                self.parents[node] = found
+                return found
+            found = _MISSING
         if found is _MISSING and self.stack and self.stack[-1] not in self._recorded_below:
             # Rules look a little ahead of the walk (a call's function, its arguments): record
             # the parents below the node being visited before walking the whole module.
@@ -124,6 +132,36 @@ class ModuleFacts:
         # for the parent of a node not reached yet costs a walk of the module.
         parent = self.parent(node) if isinstance(node, cst.Name) else None
         return self.imports.qualified(node, parent)
+
+
+@functools.cache
+def _child_fields(node_type: type) -> tuple[str, ...]:
+    return tuple(field.name for field in dataclasses.fields(node_type))
+
+
+def _children_by_field(node: cst.CSTNode):
+    """The node's children from its dataclass fields, without libcst's `children`, which
+    rebuilds the node to find them."""
+    for name in _child_fields(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            yield value
+        elif type(value) in (tuple, list):
+            for item in value:
+                if isinstance(item, cst.CSTNode):
+                    yield item
+
+
+def _parent_below(top: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
+    """`top` or the child of `top` whose child `node` is, else None."""
+    for child in _children_by_field(top):
+        if child is node:
+            return top
+    for child in _children_by_field(top):
+        for grandchild in _children_by_field(child):
+            if grandchild is node:
+                return child
+    return None
 
 
 class _AllPlaced(Exception):
