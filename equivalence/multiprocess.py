@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from equivalence.hlo import read_dump
-from equivalence.runner import RunOutcome
+from equivalence.runner import RunOutcome, worker_environment
 
 WORKER = Path(__file__).with_name("multiprocess_worker.py")
 POLL_SECONDS = 0.1
@@ -61,21 +61,6 @@ def run_entry_processes(
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _environment(local_devices: int, hlo_dir: Path, rng_compat: bool) -> dict[str, str]:
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = " ".join([
-        env.get("XLA_FLAGS", ""),
-        f"--xla_force_host_platform_device_count={local_devices}",
-        f"--xla_dump_to={hlo_dir}",
-        "--xla_dump_hlo_as_text",
-    ]).strip()
-    env["JAX_PLATFORMS"] = "cpu"
-    if rng_compat:  # same random streams on old and new JAX (see equivalence.runner)
-        env["JAX_THREEFRY_PARTITIONABLE"] = "1"
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
-
-
 def _run(work: Path, root: Path, entry: str, local_devices: int, processes: int, python: str,
          timeout: float, rng_compat: bool) -> list[RunOutcome]:
     coordinator = f"127.0.0.1:{free_port()}"
@@ -91,7 +76,7 @@ def _run(work: Path, root: Path, entry: str, local_devices: int, processes: int,
                 running.append(subprocess.Popen(
                     [python, str(WORKER), str(root), entry, str(folder), coordinator,
                      str(processes), str(p)],
-                    env=_environment(local_devices, folder / "hlo", rng_compat), cwd=str(root),
+                    env=worker_environment(local_devices, folder / "hlo", rng_compat), cwd=str(root),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=err, process_group=group,
                 ))
         results, failed, timed_out = _wait(running, folders, start + timeout)

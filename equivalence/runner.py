@@ -59,6 +59,30 @@ def cpu_thread_pool_size(devices: int) -> int:
     return max(2 * devices, os.cpu_count() or 1)
 
 
+def worker_environment(devices: int, hlo_dir: Path, rng_compat: bool = True) -> dict[str, str]:
+    """The environment of one worker process: `devices` fake CPU devices, an HLO dump into
+    `hlo_dir`, a client pool that cannot starve (cpu_thread_pool_size), and the random-stream
+    flag that makes old references draw what current JAX draws."""
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = " ".join(
+        [
+            env.get("XLA_FLAGS", ""),
+            f"--xla_force_host_platform_device_count={devices}",
+            f"--xla_dump_to={hlo_dir}",
+            "--xla_dump_hlo_as_text",
+        ]
+    ).strip()
+    env["JAX_PLATFORMS"] = "cpu"
+    env["PJRT_NPROC"] = str(max(cpu_thread_pool_size(devices), _int(env.get("PJRT_NPROC"))))
+    if rng_compat:
+        # jax 0.5 made threefry partitionable by default, which changed random streams; with
+        # the flag on, old references draw the same numbers as current JAX, so only the
+        # migration is compared, not the version upgrade.
+        env["JAX_THREEFRY_PARTITIONABLE"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
 def run_entry(root: Path, entry: str, **options) -> RunOutcome:
     """Run `entry` (module:function) with `root` on sys.path, in its own process; clean up."""
     work = Path(tempfile.mkdtemp(prefix="pmap-migrate-run-", dir=options.pop("work_dir", None)))
@@ -81,23 +105,7 @@ def _run_in(
     if os.sep in python:
         python = os.path.abspath(python)
     hlo_dir = out_dir / "hlo"
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = " ".join(
-        [
-            env.get("XLA_FLAGS", ""),
-            f"--xla_force_host_platform_device_count={devices}",
-            f"--xla_dump_to={hlo_dir}",
-            "--xla_dump_hlo_as_text",
-        ]
-    ).strip()
-    env["JAX_PLATFORMS"] = "cpu"
-    env["PJRT_NPROC"] = str(max(cpu_thread_pool_size(devices), _int(env.get("PJRT_NPROC"))))
-    if rng_compat:
-        # jax 0.5 made threefry partitionable by default, which changed random streams; with
-        # the flag on, old references draw the same numbers as current JAX, so only the
-        # migration is compared, not the version upgrade.
-        env["JAX_THREEFRY_PARTITIONABLE"] = "1"
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env = worker_environment(devices, hlo_dir, rng_compat)
     start = time.perf_counter()
     # Output goes to files, not pipes: an entry that prints megabytes cannot fill memory or
     # block, and the tail of stderr explains a crash.
