@@ -52,6 +52,11 @@ JobsOpt = typer.Option(
     0, "--jobs", "-j", help="Worker processes (0: one per core). Output order does not depend on it."
 )
 ProgressOpt = typer.Option(True, "--progress/--no-progress", help="Progress bar on a terminal.")
+StyleOpt = typer.Option(
+    None, "--style",
+    help="faithful (pmap's calling contract kept; default) or global (no device axis where the "
+    "whole program is recognised; see README 'Styles'). Default: [tool.pmap-migrate] style.",
+)
 
 
 def _target(text: str | None) -> TargetJax:
@@ -61,12 +66,12 @@ def _target(text: str | None) -> TargetJax:
         raise typer.BadParameter(str(error), param_hint="--target-jax") from None
 
 
-def _config(paths: list[Path], target: str | None) -> Config:
+def _config(paths: list[Path], target: str | None, style: str | None = None) -> Config:
     """[tool.pmap-migrate] from the nearest pyproject.toml; command-line flags win."""
     if target and target != "auto":
         _target(target)
     try:
-        return load_config(paths, override_target=target)
+        return load_config(paths, override_target=target, override_style=style)
     except ConfigError as error:
         typer.echo(f"pmap-migrate: {error}", err=True)
         raise typer.Exit(report.EXIT_ERROR) from None
@@ -74,10 +79,10 @@ def _config(paths: list[Path], target: str | None) -> Config:
 
 def _run(
     paths: list[Path], target: str | None, jobs: int, progress: bool,
-    handle: Callable[[FileResult], None],
+    handle: Callable[[FileResult], None], style: str | None = None,
 ) -> list[FileResult]:
     """Process every file, hand each full result to `handle`, keep the slim ones."""
-    config = _config(paths, target)
+    config = _config(paths, target, style)
     files = list(discover(paths, config))
     workers = jobs or os.cpu_count() or 1
     workers = min(workers, max(1, len(files) // 8))  # processes only pay off on larger trees
@@ -138,6 +143,7 @@ def diff(
     format: Format = FormatOpt,
     jobs: int = JobsOpt,
     progress: bool = ProgressOpt,
+    style: Optional[str] = StyleOpt,
 ) -> None:
     """Dry run: print a unified diff (git apply / patch -p1) and the findings on stderr."""
     colored = sys.stdout.isatty() if color is None else color
@@ -158,7 +164,7 @@ def diff(
             sys.stdout.buffer.flush()
         findings.add(result)
 
-    results = _run(paths, target_jax, jobs, progress, show)
+    results = _run(paths, target_jax, jobs, progress, show, style)
     findings.finish(results)
     typer.echo(report.summary_line(results, "would change"), err=True)
     raise typer.Exit(report.exit_code(results, pending_counts=True))
@@ -176,17 +182,18 @@ def apply(
     ),
     jobs: int = JobsOpt,
     progress: bool = ProgressOpt,
+    style: Optional[str] = StyleOpt,
 ) -> None:
     """Rewrite files in place (atomically), or into --out-dir."""
     if interactive:
-        _apply_interactively(paths, target_jax, out_dir, jobs)
+        _apply_interactively(paths, target_jax, out_dir, jobs, style)
     _prepare_out_dir(paths, out_dir)
 
     def write(result: FileResult) -> None:
         write_result(result, out_dir)
         report.write_text([result], sys.stderr)
 
-    results = _run(paths, target_jax, jobs, progress, write)
+    results = _run(paths, target_jax, jobs, progress, write, style)
     typer.echo(report.summary_line(results, "changed"), err=True)
     raise typer.Exit(report.exit_code(results, pending_counts=False))
 
@@ -198,7 +205,7 @@ def _prepare_out_dir(paths: list[Path], out_dir: Path | None) -> None:
         copy_other_files(paths, out_dir)
 
 
-def _apply_interactively(paths, target_jax, out_dir, jobs) -> None:
+def _apply_interactively(paths, target_jax, out_dir, jobs, style=None) -> None:
     """apply --interactive: every change is shown hunk by hunk and written only if accepted."""
     from migrator.interactive import refuse_without_tty, select_changes
 
@@ -207,7 +214,7 @@ def _apply_interactively(paths, target_jax, out_dir, jobs) -> None:
         typer.echo(message, err=True)
         raise typer.Exit(report.EXIT_ERROR)
     full: list[FileResult] = []
-    _run(paths, target_jax, jobs, False, full.append)
+    _run(paths, target_jax, jobs, False, full.append, style)
     try:
         chosen = select_changes(full, ask=input, show=lambda text: print(colorize(text)))
     except KeyboardInterrupt:
@@ -229,10 +236,11 @@ def scan(
     format: Format = FormatOpt,
     jobs: int = JobsOpt,
     progress: bool = ProgressOpt,
+    style: Optional[str] = StyleOpt,
 ) -> None:
     """Inventory: list every pmap site and finding, change nothing."""
     findings = _Findings(format, sys.stdout)
-    results = _run(paths, target_jax, jobs, progress, findings.add)
+    results = _run(paths, target_jax, jobs, progress, findings.add, style)
     findings.finish(results)
     typer.echo(report.summary_line(results, "would change"), err=True)
     raise typer.Exit(report.exit_code(results, pending_counts=True))
@@ -264,8 +272,10 @@ def check(
         help="Run both sides with jax_threefry_partitionable=1 so old and new JAX draw the same random numbers.",
     ),
     target_jax: str = TargetOpt,
+    style: Optional[str] = StyleOpt,
 ) -> None:
-    """Run original and migrated entries on N fake CPU devices and compare them."""
+    """Run original and migrated entries on N fake CPU devices and compare them.
+    With --style global, outputs are compared through the migration's layout map."""
     import tempfile
 
     from rich.console import Console
@@ -294,6 +304,7 @@ def check(
         raise typer.BadParameter(f"{devices!r} is not a list of numbers", param_hint="--devices") from None
     if not counts or min(counts) < 1:
         raise typer.BadParameter("device counts must be positive", param_hint="--devices")
+    style = _config(paths[:1], None, style).style
     options = CheckOptions(devices=counts, timeout=timeout, rng_compat=rng_compat)
     if reference_python:
         # Workers run with the program's folder as working directory: resolve the path here.
@@ -304,7 +315,12 @@ def check(
     console = Console(width=None if sys.stdout.isatty() else 160)
     with tempfile.TemporaryDirectory(prefix="pmap-migrate-check-") as scratch:
         if len(roots) == 1:
-            roots.append(_migrate_copy(roots[0], Path(scratch) / "migrated", _target(target_jax)))
+            roots.append(_migrate_copy(roots[0], Path(scratch) / "migrated", _target(target_jax),
+                                       style))
+        if style == "global":
+            from equivalence.layouts import layouts_of
+
+            options.layouts = layouts_of(roots[0], _target(target_jax))
         if function:
             from equivalence.properties_cli import run_properties
 
@@ -326,10 +342,10 @@ def check(
     raise typer.Exit(exit_code(found))
 
 
-def _migrate_copy(root: Path, destination: Path, target: TargetJax) -> Path:
+def _migrate_copy(root: Path, destination: Path, target: TargetJax, style: str = "faithful") -> Path:
     """The single-path form of check: migrate a temporary copy, say what it could not do."""
     copy_other_files([root], destination)
-    for result in process_all([root], target):
+    for result in process_all([root], target, style=style):
         write_result(result, destination)
         for finding in result.findings:
             if finding.severity != "info":

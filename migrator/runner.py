@@ -35,6 +35,7 @@ class FileResult:
     encoding: str = "utf-8"
     findings: list[Finding] = dataclasses.field(default_factory=list)
     was_changed: bool = False  # kept by slim() once the contents are dropped
+    layouts: tuple = ()  # --style global: how the changed functions' outputs changed layout
 
     @property
     def changed(self) -> bool:
@@ -54,19 +55,25 @@ class FileResult:
         return self
 
 
-def process(file: SourceFile, target: TargetJax, config: Config | None = None) -> FileResult:
-    """Migrate one file; with a configuration, its per-path target and codes apply."""
+def process(
+    file: SourceFile, target: TargetJax, config: Config | None = None, style: str | None = None
+) -> FileResult:
+    """Migrate one file; with a configuration, its per-path target, codes and style apply
+    (`style` given here wins)."""
     ignored: frozenset[str] = frozenset()
     if config is not None:
         target = TargetJax.parse(config.target_for(file.path))
         ignored = frozenset(c for c in all_rules() if not config.keeps(file.path, c))
-    result = _process(file, target, ignored)
+    style = style or (config.style if config is not None else "faithful")
+    result = _process(file, target, ignored, style)
     if ignored:
         result.findings = [f for f in result.findings if f.code not in ignored]
     return result
 
 
-def _process(file: SourceFile, target: TargetJax, ignored: frozenset[str]) -> FileResult:
+def _process(
+    file: SourceFile, target: TargetJax, ignored: frozenset[str], style: str = "faithful"
+) -> FileResult:
     result = FileResult(file=file)
     if file.problem:
         result.findings.append(file.problem)
@@ -86,7 +93,7 @@ def _process(file: SourceFile, target: TargetJax, ignored: frozenset[str]) -> Fi
         # skipped file took half of a whole-tree run.
         return result
     try:
-        migration = migrate_source(result.original, target, ignored)
+        migration = migrate_source(result.original, target, ignored, style)
     except cst.ParserSyntaxError as error:
         _check_syntax(result)  # Python's own message and position are the clearer ones
         if not result.has_error:
@@ -103,6 +110,7 @@ def _process(file: SourceFile, target: TargetJax, ignored: frozenset[str]) -> Fi
         if problem:
             return result.fail("PM004", f"rewritten code does not parse: {problem}")
     result.migrated = migration.source
+    result.layouts = migration.layouts
     return result
 
 
@@ -154,16 +162,18 @@ def _check_syntax(result: FileResult) -> None:
 
 
 def process_all(
-    paths: list[Path], target: TargetJax, jobs: int = 1, config: Config | None = None
+    paths: list[Path], target: TargetJax, jobs: int = 1, config: Config | None = None,
+    style: str | None = None,
 ) -> Iterator[FileResult]:
-    return process_files(discover(paths, config), target, jobs, config)
+    return process_files(discover(paths, config), target, jobs, config, style)
 
 
 def process_files(
-    files, target: TargetJax, jobs: int = 1, config: Config | None = None
+    files, target: TargetJax, jobs: int = 1, config: Config | None = None,
+    style: str | None = None,
 ) -> Iterator[FileResult]:
     """Results in discovery order whatever `jobs` is; unchanged files come back slim."""
-    work = functools.partial(_process_in_worker, target=target, config=config)
+    work = functools.partial(_process_in_worker, target=target, config=config, style=style)
     if jobs <= 1:
         yield from map(work, files)
         return
@@ -171,8 +181,10 @@ def process_files(
         yield from pool.map(work, files, chunksize=16)
 
 
-def _process_in_worker(file: SourceFile, target: TargetJax, config: Config | None) -> FileResult:
-    return _for_caller(process(file, target, config))
+def _process_in_worker(
+    file: SourceFile, target: TargetJax, config: Config | None, style: str | None = None
+) -> FileResult:
+    return _for_caller(process(file, target, config, style))
 
 
 def _for_caller(result: FileResult) -> FileResult:

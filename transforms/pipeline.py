@@ -54,6 +54,7 @@ class MigrationResult:
         return self._original != self.source
 
     _original: bytes = b""
+    layouts: tuple = ()  # --style global: transforms.global_view.layout.FunctionLayout
 
 
 def might_need_migration(source: bytes) -> bool:
@@ -84,15 +85,21 @@ def run_rules(
 
 
 def migrate_source(
-    source: bytes, target: TargetJax = DEFAULT_TARGET, ignored: frozenset[str] = frozenset()
+    source: bytes, target: TargetJax = DEFAULT_TARGET, ignored: frozenset[str] = frozenset(),
+    style: str = "faithful",
 ) -> MigrationResult:
     """Migrate one module. Raises libcst.ParserSyntaxError if `source` does not parse.
 
     `ignored`: finding codes the project configuration turns off here; a site whose finding
     is ignored is left alone (ignoring PM100 means "do not migrate").
+    `style`: "faithful", or "global" (transforms/global_view first, the rules on what is left).
     """
     if not might_need_migration(source):
         return MigrationResult(source=source, findings=[], _original=source)
+    if style == "global" and "PM100" not in ignored:
+        from transforms.global_view.pipeline_hook import migrate_global_then_faithful
+
+        return migrate_global_then_faithful(source, target, ignored, migrate_source)
     module = cst.parse_module(source)
     context = CodemodContext()
     module, findings = run_rules(
