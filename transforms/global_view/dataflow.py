@@ -38,6 +38,8 @@ SHARD = {"flax.training.common_utils.shard"}
 # same numbers: the merged batch is the same data.
 RNG_DRAWS = {"normal", "uniform", "standard_normal", "random", "integers", "randint", "rand"}
 TO_SCALAR = {"builtins.float", "builtins.int", "builtins.bool"}
+# Constant stacks: every row is the same, so they are replicated by construction.
+CONSTANT_FILLS = {f"{m}.{f}" for m in ("numpy", "jax.numpy") for f in ("zeros", "ones", "full")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,9 +63,14 @@ def list_of(element: Kind) -> Kind:
     return SAME if element.tag in ("same", "devcount") else Kind("list", element=element)
 
 
+DEFAULT_AXIS = "devices"  # the mesh axis when no site called names one
+REPLICATED_OUT, STACKED_OUT = "replicated", "stacked"
+
+
 @dataclasses.dataclass
 class CallerResult:
-    specs: dict[str, tuple[str, ...]]  # site name -> in_specs texts
+    specs: dict[str, tuple[str, ...]]  # site key -> in_specs texts
+    modes: dict[str, str]  # site key -> REPLICATED_OUT (P(), unstacked) | STACKED_OUT
     axis: str
     edits: dict[tuple[int, int], str]
     layouts: tuple[OutputLayout, ...]
@@ -75,11 +82,19 @@ class CallerAnalysis:
 
     def __init__(self, function: ast.FunctionDef, sites: dict[str, Site], module: "ModuleInfo"):
         self.function = function
-        self.sites = sites
+        self.all_sites = sites
+        # Names a call may use: module-level sites, and the sites built in this function.
+        self.sites = {s.name: s for s in sites.values() if s.owner is None}
+        self.sites.update({s.name: s for s in sites.values() if s.owner and not s.inline})
+        self.inline = {id(s.node): s for s in sites.values() if s.inline}
+        self.local_builds = {id(s.node) for s in sites.values() if s.owner and not s.inline}
         self.module = module
         self.kinds: dict[str, Kind] = {}
         self.edits: dict[tuple[int, int], str] = {}
         self.specs: dict[str, tuple[str, ...]] = {}
+        self.modes: dict[str, str] = {}
+        self.loaded = {n.id for n in ast.walk(function)
+                       if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         self.returns: list[tuple[ast.AST, Kind]] = []
         self._changed = False
 
@@ -97,14 +112,16 @@ class CallerAnalysis:
                 break
         else:
             raise Blocker("PM605", self.function, "the values of this function do not settle")
-        axes = {self.sites[name].axis_name for name in self.specs}
-        if len(axes) != 1:
+        axes = {self.all_sites[key].axis_name for key in self.specs} - {None}
+        if len(axes) > 1:
             raise Blocker("PM602", self.function, "calls pmap sites with different axis names")
         layouts = self._layouts()
-        return CallerResult(self.specs, axes.pop(), self.edits, layouts,
-                            returns_changed=bool(layouts))
+        return CallerResult(self.specs, self.modes, axes.pop() if axes else DEFAULT_AXIS,
+                            self.edits, layouts, returns_changed=bool(layouts))
 
     def _assign(self, name: str, kind: Kind, node: ast.AST) -> None:
+        if name not in self.loaded:
+            return  # never read (`_`): its layout does not matter
         old = self.kinds.get(name)
         if old == kind:
             return
@@ -125,6 +142,8 @@ class CallerAnalysis:
 
     def _statement(self, s) -> None:
         if isinstance(s, ast.Assign):
+            if id(s.value) in self.local_builds:
+                return  # `p = jax.pmap(...)`: p is a site of this function
             kind = self.eval(s.value)
             for target in s.targets:
                 self._bind(target, kind, s.value)
@@ -269,6 +288,8 @@ class CallerAnalysis:
         name = self._qualified(func)
         if isinstance(func, ast.Name) and func.id in self.sites:
             return self._site_call(call, self.sites[func.id])
+        if id(func) in self.inline:
+            return self._site_call(call, self.inline[id(func)])
         if name in DEVICE_COUNT and not call.args:
             return Kind("devcount")
         if name in DEVICES and not call.args:
@@ -322,6 +343,19 @@ class CallerAnalysis:
                     self._need_same(tree)
                     self._edit(call, self.render(tree))
                     return REPL
+        if name in CONSTANT_FILLS and call.args and not any(k.arg == "shape" for k in call.keywords):
+            shape = call.args[0]
+            rest = None
+            if self._is_devcount(shape):
+                rest = []
+            elif isinstance(shape, ast.Tuple) and shape.elts and self._is_devcount(shape.elts[0]) \
+                    and not any(isinstance(e, ast.Starred) for e in shape.elts):
+                rest = shape.elts[1:]
+            if rest is not None:
+                for argument in [*rest, *call.args[1:], *(k.value for k in call.keywords)]:
+                    self._need_same(argument)
+                self._edit(shape, _tuple_text([self.render(e) for e in rest]))
+                return REPL
         if name in SHARD and len(call.args) == 1 and not call.keywords:
             self._need_same(call.args[0])
             self._edit(call, f"{module.jax}.device_put({self.render(call.args[0])}, "
@@ -575,15 +609,15 @@ class CallerAnalysis:
     # -- the step itself ------------------------------------------------------------------
     def _site_call(self, call: ast.Call, site: Site) -> Kind:
         if call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
-            raise Blocker("PM603", call, f"`{site.name}` called with keywords or *args")
+            raise Blocker("PM603", call, f"{site.label} called with keywords or *args")
         if len(call.args) != len(site.params):
-            raise Blocker("PM603", call, f"`{site.name}` called with {len(call.args)} arguments")
+            raise Blocker("PM603", call, f"{site.label} called with {len(call.args)} arguments")
         specs, replicated = [], set()
         for position, (argument, axis) in enumerate(zip(call.args, site.in_axes)):
             kind = self.eval(argument)
             if axis is None:
                 if kind.changed:
-                    raise Blocker("PM604", argument, f"argument {position} of `{site.name}` is "
+                    raise Blocker("PM604", argument, f"argument {position} of {site.label} is "
                                   "not mapped (in_axes None) but holds a per-device value")
                 specs.append("P()")
                 replicated.add(site.params[position])
@@ -591,20 +625,38 @@ class CallerAnalysis:
                 specs.append("P()")
                 replicated.add(site.params[position])
             elif kind.tag == "merged" and kind.axis == 0:
-                specs.append(f"P({site.axis_name!r})")
+                specs.append(f"P({AXIS_PLACEHOLDER})")
             else:
-                raise Blocker("PM604", argument, f"argument {position} of `{site.name}` "
+                raise Blocker("PM604", argument, f"argument {position} of {site.label} "
                               f"(`{ast.unparse(argument)}`): its producer is not recognised as "
                               "a replicated value or a per-device batch")
+        if site.function_node is not None:
+            # A closure or partial keyword sees the caller's value as it is: it must keep
+            # its layout.
+            for node in ast.walk(site.function_node):
+                if isinstance(node, ast.Name) and self.kinds.get(node.id, SAME).changed:
+                    raise Blocker("PM605", node, f"`{node.id}` ({_describe(self.kinds[node.id])})"
+                                  f" is closed over by the function `{site.name}` maps")
         specs = tuple(specs)
-        if self.specs.setdefault(site.name, specs) != specs:
-            raise Blocker("PM604", call, f"`{site.name}` is called with different layouts")
+        if self.specs.setdefault(site.key, specs) != specs:
+            raise Blocker("PM604", call, f"{site.label} is called with different layouts")
         varying = self.module.body_analysis(site).first_varying_output(replicated)
-        if varying is not None:
-            raise Blocker("PM606", varying, f"a result of `{site.name}` is not provably the "
-                          "same on every device (it is not reduced by psum/pmean/pmax/pmin/"
-                          "all_gather nor computed only from replicated values), and "
-                          "per-device results are not migrated by the global style yet")
+        if varying is None:
+            mode = REPLICATED_OUT
+        elif site.out_none:
+            raise Blocker("PM606", varying, f"{site.label} has out_axes=None but a result "
+                          "is not provably the same on every device")
+        elif not self.module.can_stack_results(site):
+            raise Blocker("PM606", varying, f"a result of `{site.name}` is per-device and its "
+                          "function is shared with other code, so its results cannot be given "
+                          "back with their device axis")
+        else:
+            mode = STACKED_OUT
+        if self.modes.setdefault(site.key, mode) != mode:
+            raise Blocker("PM606", call, f"{site.label} returns replicated results for some "
+                          "calls and per-device results for others")
+        if mode == STACKED_OUT or site.out_none:
+            return SAME  # the original's layout: stacked per-device rows, or out_axes=None
         return REPL
 
     # -- edits ----------------------------------------------------------------------------
@@ -679,6 +731,10 @@ def _is_row_zero_lambda(function: ast.Lambda) -> bool:
             and isinstance(body.value, ast.Name) and body.value.id == params[0]
             and isinstance(body.slice, ast.Constant) and body.slice.value == 0
             and type(body.slice.value) is int)
+
+
+def _tuple_text(items: list[str]) -> str:
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
 def _operand(text: str) -> str:

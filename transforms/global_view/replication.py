@@ -35,9 +35,11 @@ class NotProvable(Exception):
 class BodyAnalysis:
     """One site's body, with the module-level functions it may call."""
 
-    def __init__(self, site: Site, module: ast.Module, imported: dict[str, str]):
+    def __init__(self, site: Site, module: ast.Module, imported: dict[str, str],
+                 constants: dict[str, str] | None = None):
         self.site = site
         self.imported = imported
+        self.constants = constants or {}
         self.functions = {s.name: s for s in module.body if isinstance(s, ast.FunctionDef)}
         self._function_varies: dict[str, bool] = {}
 
@@ -166,7 +168,9 @@ class BodyAnalysis:
             return False
         axis = call.args[1] if len(call.args) > 1 else next(
             (k.value for k in call.keywords if k.arg == "axis_name"), None)
-        return isinstance(axis, ast.Constant) and axis.value == self.site.axis_name
+        if isinstance(axis, ast.Name):
+            return self.site.axis_name is not None and self.constants.get(axis.id) == self.site.axis_name
+        return isinstance(axis, ast.Constant) and axis.value == self.site.axis_name is not None
 
     def _global_varies(self, name: ast.Name) -> bool:
         """A module-level name: an import from an unknown module, or a module function that

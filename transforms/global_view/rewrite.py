@@ -19,10 +19,12 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
 from transforms.findings import Finding
-from transforms.global_view.dataflow import AXIS_PLACEHOLDER, CallerAnalysis, CallerResult
+from transforms.global_view.dataflow import (
+    AXIS_PLACEHOLDER, STACKED_OUT, CallerAnalysis, CallerResult,
+)
 from transforms.global_view.layout import FunctionLayout
 from transforms.global_view.replication import BodyAnalysis
-from transforms.global_view.sites import Blocker, Site, dotted, find_sites
+from transforms.global_view.sites import Blocker, Site, _string_constants, dotted, find_sites
 from transforms.imports import apply_queued_imports
 from transforms.multiprocess import _first_evidence
 from transforms.names import ImportTable
@@ -56,6 +58,13 @@ class ModuleInfo:
             s.name for s in tree.body if isinstance(s, ast.FunctionDef) and _is_unreplicate(s, self)
         }
         self._bodies: dict[str, BodyAnalysis] = {}
+        self.constants = _string_constants(tree)
+        self.loads: dict[str, int] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                self.loads[node.id] = self.loads.get(node.id, 0) + 1
+        self.numpy = next((n for n, full in table.imported.items() if full == "jax.numpy"),
+                          f"{self.jax}.numpy")
 
     def span(self, node: ast.AST) -> tuple[int, int]:
         return (self._line_starts[node.lineno - 1] + node.col_offset,
@@ -64,7 +73,8 @@ class ModuleInfo:
     def render(self, start: int, end: int, edits: dict[tuple[int, int], str]) -> str:
         """Source bytes start:end with the outermost edits inside applied."""
         out, position = [], start
-        for (a, b) in sorted(k for k in edits if start <= k[0] and k[1] <= end and k != (start, end)):
+        inside = [k for k in edits if start <= k[0] and k[1] <= end and k != (start, end)]
+        for (a, b) in sorted(inside, key=lambda k: (k[0], -k[1])):
             if a < position:
                 continue  # inside an edit already applied
             out.append(self.source[position:a].decode("utf-8"))
@@ -76,9 +86,16 @@ class ModuleInfo:
         return "".join(out)
 
     def body_analysis(self, site: Site) -> BodyAnalysis:
-        if site.name not in self._bodies:
-            self._bodies[site.name] = BodyAnalysis(site, self.tree, self.imported)
-        return self._bodies[site.name]
+        if site.key not in self._bodies:
+            self._bodies[site.key] = BodyAnalysis(site, self.tree, self.imported, self.constants)
+        return self._bodies[site.key]
+
+    def can_stack_results(self, site: Site) -> bool:
+        """Per-device results keep their device axis by an expand at the body's returns;
+        that edit is only made in a body no other code uses."""
+        if site.decorated or isinstance(site.body, ast.Lambda):
+            return True
+        return self.loads.get(site.body.name, 0) == 1
 
 
 def _is_unreplicate(function: ast.FunctionDef, module: ModuleInfo) -> bool:
@@ -113,7 +130,7 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
         return GlobalResult(source, [_finding(Blocker("PM607", n, module_blocker)) for n in nodes])
     module = ModuleInfo(source, tree, table)
     findings = [_finding(b) for b in blockers]
-    by_name = {s.name: s for s in sites}
+    by_name = {s.key: s for s in sites}
     faithful = {name: b for b in blockers for name in b.names}
     callers, blocked = _callers(tree, by_name, faithful)
     results: dict[str, CallerResult] = {}
@@ -144,12 +161,12 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
                 if site not in blocked:
                     blocked[site] = failed if failed.code != "PM608" else failed
                     changed = True
-        # A site's in_specs must agree across its callers.
+        # A site's in_specs, result mode and mesh axis must agree across its callers.
         for name in by_name:
-            seen = {results[c].specs[name] for c in callers_of(name, callers) if c in results}
+            seen = {_usage(results[c], name) for c in callers_of(name, callers) if c in results}
             if len(seen) > 1 and name not in blocked:
                 blocked[name] = Blocker("PM604", by_name[name].node,
-                                        f"`{name}` is called with different layouts")
+                                        f"{by_name[name].label} is called with different layouts")
                 changed = True
         for caller in list(results):
             if any(s in blocked for s in callers[caller]):
@@ -162,10 +179,10 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
                 findings.append(_finding(blocker))
             else:
                 findings.append(_finding(Blocker(
-                    "PM608", site.node, f"`{name}` stays faithful: its caller cannot go global "
+                    "PM608", site.node, f"{site.label} stays faithful: its caller cannot go global "
                     f"(line {blocker.node.lineno}: {blocker.message})")))
                 findings.append(_finding(blocker))
-    global_sites = [s for s in sites if s.name not in blocked]
+    global_sites = [s for s in sites if s.key not in blocked]
     if not global_sites:
         return GlobalResult(source, _dedupe(findings))
     edits: dict[tuple[int, int], str] = {}
@@ -173,13 +190,16 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
         axis = repr(result.axis)
         edits.update({k: v.replace(AXIS_PLACEHOLDER, axis) for k, v in result.edits.items()})
     for site in global_sites:
-        specs = next(results[c].specs[site.name] for c in callers_of(site.name, callers))
-        edits[module.span(site.node)] = _site_text(site, specs, module)
+        specs, mode, axis = _usage(next(results[c] for c in callers_of(site.key, callers)), site.key)
+        out_specs = f"P({axis!r})" if mode == STACKED_OUT else "P()"
+        edits.update(_site_edits(site, specs, out_specs, mode, module))
+        kept = ("; per-device results keep their device axis (expanded in the body, P(axis))"
+                if mode == STACKED_OUT else "")
         findings.append(Finding(
             "PM600", site.node.lineno, site.node.col_offset + 1,
-            f"`{site.name}` migrated in the global style: jax.jit(jax.shard_map(...)) with "
-            f"in_specs {_tuple(specs)} and out_specs P(); its callers "
-            f"({', '.join(sorted(callers_of(site.name, callers)))}) pass global arrays"))
+            f"{site.label} migrated in the global style: jax.jit(jax.shard_map(...)) with "
+            f"in_specs {_tuple(specs)} and out_specs {out_specs}; its callers "
+            f"({', '.join(sorted(callers_of(site.key, callers)))}) pass global arrays{kept}"))
     text = module.render(0, len(source), edits)
     new_module = cst.parse_module(text.encode("utf-8"))
     new_module = new_module.visit(_WithMesh({c: r.axis for c, r in results.items()}, module.jax))
@@ -191,7 +211,14 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     new_module = apply_queued_imports(new_module, context)
     layouts = tuple(FunctionLayout(c, r.layouts) for c, r in sorted(results.items()) if r.layouts)
     return GlobalResult(new_module.bytes, _dedupe(findings), layouts,
-                        tuple(s.name for s in global_sites))
+                        tuple(s.key for s in global_sites))
+
+
+def _usage(result: CallerResult, key: str) -> tuple[tuple[str, ...], str, str]:
+    """(in_specs, result mode, mesh axis) of a site as one caller uses it."""
+    axis = repr(result.axis)
+    return tuple(s.replace(AXIS_PLACEHOLDER, axis) for s in result.specs[key]), \
+        result.modes[key], result.axis
 
 
 def callers_of(site: str, callers: dict[str, set[str]]) -> list[str]:
@@ -218,6 +245,11 @@ def _callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, Block
     `faithful`: module-level pmap names that stay faithful; their callers stay faithful too."""
     callers: dict[str, set[str]] = {}
     blocked: dict[str, Blocker] = dict(faithful)
+    for site in sites.values():
+        if site.owner is not None:
+            callers.setdefault(site.owner, set()).add(site.key)
+    module_sites = {s.name: s for s in sites.values() if s.owner is None}
+    sites = module_sites
     for statement in tree.body:
         if isinstance(statement, ast.FunctionDef):
             for node in ast.walk(statement):
@@ -233,7 +265,7 @@ def _callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, Block
                     isinstance(node.ctx, ast.Store) or _inside(node, site_here.statement)):
                 continue  # the site's own definition
             if isinstance(statement, ast.FunctionDef) and site_here is None \
-                    and isinstance(node.ctx, ast.Load):
+                    and isinstance(node.ctx, ast.Load) and not _binds(statement, name):
                 callers.setdefault(statement.name, set()).add(name)
             elif name not in blocked:
                 blocked[name] = Blocker("PM603", node, f"`{name}` is referenced outside a "
@@ -244,6 +276,12 @@ def _callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, Block
             blocked[name] = Blocker("PM603", site.node, f"`{name}` has no caller in this "
                                     "module, so the layouts of its arguments are unknown")
     return callers, blocked
+
+
+def _binds(function: ast.FunctionDef, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
+               for n in ast.walk(function)) or any(a.arg == name for a in ast.walk(function.args)
+                                                   if isinstance(a, ast.arg))
 
 
 def _called_function_names(tree) -> set[str]:
@@ -263,9 +301,50 @@ def _tuple(items) -> str:
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
-def _site_text(site: Site, specs: tuple[str, ...], module: ModuleInfo) -> str:
+def _site_edits(site: Site, specs, out_specs: str, mode: str, module: ModuleInfo) -> dict:
+    """The edits of one global site: its pmap expression, and with per-device results an
+    expand of every value the body returns (pmap's stacked output layout, kept)."""
+    body_edits = {}
+    if mode == STACKED_OUT:
+        expand = f"{module.jax}.tree.map(lambda y: {module.numpy}.expand_dims(y, 0), {{}})"
+        if isinstance(site.body, ast.Lambda):
+            value = site.body.body
+            body_edits[module.span(value)] = expand.format(_source(module, value))
+        else:
+            for node in _own_returns(site.body):
+                if node.value is not None:
+                    body_edits[module.span(node.value)] = expand.format(_source(module, node.value))
+    if site.decorated:
+        return {**body_edits, module.span(site.node): _site_text(site, specs, out_specs, module, {})}
+    inside = {k: v for k, v in body_edits.items() if _within(k, module.span(site.node))}
+    outside = {k: v for k, v in body_edits.items() if k not in inside}
+    return {**outside, module.span(site.node): _site_text(site, specs, out_specs, module, inside)}
+
+
+def _within(span, outer) -> bool:
+    return outer[0] <= span[0] and span[1] <= outer[1]
+
+
+def _source(module: ModuleInfo, node) -> str:
+    start, end = module.span(node)
+    return module.source[start:end].decode("utf-8")
+
+
+def _own_returns(function: ast.FunctionDef):
+    """The function's return statements, not those of functions nested in it."""
+    stack = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return):
+            yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _site_text(site: Site, specs, out_specs: str, module: ModuleInfo, inner_edits: dict) -> str:
     jax = module.jax
-    options = f"in_specs={_tuple(specs)}, out_specs=P(), check_vma=False"
+    options = f"in_specs={_tuple(specs)}, out_specs={out_specs}, check_vma=False"
     if site.decorated:
         partial = ast.get_source_segment(module.source.decode("utf-8"), site.node.func)
         jit = f"{partial}({jax}.jit, donate_argnums={site.donate})" if site.donate else f"{jax}.jit"
@@ -273,11 +352,13 @@ def _site_text(site: Site, specs: tuple[str, ...], module: ModuleInfo) -> str:
         if len(shard) + 1 > LINE_LIMIT:
             shard = f"{partial}(\n    {jax}.shard_map, {options}\n)"
         return f"{jit}\n@{shard}"
-    function = ast.get_source_segment(module.source.decode("utf-8"), site.node.args[0])
+    function = module.render(*module.span(site.node.args[0]), inner_edits)
     donate = f", donate_argnums={site.donate}" if site.donate else ""
     text = f"{jax}.jit({jax}.shard_map({function}, {options}){donate})"
-    if len(site.name) + 3 + len(text) > LINE_LIMIT and "\n" not in function:
-        text = f"{jax}.jit(\n    {jax}.shard_map({function}, {options}){donate}\n)"
+    if site.node.col_offset + len(text) > LINE_LIMIT and "\n" not in function:
+        indent = " " * site.statement.col_offset
+        pad = indent + "    "
+        text = f"{jax}.jit({jax}.shard_map(\n{pad}{function},\n{pad}{options},\n{indent}){donate})"
     return text
 
 
