@@ -80,8 +80,13 @@ class CallerResult:
 class CallerAnalysis:
     """One module-level function that calls global sites."""
 
-    def __init__(self, function: ast.FunctionDef, sites: dict[str, Site], module: "ModuleInfo"):
+    def __init__(self, function: ast.FunctionDef, sites: dict[str, Site], module: "ModuleInfo",
+                 parameters: dict[str, Kind] | None = None, depth: int = 0):
+        """`parameters`: for a helper the caller passes the device count or stacks to, the
+        kinds of its parameters (see `_helper_call`)."""
         self.function = function
+        self.depth = depth
+        self.helpers: set[str] = set()  # helper functions this analysis edits too
         self.all_sites = sites
         # Names a call may use: module-level sites, and the sites built in this function.
         self.sites = {s.name: s for s in sites.values() if s.owner is None}
@@ -95,6 +100,9 @@ class CallerAnalysis:
         self.modes: dict[str, str] = {}
         self.loaded = {n.id for n in ast.walk(function)
                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        for name, kind in (parameters or {}).items():
+            if name in self.loaded:
+                self.kinds[name] = kind
         self.returns: list[tuple[ast.AST, Kind]] = []
         self._changed = False
 
@@ -124,6 +132,11 @@ class CallerAnalysis:
             return  # never read (`_`): its layout does not matter
         old = self.kinds.get(name)
         if old == kind:
+            return
+        if old is not None and old.tag == kind.tag == "same":
+            if old.rank != kind.rank and old.rank is not None:
+                self.kinds[name] = SAME  # rank no longer known
+                self._changed = True
             return
         if old is None or old.tag == "empty_list" and kind.tag in ("list", "same") or (
                 kind.tag == "empty_list" and old.tag in ("list", "same")):
@@ -192,6 +205,10 @@ class CallerAnalysis:
             if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
                 for element_target, element in zip(target.elts, value.elts):
                     self._bind(element_target, self.eval(element), element)
+            elif kind.tag == "fields" and [k for k, _ in kind.fields] == [
+                    f"[{i}]" for i in range(len(target.elts))]:
+                for element_target, (_, field) in zip(target.elts, kind.fields):
+                    self._bind(element_target, field, value)
             elif kind.tag in ("same", "repl"):  # unpacking a tuple output of a global step
                 for element_target in target.elts:
                     self._bind(element_target, kind, value)
@@ -242,7 +259,7 @@ class CallerAnalysis:
     # -- expressions ----------------------------------------------------------------------
     def eval(self, node) -> Kind:
         if isinstance(node, ast.Constant):
-            return SAME
+            return Kind("same", rank=0) if type(node.value) in (int, float, bool) else SAME
         if isinstance(node, ast.Name):
             if node.id in self.sites:
                 raise Blocker("PM603", node, f"`{node.id}` used as a value, not called")
@@ -303,6 +320,9 @@ class CallerAnalysis:
         consumed = self._consumer(call, name)
         if consumed is not None:
             return consumed
+        if isinstance(func, ast.Name) and func.id in self.module.functions and any(
+                self.eval(a).tag not in ("same",) for a in call.args if not isinstance(a, ast.Starred)):
+            return self._helper_call(call, self.module.functions[func.id])
         # A generic call: nothing per-device may reach it.
         if isinstance(func, ast.Attribute):
             self.eval(func)
@@ -315,8 +335,47 @@ class CallerAnalysis:
                               f"`{ast.unparse(func)}`, which the global style does not follow")
         return SAME
 
+    def _helper_call(self, call: ast.Call, helper: ast.FunctionDef) -> Kind:
+        """A module function given the device count or stacks (`x, y = make_data(n)`): it is
+        followed with those parameter kinds, and its own edits join this function's, when
+        nothing else in the module calls it."""
+        name = helper.name
+        arguments = helper.args
+        if (self.module.loads.get(name, 0) != 1 or call.keywords or self.depth >= 2
+                or arguments.vararg or arguments.kwarg or arguments.kwonlyargs
+                or arguments.posonlyargs or len(call.args) > len(arguments.args)
+                or any(isinstance(a, ast.Starred) for a in call.args)
+                or helper.decorator_list or name in self.module.callers
+                or helper is self.function):
+            raise Blocker("PM605", call, f"the device count or a per-device value is passed to "
+                          f"`{name}`, which the global style cannot follow (called elsewhere "
+                          "too, with keywords, or calling pmap sites itself)")
+        parameters = {a.arg: self.eval(value) for a, value in zip(arguments.args, call.args)}
+        analysis = CallerAnalysis(helper, self.all_sites, self.module, parameters, self.depth + 1)
+        analysis.sites, analysis.inline, analysis.local_builds = {}, {}, set()
+        analysis.run_helper()
+        self.edits.update(analysis.edits)
+        self.helpers.add(name)
+        kinds = {kind for _, kind in analysis.returns}
+        if len(kinds) > 1:
+            raise Blocker("PM605", helper, f"`{name}` returns values of different layouts")
+        return kinds.pop() if kinds else SAME
+
+    def run_helper(self) -> None:
+        for _ in range(8):
+            self._changed = False
+            self.edits, self.returns = {}, []
+            self._block(self.function.body)
+            if not self._changed:
+                return
+        raise Blocker("PM605", self.function, "the values of this function do not settle")
+
     def _is_devcount(self, node) -> bool:
         return self.eval(node).tag == "devcount"
+
+    def _rank_of(self, node) -> int | None:
+        kind = self.eval(node)
+        return kind.rank if kind.tag == "same" else None
 
     def _producer(self, call: ast.Call, name: str) -> Kind | None:
         module = self.module
@@ -328,7 +387,7 @@ class CallerAnalysis:
             self._need_same(call.args[0])
             self._edit(call, f"{module.jax}.device_put({self.render(call.args[0])}, P())")
             return REPL
-        value = replicated_operand(call, name, self._is_devcount)
+        value = replicated_operand(call, name, self._is_devcount, self._rank_of)
         if value is not None:
             self._need_same(value)
             self._edit(call, self.render(value))
@@ -338,7 +397,8 @@ class CallerAnalysis:
             body = function.body
             params = [a.arg for a in function.args.args]
             if isinstance(body, ast.Call) and len(params) == 1:
-                operand = replicated_operand(body, self._qualified(body.func), self._is_devcount)
+                operand = replicated_operand(body, self._qualified(body.func), self._is_devcount,
+                                             lambda node: None)
                 if isinstance(operand, ast.Name) and operand.id == params[0]:
                     self._need_same(tree)
                     self._edit(call, self.render(tree))
@@ -446,6 +506,11 @@ class CallerAnalysis:
         if name in TREE_MAP and len(call.args) == 2 and isinstance(call.args[0], ast.Lambda) \
                 and _is_row_zero_lambda(call.args[0]):
             return self._row_zero(call, call.args[1])
+        if name in CONSTANT_FILLS and call.args and isinstance(call.args[0], ast.Tuple) \
+                and not call.args[0].elts:
+            for argument in [*call.args[1:], *(k.value for k in call.keywords)]:
+                self._need_same(argument)
+            return Kind("same", rank=0)
         if name in AS_ARRAY and call.args:
             kind = self.eval(call.args[0])
             for argument in [*call.args[1:], *(k.value for k in call.keywords)]:
@@ -692,8 +757,9 @@ def _layouts_of(kind: Kind, path: str, node) -> list[OutputLayout]:
     return []
 
 
-def replicated_operand(call: ast.Call, name: str, is_devcount) -> ast.AST | None:
-    """x of `jnp.stack([x] * n)` or `np.broadcast_to(x, (n,) + x.shape)` (n: device count)."""
+def replicated_operand(call: ast.Call, name: str, is_devcount, rank_of) -> ast.AST | None:
+    """x of `jnp.stack([x] * n)`, `np.broadcast_to(x, (n,) + x.shape)` or, for a 0-d x,
+    `np.broadcast_to(x, (n,))` (n: device count)."""
     if name in STACK and len(call.args) == 1 and not call.keywords:
         items = call.args[0]
         if isinstance(items, ast.BinOp) and isinstance(items.op, ast.Mult):
@@ -709,6 +775,9 @@ def replicated_operand(call: ast.Call, name: str, is_devcount) -> ast.AST | None
         elif isinstance(shape, ast.Tuple) and len(shape.elts) == 2 \
                 and isinstance(shape.elts[1], ast.Starred):
             leading, rest = shape.elts[0], shape.elts[1].value
+        elif isinstance(shape, ast.Tuple) and len(shape.elts) == 1 and is_devcount(shape.elts[0]) \
+                and rank_of(value) == 0:
+            return value
         if leading is not None and is_devcount(leading) and isinstance(rest, ast.Attribute) \
                 and rest.attr == "shape" and _pure(value) and ast.dump(rest.value) == ast.dump(value):
             return value

@@ -59,6 +59,8 @@ class ModuleInfo:
         }
         self._bodies: dict[str, BodyAnalysis] = {}
         self.constants = _string_constants(tree)
+        self.functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
+        self.callers: set[str] = set()  # set once the callers are known
         self.loads: dict[str, int] = {}
         for node in ast.walk(tree):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
@@ -133,6 +135,7 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     by_name = {s.key: s for s in sites}
     faithful = {name: b for b in blockers for name in b.names}
     callers, blocked = _callers(tree, by_name, faithful)
+    module.callers = set(callers)
     results: dict[str, CallerResult] = {}
     blocked_callers: dict[str, Blocker] = {}
     functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
