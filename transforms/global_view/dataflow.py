@@ -112,14 +112,7 @@ class CallerAnalysis:
                 any(a.arg == "mesh" for a in ast.walk(self.function) if isinstance(a, ast.arg)):
             raise Blocker("PM605", self.function, "the name `mesh` the global style binds is "
                           "already used in this function")
-        for _ in range(8):
-            self._changed = False
-            self.edits, self.returns = {}, []
-            self._block(self.function.body)
-            if not self._changed:
-                break
-        else:
-            raise Blocker("PM605", self.function, "the values of this function do not settle")
+        self._block(self.function.body)
         axes = {self.all_sites[key].axis_name for key in self.specs} - {None}
         if len(axes) > 1:
             raise Blocker("PM602", self.function, "calls pmap sites with different axis names")
@@ -128,25 +121,45 @@ class CallerAnalysis:
                             self.edits, layouts, returns_changed=bool(layouts))
 
     def _assign(self, name: str, kind: Kind, node: ast.AST) -> None:
-        if name not in self.loaded:
-            return  # never read (`_`): its layout does not matter
-        old = self.kinds.get(name)
-        if old == kind:
-            return
-        if old is not None and old.tag == kind.tag == "same":
-            if old.rank != kind.rank and old.rank is not None:
-                self.kinds[name] = SAME  # rank no longer known
-                self._changed = True
-            return
-        if old is None or old.tag == "empty_list" and kind.tag in ("list", "same") or (
-                kind.tag == "empty_list" and old.tag in ("list", "same")):
-            new = kind if old is None or old.tag == "empty_list" else old
-            if new != old:
-                self.kinds[name] = new
-                self._changed = True
-            return
+        """A binding: flow-sensitive, so `params = replicate(params)` is two values."""
+        if name in self.loaded:  # a name never read (`_`) may hold anything
+            self.kinds[name] = kind
+
+    def _join(self, old: Kind | None, new: Kind | None, name: str, node) -> Kind | None:
+        """The kind of `name` where two paths meet (a loop's back edge, if / else, append)."""
+        if old is None or old == new:
+            return new
+        if new is None:
+            return old
+        if old.tag == new.tag == "same":
+            return old if old.rank == new.rank else SAME
+        if old.tag == "empty_list" and new.tag in ("list", "same"):
+            return new
+        if new.tag == "empty_list" and old.tag in ("list", "same"):
+            return old
         raise Blocker("PM605", node, f"`{name}` holds both {_describe(old)} and "
-                      f"{_describe(kind)}")
+                      f"{_describe(new)}, depending on the path taken")
+
+    def _merge(self, a: dict, b: dict, node) -> dict:
+        return {name: self._join(a.get(name), b.get(name), name, node) for name in {*a, *b}}
+
+    def _loop(self, s, head) -> None:
+        """Iterate the body until the kinds at the loop head are stable."""
+        span = self.module.span(s)
+        for _ in range(8):
+            entry = dict(self.kinds)
+            for key in [k for k in self.edits if span[0] <= k[0] and k[1] <= span[1]]:
+                del self.edits[key]  # only the settled iteration's edits are kept
+            head()
+            self._block(s.body)
+            merged = self._merge(entry, self.kinds, s)
+            if merged == entry:
+                self.kinds = merged
+                break
+            self.kinds = merged
+        else:
+            raise Blocker("PM605", s, "the values of this loop do not settle")
+        self._block(s.orelse)
 
     # -- statements -----------------------------------------------------------------------
     def _block(self, statements) -> None:
@@ -169,19 +182,24 @@ class CallerAnalysis:
         elif isinstance(s, ast.Expr):
             self._expression_statement(s.value)
         elif isinstance(s, ast.For):
-            iterated = self.eval(s.iter)
-            if iterated.tag == "list":
-                self._bind(s.target, iterated.element, s.iter)
-            elif iterated.changed:
-                raise Blocker("PM605", s.iter, "a loop over the device axis")
-            else:
-                self._bind(s.target, SAME, s.iter)
-            self._block(s.body)
-            self._block(s.orelse)
-        elif isinstance(s, (ast.While, ast.If)):
+            def head():
+                iterated = self.eval(s.iter)
+                if iterated.tag == "list":
+                    self._bind(s.target, iterated.element, s.iter)
+                elif iterated.changed:
+                    raise Blocker("PM605", s.iter, "a loop over the device axis")
+                else:
+                    self._bind(s.target, SAME, s.iter)
+            self._loop(s, head)
+        elif isinstance(s, ast.While):
+            self._loop(s, lambda: self._same(s.test))
+        elif isinstance(s, ast.If):
             self._same(s.test)
+            entry = dict(self.kinds)
             self._block(s.body)
+            after_body, self.kinds = self.kinds, entry
             self._block(s.orelse)
+            self.kinds = self._merge(after_body, self.kinds, s)
         elif isinstance(s, ast.With):
             for item in s.items:
                 self._same(item.context_expr)
@@ -189,8 +207,16 @@ class CallerAnalysis:
                     self._bind(item.optional_vars, SAME, item.context_expr)
             self._block(s.body)
         elif isinstance(s, ast.Try):
-            for block in (s.body, s.orelse, s.finalbody, *[h.body for h in s.handlers]):
-                self._block(block)
+            entry = dict(self.kinds)
+            self._block(s.body)
+            self._block(s.orelse)
+            after = self.kinds
+            for handler in s.handlers:
+                self.kinds = dict(entry)
+                self._block(handler.body)
+                after = self._merge(after, self.kinds, handler)
+            self.kinds = after
+            self._block(s.finalbody)
         elif isinstance(s, ast.Return):
             self.returns.append((s, self.eval(s.value) if s.value is not None else SAME))
         elif isinstance(s, (ast.Pass, ast.Break, ast.Continue, ast.Import, ast.ImportFrom)):
@@ -233,7 +259,7 @@ class CallerAnalysis:
                     name not in self.kinds:
                 raise Blocker("PM605", call, f"`{name}` is not a list made in this function")
             if name in self.kinds:
-                self._assign(name, list_of(element), call)
+                self.kinds[name] = self._join(self.kinds[name], list_of(element), name, call)
             elif element.changed:
                 raise Blocker("PM605", call, f"`{name}` is not a list made in this function")
             return
@@ -356,19 +382,13 @@ class CallerAnalysis:
         analysis.run_helper()
         self.edits.update(analysis.edits)
         self.helpers.add(name)
-        kinds = {kind for _, kind in analysis.returns}
-        if len(kinds) > 1:
-            raise Blocker("PM605", helper, f"`{name}` returns values of different layouts")
-        return kinds.pop() if kinds else SAME
+        result = None
+        for node, kind in analysis.returns:
+            result = self._join(result, kind, f"the result of {name}", node)
+        return result or SAME
 
     def run_helper(self) -> None:
-        for _ in range(8):
-            self._changed = False
-            self.edits, self.returns = {}, []
-            self._block(self.function.body)
-            if not self._changed:
-                return
-        raise Blocker("PM605", self.function, "the values of this function do not settle")
+        self._block(self.function.body)
 
     def _is_devcount(self, node) -> bool:
         return self.eval(node).tag == "devcount"
@@ -426,7 +446,7 @@ class CallerAnalysis:
             self._need_same(call.func.value)
             rest = call.args[1:]
             first = rest[0]
-            if isinstance(first, ast.Constant) and first.value == -1:
+            if _is_minus_one(first):
                 merged = ["-1", *(self.render(a) for a in rest[1:])]
             else:
                 merged = [f"{self.render(call.args[0])} * {_operand(self.render(first))}",
@@ -737,12 +757,10 @@ class CallerAnalysis:
 
     # -- layouts of what this function returns --------------------------------------------
     def _layouts(self) -> tuple[OutputLayout, ...]:
-        found: list[tuple[OutputLayout, ...]] = []
-        for node, kind in self.returns:
-            found.append(tuple(_layouts_of(kind, "", node)))
-        if len(set(found)) > 1:
+        found = {tuple(_layouts_of(kind, "", node)) for node, kind in self.returns}
+        if len(found) > 1:
             raise Blocker("PM605", self.function, "its returns have different layouts")
-        return found[0] if found else ()
+        return found.pop() if found else ()
 
 
 def _layouts_of(kind: Kind, path: str, node) -> list[OutputLayout]:
@@ -800,6 +818,18 @@ def _is_row_zero_lambda(function: ast.Lambda) -> bool:
             and isinstance(body.value, ast.Name) and body.value.id == params[0]
             and isinstance(body.slice, ast.Constant) and body.slice.value == 0
             and type(body.slice.value) is int)
+
+
+def _is_minus_one(node) -> bool:
+    return (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
+            and isinstance(node.operand, ast.Constant) and node.operand.value == 1
+            and type(node.operand.value) is int) or (
+        isinstance(node, ast.Constant) and node.value == -1 and type(node.value) is int)
+
+
+def quoted(text: str) -> str:
+    """A string literal in double quotes, as most Python code writes them."""
+    return f'"{text}"' if '"' not in text and "\\" not in text else repr(text)
 
 
 def _tuple_text(items: list[str]) -> str:

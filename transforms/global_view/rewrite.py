@@ -20,7 +20,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 
 from transforms.findings import Finding
 from transforms.global_view.dataflow import (
-    AXIS_PLACEHOLDER, STACKED_OUT, CallerAnalysis, CallerResult,
+    AXIS_PLACEHOLDER, STACKED_OUT, CallerAnalysis, CallerResult, quoted,
 )
 from transforms.global_view.layout import FunctionLayout
 from transforms.global_view.replication import BodyAnalysis
@@ -190,11 +190,11 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
         return GlobalResult(source, _dedupe(findings))
     edits: dict[tuple[int, int], str] = {}
     for caller, result in results.items():
-        axis = repr(result.axis)
+        axis = quoted(result.axis)
         edits.update({k: v.replace(AXIS_PLACEHOLDER, axis) for k, v in result.edits.items()})
     for site in global_sites:
         specs, mode, axis = _usage(next(results[c] for c in callers_of(site.key, callers)), site.key)
-        out_specs = f"P({axis!r})" if mode == STACKED_OUT else "P()"
+        out_specs = f"P({quoted(axis)})" if mode == STACKED_OUT else "P()"
         edits.update(_site_edits(site, specs, out_specs, mode, module))
         kept = ("; per-device results keep their device axis (expanded in the body, P(axis))"
                 if mode == STACKED_OUT else "")
@@ -219,7 +219,7 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
 
 def _usage(result: CallerResult, key: str) -> tuple[tuple[str, ...], str, str]:
     """(in_specs, result mode, mesh axis) of a site as one caller uses it."""
-    axis = repr(result.axis)
+    axis = quoted(result.axis)
     return tuple(s.replace(AXIS_PLACEHOLDER, axis) for s in result.specs[key]), \
         result.modes[key], result.axis
 
@@ -309,7 +309,7 @@ def _site_edits(site: Site, specs, out_specs: str, mode: str, module: ModuleInfo
     expand of every value the body returns (pmap's stacked output layout, kept)."""
     body_edits = {}
     if mode == STACKED_OUT:
-        expand = f"{module.jax}.tree.map(lambda y: {module.numpy}.expand_dims(y, 0), {{}})"
+        expand = f"{module.jax}.tree.map(lambda y: {module.numpy}.expand_dims(y, 0), ({{}}))"
         if isinstance(site.body, ast.Lambda):
             value = site.body.body
             body_edits[module.span(value)] = expand.format(_source(module, value))
@@ -359,7 +359,8 @@ def _site_text(site: Site, specs, out_specs: str, module: ModuleInfo, inner_edit
     donate = f", donate_argnums={site.donate}" if site.donate else ""
     text = f"{jax}.jit({jax}.shard_map({function}, {options}){donate})"
     if site.node.col_offset + len(text) > LINE_LIMIT and "\n" not in function:
-        indent = " " * site.statement.col_offset
+        line = module.source.splitlines()[site.node.lineno - 1].decode("utf-8")
+        indent = line[:len(line) - len(line.lstrip())]
         pad = indent + "    "
         text = f"{jax}.jit({jax}.shard_map(\n{pad}{function},\n{pad}{options},\n{indent}){donate})"
     return text
@@ -390,7 +391,7 @@ class _WithMesh(cst.CSTTransformer):
         mesh_name = "mesh"
         jax = self.jax
         make = cst.parse_statement(
-            f"{mesh_name} = {jax}.make_mesh(({jax}.device_count(),), ({self.axes[name]!r},), "
+            f"{mesh_name} = {jax}.make_mesh(({jax}.device_count(),), ({quoted(self.axes[name])},), "
             f"axis_types=(AxisType.Auto,))\n")
         block = cst.With(
             items=[cst.WithItem(cst.parse_expression(f"{jax}.set_mesh({mesh_name})"))],
