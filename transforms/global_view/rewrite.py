@@ -348,6 +348,11 @@ def _own_returns(function: ast.FunctionDef):
 def _site_text(site: Site, specs, out_specs: str, module: ModuleInfo, inner_edits: dict) -> str:
     jax = module.jax
     options = f"in_specs={_tuple(specs)}, out_specs={out_specs}, check_vma=False"
+    if site.decorated and not isinstance(site.node, ast.Call):  # the bare @jax.pmap
+        shard = f"{jax}.shard_map({options})"
+        if len(shard) + 1 > LINE_LIMIT:
+            shard = f"{jax}.shard_map(\n    {options}\n)"
+        return f"{jax}.jit\n@{shard}"
     if site.decorated:
         partial = ast.get_source_segment(module.source.decode("utf-8"), site.node.func)
         jit = f"{partial}({jax}.jit, donate_argnums={site.donate})" if site.donate else f"{jax}.jit"

@@ -271,12 +271,30 @@ def _in_axes(node, count: int, where) -> tuple[int | None, ...]:
     if isinstance(node, (ast.Tuple, ast.List)) and len(node.elts) == count:
         axes = []
         for element in node.elts:
-            if not (isinstance(element, ast.Constant) and element.value in (0, None)
-                    and type(element.value) is not bool):
-                raise Blocker("PM602", where, "in_axes entries other than 0 or None")
-            axes.append(element.value)
+            leaves = _axis_leaves(element)
+            if leaves is None or len(set(leaves)) != 1:
+                raise Blocker("PM602", where, "in_axes entries other than 0 or None (or a "
+                              "tree of one of them)")
+            axes.append(leaves[0])
         return tuple(axes)
     raise Blocker("PM602", where, "in_axes is not 0, None or a flat tuple of them")
+
+
+def _axis_leaves(node) -> list | None:
+    """The axes of an in_axes entry: 0 / None, or a dict / tuple / list literal of them."""
+    if isinstance(node, ast.Constant):
+        ok = node.value in (0, None) and type(node.value) is not bool
+        return [node.value] if ok else None
+    children = node.values if isinstance(node, ast.Dict) else getattr(node, "elts", None)
+    if children is None or not children or (isinstance(node, ast.Dict) and None in node.keys):
+        return None
+    leaves = []
+    for child in children:
+        found = _axis_leaves(child)
+        if found is None:
+            return None
+        leaves += found
+    return leaves
 
 
 def _literal_ints(node) -> bool:
