@@ -151,6 +151,13 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
                 try:
                     result = CallerAnalysis(functions[caller], {s: by_name[s] for s in called},
                                             module).run()
+                    faithful_call = _faithful_callee(
+                        functions[caller], functions, callers, blocked_callers, table.imported,
+                        {s.name for s in sites if s.owner is None and s.key not in blocked})
+                    if faithful_call is not None:
+                        raise Blocker("PM608", faithful_call, f"`{caller}` calls "
+                                      f"`{faithful_call.id}`, which keeps pmap code in the "
+                                      "faithful style; it would run under this function's mesh")
                     if result.returns_changed and caller in called_names:
                         raise Blocker("PM605", functions[caller], f"`{caller}` returns values "
                                       "in the global layout to callers in this module")
@@ -279,6 +286,25 @@ def _callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, Block
             blocked[name] = Blocker("PM603", site.node, f"`{name}` has no caller in this "
                                     "module, so the layouts of its arguments are unknown")
     return callers, blocked
+
+
+def _faithful_callee(function, functions, callers, blocked_callers, imported, seen):
+    """The first call in `function` of a module function that (itself or through its own
+    calls) keeps pmap code faithful: a blocked caller, or one that mentions jax.pmap without
+    being a caller of global sites. Such code must not run under a global caller's mesh."""
+    seen.add(function.name)
+    for node in ast.walk(function):
+        if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+                and node.id in functions and node.id not in seen):  # seen: global sites too
+            continue
+        callee = functions[node.id]
+        mentions_pmap = any(dotted(n, imported) == "jax.pmap" for n in ast.walk(callee)
+                            if isinstance(n, (ast.Name, ast.Attribute)))
+        if node.id in blocked_callers or (mentions_pmap and node.id not in callers):
+            return node
+        if _faithful_callee(callee, functions, callers, blocked_callers, imported, seen):
+            return node
+    return None
 
 
 def _binds(function: ast.FunctionDef, name: str) -> bool:
