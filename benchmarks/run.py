@@ -582,6 +582,77 @@ def section_code_speed(args, scratch: Path, tools: dict, programs: list[str], mi
                 "without gather): " + (", ".join(designed) or "none"))
 
 
+# Host idioms of pmap's device axis that the global style removes (counted in the source).
+HOST_IDIOMS = {
+    "stack x n": re.compile(r"\.stack\(\[[^\]]*\]\s*\*\s*n"),
+    "broadcast_to": re.compile(r"broadcast_to\("),
+    "device_put_replicated/sharded": re.compile(r"device_put_(?:replicated|sharded)\("),
+    "size=(n, ...)/reshape(n, ...)": re.compile(r"(?:size=\(n,|\.reshape\(n,)"),
+    "row 0 reads": re.compile(r"\[0\]"),
+}
+
+
+def section_global_style(args, scratch: Path, tools: dict, programs: list[str]) -> None:
+    """--style global: run() loops and a single step against the original pmap, same run."""
+    log("[bold]Section 4: --style global code speed[/bold]")
+    out = scratch / "corpus-global"
+    done = subprocess.run(
+        [tools["pmap-migrate"], "apply", "--style", "global", str(CORPUS), "--out-dir", str(out),
+         "--no-progress"], capture_output=True, text=True)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"pmap-migrate apply --style global failed: {done.stderr[-800:]}")
+    helpers = ("_pmap_style_shard_map", "_pmap_compat", "_first_replica", "_nested_pmap_shard_map")
+    fully_global = [p for p in programs
+                    if not any(h in (out / f"{p}.py").read_text() for h in helpers)]
+    env = jax_env(8)
+    worker = str(HERE / "step_worker.py")
+    rows, ratios = [], []
+    for program in fully_global:
+        log(f"  run() x{args.reps} alternating (global style): {program}")
+        timing = run_json([sys.executable, worker, "run", str(CORPUS), str(out), program,
+                           str(args.reps)], env)
+        before = (CORPUS / f"{program}.py").read_text()
+        after = (out / f"{program}.py").read_text()
+        idioms = sum(len(r.findall(before)) for r in HOST_IDIOMS.values())
+        left = sum(len(r.findall(after)) for r in HOST_IDIOMS.values())
+        if "error" in timing:
+            rows.append([program, "error", "", "", "", f"{idioms} -> {left}"])
+            continue
+        o, m = timing["original"], timing["migrated"]
+        ratio = m["median_ms"] / o["median_ms"]
+        ratios.append(ratio)
+        rows.append([program, f"{o['median_ms']:.2f}", f"{m['median_ms']:.2f}", f"{ratio:.3f}",
+                     "PASS" if ratio <= 1.0 else "MISS", f"{idioms} -> {left}"])
+    console.rule("[bold]4. --style global vs the original pmap (jax 0.10.2, 8 fake CPU devices)[/bold]")
+    console.print(f"  fully global (no faithful helper left): {len(fully_global)} of {len(programs)} "
+                  "timed programs: " + ", ".join(fully_global))
+    console.print(table(
+        "run() steady state, alternating calls, as in section 2. Host idioms: stacks, "
+        "broadcast_to, device_put_replicated/sharded, (n, ...) shapes, [0] reads, before -> after",
+        ["program", "orig ms", "global ms", "ratio", "<=1.0", "host idioms"], rows))
+    step = None
+    if "train_step_pmean_donate" in fully_global:
+        log(f"  single step x{args.step_calls} (global style): train_step_pmean_donate")
+        step = run_json([sys.executable, worker, "globalstep", str(CORPUS), str(out),
+                         "train_step_pmean_donate", str(args.step_calls)], env)
+        if "error" not in step:
+            o, m = step["original"], step["migrated"]
+            ratio = m["median_ms"] / o["median_ms"]
+            ratios.append(ratio)
+            console.print(table(
+                f"Single step, blocked on each call: median of {args.step_calls} calls each",
+                ["step", "original us", "global us", "ratio", "<= 1.0"],
+                [["train_step_pmean_donate", f"{o['median_ms'] * 1e3:.0f}",
+                  f"{m['median_ms'] * 1e3:.0f}", f"{ratio:.3f}",
+                  "PASS" if ratio <= 1.0 else "MISS"]]))
+        else:
+            log(f"  [red]global step: {step['error']}[/red]")
+    worst = max(ratios) if ratios else None
+    TARGETS.add("--style global code not slower than the original pmap (ratio <= 1.0)",
+                worst is not None and worst <= 1.0,
+                f"worst ratio {worst:.3f}" if worst is not None else "nothing timed")
+
+
 def section_check_overhead(check: dict, baseline: dict, programs: list[str]) -> None:
     console.rule("[bold]3. Check overhead[/bold]")
     measured = check["measured"]
@@ -632,7 +703,8 @@ def main() -> int:
     parser.add_argument("--step-calls", type=int, default=None, help="single-step calls (200)")
     parser.add_argument("--seed", type=int, default=20240601)
     parser.add_argument("--quick", action="store_true", help="small version, about 2 minutes")
-    parser.add_argument("--sections", default="1,2,3", help="which sections to run, e.g. 2,3")
+    parser.add_argument("--sections", default="1,2,3,4",
+                        help="which sections to run, e.g. 2,3 (4: --style global)")
     args = parser.parse_args()
     quick = args.quick
     args.files = args.files or (300 if quick else 2000)
@@ -689,6 +761,8 @@ def main() -> int:
                 section_code_speed(args, scratch, tools, programs, migrated, check)
             if "3" in sections:
                 section_check_overhead(check, baseline, programs)
+        if "4" in sections:
+            section_global_style(args, scratch, tools, programs)
 
     console.rule("[bold]Summary[/bold]")
     met = sum(1 for _, v, _ in TARGETS.rows if v == "PASS")

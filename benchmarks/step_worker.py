@@ -9,6 +9,7 @@ equally. Prints one JSON object on the last line of stdout.
 usage:
   python step_worker.py run  ORIG_DIR MIG_DIR PROGRAM REPS       # time PROGRAM.run()
   python step_worker.py step ORIG_DIR MIG_DIR PROGRAM CALLS      # time the pmapped step itself
+  python step_worker.py globalstep ORIG_DIR MIG_DIR PROGRAM CALLS  # the same, --style global
 """
 
 from __future__ import annotations
@@ -146,17 +147,44 @@ def _setup_multiproc_big_vision_style(module):
     return step
 
 
+def _setup_global_train_step_pmean_donate(module):
+    """The --style global migration of train_step_pmean_donate: unstacked params and merged
+    batches, under the mesh its run() builds (entered for the whole timing)."""
+    import contextlib
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import AxisType
+
+    mesh = jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(AxisType.Auto,))
+    context = contextlib.ExitStack()
+    context.enter_context(jax.set_mesh(mesh))
+    params = {"w": jnp.zeros((3,), jnp.float32), "b": np.asarray(jnp.zeros((), jnp.float32))}
+    x, y = module.make_data(jax.local_device_count())
+    state = {"params": params, "context": context}
+
+    def step():
+        state["params"], loss = module.train_step(state["params"], x, y)
+        return state["params"], loss
+
+    return step
+
+
 SETUPS = {
     "train_step_pmean_donate": _setup_train_step_pmean_donate,
     "class_held_step": _setup_class_held_step,
     "multiproc_big_vision_style": _setup_multiproc_big_vision_style,
 }
+# --style global: the migrated side's inputs have no device axis.
+GLOBAL_SETUPS = {"train_step_pmean_donate": _setup_global_train_step_pmean_donate}
 
 
-def time_steps(original, migrated, program: str, calls: int) -> dict:
+def time_steps(original, migrated, program: str, calls: int, global_style: bool = False) -> dict:
     import jax
 
-    steps = {"original": SETUPS[program](original), "migrated": SETUPS[program](migrated)}
+    migrated_setup = (GLOBAL_SETUPS if global_style else SETUPS)[program]
+    steps = {"original": SETUPS[program](original), "migrated": migrated_setup(migrated)}
     for step in steps.values():  # warm-up: first calls compile (and recompile once inputs live on device)
         for _ in range(5):
             jax.block_until_ready(step())
@@ -181,7 +209,7 @@ def main(mode: str, original_dir: str, migrated_dir: str, program: str, count: s
     if mode == "run":
         result = time_runs(original, migrated, int(count))
     else:
-        result = time_steps(original, migrated, program, int(count))
+        result = time_steps(original, migrated, program, int(count), mode == "globalstep")
     result["jax_version"] = jax.__version__
     result["devices"] = jax.device_count()
     print(json.dumps(result))

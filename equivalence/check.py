@@ -93,6 +93,8 @@ class CheckOptions:
     jobs: int = 2
     rng_compat: bool = True  # see equivalence.runner: same random streams on old and new JAX
     processes: int = 1  # > 1: each side runs as a jax.distributed job (equivalence.multiprocess)
+    # --style global: entry -> output layouts (equivalence.layouts); None compares as is.
+    layouts: dict | None = None
 
 
 def check(original_root: Path, migrated_root: Path, entries: list[str], options: CheckOptions):
@@ -118,6 +120,7 @@ def check(original_root: Path, migrated_root: Path, entries: list[str], options:
                 yield compare_runs(
                     entry, devices, original.result(), migrated.result(),
                     same_jax=same_jax, seconds=time.perf_counter() - start,
+                    layouts=None if options.layouts is None else options.layouts.get(entry, ()),
                 )
 
 
@@ -149,8 +152,9 @@ def _check_processes(original_root, migrated_root, entries, options, same_jax):
 
 def compare_runs(
     entry: str, devices: int, original: RunOutcome, migrated: RunOutcome, *, same_jax: bool,
-    seconds: float = 0.0,
+    seconds: float = 0.0, layouts=None,
 ) -> EntryReport:
+    """`layouts`: with --style global, the entry's output layouts (possibly empty)."""
     sides = {"original": _side(original), "migrated": _side(migrated)}
     if not original.ok:
         # A stalled original proves nothing either way; any other failure is the original's own.
@@ -159,14 +163,29 @@ def compare_runs(
     if not migrated.ok:
         verdict = STALLED if migrated.stall else DIFFERENT
         return EntryReport(entry, devices, verdict, seconds, **sides, sections={})
+    layout_section = None
+    if layouts is not None:
+        original, layout_section = _through_layouts(original, layouts)
     sections = {
         "outputs": _outputs(original, migrated),
         "collectives": _collectives(original, migrated, same_jax),
         "donation": _donation(original, migrated),
         "sharding": _sharding(original, migrated),
     }
+    if layout_section is not None:
+        sections["layout"] = layout_section
     verdict = DIFFERENT if any(s.verdict == DIFFERENT for s in sections.values()) else EQUIVALENT
     return EntryReport(entry, devices, verdict, seconds, **sides, sections=sections)
+
+
+def _through_layouts(original: RunOutcome, layouts) -> tuple[RunOutcome, Section]:
+    """The original's outputs in the migrated layout, and what that took (--style global)."""
+    from equivalence.layouts import to_migrated_layout
+
+    output, problems, done = to_migrated_layout(original.output, layouts)
+    section = Section(_verdict([str(p) for p in problems]), [str(p) for p in problems], done,
+                      details={"layouts": [layout.to_dict() for layout in layouts]})
+    return dataclasses.replace(original, output=output), section
 
 
 def _side(outcome: RunOutcome) -> dict:

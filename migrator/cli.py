@@ -61,6 +61,11 @@ HelperModuleOpt = typer.Option(
     help="Write the helpers once into this module of the project; migrated files import them "
     "(default: the project's [tool.pmap-migrate] helper-module, else each file has its own).",
 )
+StyleOpt = typer.Option(
+    None, "--style",
+    help="faithful (pmap's calling contract kept; default) or global (no device axis where the "
+    "whole program is recognised; see README 'Styles'). Default: [tool.pmap-migrate] style.",
+)
 GitignoreOpt = typer.Option(
     None, "--respect-gitignore/--no-respect-gitignore",
     help="Skip files the project's .gitignore files ignore (default: the project's "
@@ -81,7 +86,7 @@ def _config(paths: list[Path], target: str | None, **flags) -> Config:
     if target and target != "auto":
         _target(target)
     try:
-        config = load_config(paths, override_target=target)
+        config = load_config(paths, override_target=target, override_style=flags.pop("style", None))
     except ConfigError as error:
         typer.echo(f"pmap-migrate: {error}", err=True)
         raise typer.Exit(report.EXIT_ERROR) from None
@@ -156,12 +161,14 @@ def diff(
     progress: bool = ProgressOpt,
     helper_module: Optional[str] = HelperModuleOpt,
     respect_gitignore: Optional[bool] = GitignoreOpt,
+    style: Optional[str] = StyleOpt,
 ) -> None:
     """Dry run: print a unified diff (git apply / patch -p1) and the findings on stderr."""
     colored = sys.stdout.isatty() if color is None else color
     findings = _Findings(format, sys.stderr)
     config = _config(
-        paths, target_jax, helper_module=helper_module, respect_gitignore=respect_gitignore
+        paths, target_jax, helper_module=helper_module, respect_gitignore=respect_gitignore,
+        style=style,
     )
     helper = _helper_module(paths, config)
 
@@ -206,10 +213,12 @@ def apply(
     progress: bool = ProgressOpt,
     helper_module: Optional[str] = HelperModuleOpt,
     respect_gitignore: Optional[bool] = GitignoreOpt,
+    style: Optional[str] = StyleOpt,
 ) -> None:
     """Rewrite files in place (atomically), or into --out-dir."""
     config = _config(
-        paths, target_jax, helper_module=helper_module, respect_gitignore=respect_gitignore
+        paths, target_jax, helper_module=helper_module, respect_gitignore=respect_gitignore,
+        style=style,
     )
     helper = _helper_module(paths, config)
     if interactive:
@@ -347,10 +356,11 @@ def scan(
     jobs: int = JobsOpt,
     progress: bool = ProgressOpt,
     respect_gitignore: Optional[bool] = GitignoreOpt,
+    style: Optional[str] = StyleOpt,
 ) -> None:
     """Inventory: list every pmap site and finding, change nothing."""
     findings = _Findings(format, sys.stdout)
-    config = _config(paths, target_jax, respect_gitignore=respect_gitignore)
+    config = _config(paths, target_jax, respect_gitignore=respect_gitignore, style=style)
     results = _run(paths, None, jobs, progress, findings.add, config)
     findings.finish(results)
     typer.echo(report.summary_line(results, "would change"), err=True)
@@ -388,8 +398,10 @@ def check(
         help="Run both sides with jax_threefry_partitionable=1 so old and new JAX draw the same random numbers.",
     ),
     target_jax: str = TargetOpt,
+    style: Optional[str] = StyleOpt,
 ) -> None:
-    """Run original and migrated entries on N fake CPU devices and compare them."""
+    """Run original and migrated entries on N fake CPU devices and compare them.
+    With --style global, outputs are compared through the migration's layout map."""
     import tempfile
 
     from rich.console import Console
@@ -424,6 +436,10 @@ def check(
             param_hint="--devices")
     if processes > 1 and function:
         raise typer.BadParameter("property mode runs one process", param_hint="--processes")
+    style = _config(paths[:1], None, style=style).style
+    if processes > 1 and style == "global":
+        raise typer.BadParameter(
+            "--style global is checked in one process for now", param_hint="--processes")
     options = CheckOptions(devices=counts, timeout=timeout, rng_compat=rng_compat,
                            processes=processes)
     if reference_python:
@@ -435,7 +451,12 @@ def check(
     console = Console(width=None if sys.stdout.isatty() else 160)
     with tempfile.TemporaryDirectory(prefix="pmap-migrate-check-") as scratch:
         if len(roots) == 1:
-            roots.append(_migrate_copy(roots[0], Path(scratch) / "migrated", _target(target_jax)))
+            roots.append(_migrate_copy(roots[0], Path(scratch) / "migrated", _target(target_jax),
+                                       style))
+        if style == "global":
+            from equivalence.layouts import layouts_of
+
+            options.layouts = layouts_of(roots[0], _target(target_jax))
         if function:
             from equivalence.properties_cli import run_properties
 
@@ -457,10 +478,10 @@ def check(
     raise typer.Exit(exit_code(found))
 
 
-def _migrate_copy(root: Path, destination: Path, target: TargetJax) -> Path:
+def _migrate_copy(root: Path, destination: Path, target: TargetJax, style: str = "faithful") -> Path:
     """The single-path form of check: migrate a temporary copy, say what it could not do."""
     copy_other_files([root], destination)
-    for result in process_all([root], target):
+    for result in process_all([root], target, style=style):
         write_result(result, destination)
         for finding in result.findings:
             if finding.severity != "info":

@@ -84,8 +84,9 @@ JAX_RELEASES: tuple[str, ...] = (
 
 _KEYS = (
     "include", "exclude", "extend-exclude", "respect-gitignore", "target-jax", "helper-module",
-    "select", "ignore", "per-path",
+    "select", "ignore", "per-path", "style",
 )
+STYLES = ("faithful", "global")
 _PER_PATH_KEYS = ("select", "ignore", "target-jax")
 
 
@@ -164,6 +165,7 @@ class Config:
     target_forced: bool = False  # set by `override_target`: per-path targets do not apply
     respect_gitignore: bool = True  # discovery skips what the project's .gitignore files ignore
     helper_module: str | None = None  # dotted module the faithful helpers are written to
+    style: str = "faithful"  # --style: faithful | global (transforms/global_view)
 
     def _relative(self, path: Path) -> tuple[str, bool]:
         """The path relative to the root, `/`-separated, and whether it is inside the root."""
@@ -243,7 +245,9 @@ def find_pyproject(start: Path) -> Path | None:
     return None
 
 
-def load_config(paths: list[Path], *, override_target: str | None = None) -> Config:
+def load_config(
+    paths: list[Path], *, override_target: str | None = None, override_style: str | None = None
+) -> Config:
     """The configuration for a run over `paths`; `override_target` (the CLI flag) wins
     over every `target-jax` in the file."""
     source = find_pyproject(paths[0] if paths else Path.cwd())
@@ -261,6 +265,8 @@ def load_config(paths: list[Path], *, override_target: str | None = None) -> Con
         reader.resolve_auto = True
         settings["target_jax"] = reader.target(override_target, "--target-jax", flag=True)
         settings["target_forced"] = True
+    if override_style is not None:
+        settings["style"] = reader.style(override_style)
     return Config(root=root, source=source, **settings)
 
 
@@ -314,8 +320,14 @@ class _Reader:
             "select": self.codes(table, "select", DEFAULT_SELECT),
             "ignore": self.codes(table, "ignore", ()),
             "per_path": self.per_path(table.get("per-path", {})),
+            "style": self.style(table.get("style", "faithful")),
         }
         return settings
+
+    def style(self, value) -> str:
+        if value not in STYLES:
+            raise self.fail("style", f"must be one of {', '.join(STYLES)}, not {value!r}")
+        return value
 
     def check_keys(self, table: dict, known: tuple[str, ...], prefix: str) -> None:
         for key in table:

@@ -37,6 +37,7 @@ class FileResult:
     encoding: str = "utf-8"
     findings: list[Finding] = dataclasses.field(default_factory=list)
     was_changed: bool = False  # kept by slim() once the contents are dropped
+    layouts: tuple = ()  # --style global: how the changed functions' outputs changed layout
 
     @property
     def changed(self) -> bool:
@@ -56,15 +57,19 @@ class FileResult:
         return self
 
 
-def process(file: SourceFile, target: TargetJax, config: Config | None = None) -> FileResult:
-    """Migrate one file; with a configuration, its per-path target and codes apply."""
+def process(
+    file: SourceFile, target: TargetJax, config: Config | None = None, style: str | None = None
+) -> FileResult:
+    """Migrate one file; with a configuration, its per-path target, codes and style apply
+    (`style` given here wins)."""
     ignored: frozenset[str] = frozenset()
     helper_module = None
     if config is not None:
         target = TargetJax.parse(config.target_for(file.path))
         ignored = frozenset(c for c in all_rules() if not config.keeps(file.path, c))
         helper_module = _helper_module_for(file.path, config.helper_module)
-    result = _process(file, target, ignored, helper_module)
+    style = style or (config.style if config is not None else "faithful")
+    result = _process(file, target, ignored, helper_module, style)
     if ignored:
         result.findings = [f for f in result.findings if f.code not in ignored]
     return result
@@ -80,7 +85,8 @@ def _helper_module_for(path: Path, helper_module: str | None) -> str | None:
 
 
 def _process(
-    file: SourceFile, target: TargetJax, ignored: frozenset[str], helper_module: str | None = None
+    file: SourceFile, target: TargetJax, ignored: frozenset[str], helper_module: str | None = None,
+    style: str = "faithful",
 ) -> FileResult:
     result = FileResult(file=file)
     if file.problem:
@@ -110,7 +116,8 @@ def _process(
     try:
         # Decided above: no second look at the references.
         migration = migrate_source(result.original, target, ignored, syntax_tree=syntax_tree,
-                                   precise_prefilter=False, helper_module=helper_module)
+                                   precise_prefilter=False, helper_module=helper_module,
+                                   style=style)
     except cst.ParserSyntaxError as error:
         _check_syntax(result)  # Python's own message and position are the clearer ones
         if not result.has_error:
@@ -127,6 +134,7 @@ def _process(
         if problem:
             return result.fail("PM004", f"rewritten code does not parse: {problem}")
     result.migrated = migration.source
+    result.layouts = migration.layouts
     return result
 
 
@@ -192,16 +200,18 @@ def _check_syntax(result: FileResult) -> None:
 
 
 def process_all(
-    paths: list[Path], target: TargetJax, jobs: int = 1, config: Config | None = None
+    paths: list[Path], target: TargetJax, jobs: int = 1, config: Config | None = None,
+    style: str | None = None,
 ) -> Iterator[FileResult]:
-    return process_files(discover(paths, config), target, jobs, config)
+    return process_files(discover(paths, config), target, jobs, config, style)
 
 
 def process_files(
-    files, target: TargetJax, jobs: int = 1, config: Config | None = None
+    files, target: TargetJax, jobs: int = 1, config: Config | None = None,
+    style: str | None = None,
 ) -> Iterator[FileResult]:
     """Results in discovery order whatever `jobs` is; unchanged files come back slim."""
-    work = functools.partial(_process_in_worker, target=target, config=config)
+    work = functools.partial(_process_in_worker, target=target, config=config, style=style)
     if jobs <= 1:
         yield from map(work, files)
         return
@@ -229,8 +239,10 @@ def _most_need_the_rules(files: list[SourceFile], sample_size: int = 64) -> bool
     return bool(sample) and 4 * hits >= len(sample)
 
 
-def _process_in_worker(file: SourceFile, target: TargetJax, config: Config | None) -> FileResult:
-    return _for_caller(process(file, target, config))
+def _process_in_worker(
+    file: SourceFile, target: TargetJax, config: Config | None, style: str | None = None
+) -> FileResult:
+    return _for_caller(process(file, target, config, style))
 
 
 def _for_caller(result: FileResult) -> FileResult:

@@ -202,9 +202,10 @@ BUILT_IN_RUN = ("assigned", "on_the_spot")  # the pmap(...) expression is evalua
 class _Site:
     """Everything drawn for one pmap site, and the code it becomes."""
 
-    def __init__(self, draw, index: int):
+    def __init__(self, draw, index: int, global_producers: bool = False):
         self.i = index
         self.draw = draw
+        self.global_producers = global_producers
         self.features: list[str] = []
         self.helpers: list[str] = []  # module-level helper definitions
         self._draw_construction()
@@ -237,6 +238,8 @@ class _Site:
         draw = self.draw
         # The bare @jax.pmap maps everything on axis 0; in_axes=1 needs rank >= 2.
         choices = [0] if self.bare else [0, 0, None] + ([1] if self.per_device else [])
+        if self.global_producers and draw(st.integers(0, 2)):
+            choices = [0]  # mostly what the global style handles: in_axes 0
         kind = draw(st.sampled_from(["array", "array", "dict", "tuple", "nested"]))
         if kind != "array" and draw(st.booleans()):  # every leaf on one axis
             choices = [draw(st.sampled_from(choices))]
@@ -260,7 +263,9 @@ class _Site:
         if all(axis is None for arg in args for _, axis in arg.leaves()):
             args[0].tree = 0
         extras = []
-        if not self.bare and draw(st.integers(0, 3)) == 0:
+        # The global-style sweep draws pmap options that style keeps faithful more rarely.
+        rare = 12 if self.global_producers else 3
+        if not self.bare and draw(st.integers(0, rare)) == 0:
             extras.append(Arg("k", "static", literal=str(draw(st.sampled_from([2, 3])))))
             self.features.append("static")
         if not self.bare and draw(st.integers(0, 4)) == 0:
@@ -313,10 +318,10 @@ class _Site:
 
         # Rare placement options, only where n / devices can be read without import effects.
         self.placement = []
-        if self.form in BUILT_IN_RUN and draw(st.integers(0, 7)) == 0:
+        if self.form in BUILT_IN_RUN and draw(st.integers(0, 40 if self.global_producers else 7)) == 0:
             self.placement.append(
                 draw(st.sampled_from(["axis_size=n", "devices=jax.local_devices()[:n]"])))
-        if not self.bare and draw(st.integers(0, 14)) == 0:
+        if not self.bare and draw(st.integers(0, 40 if self.global_producers else 14)) == 0:
             self.placement.append('backend="cpu"')
         self.features += self.placement
 
@@ -450,6 +455,8 @@ class _Site:
         if self.bare:
             return 0
         choices = [0, 0] + ([1] if value.shape else []) + ([None, None] if value.replicated else [])
+        if self.global_producers and self.draw(st.integers(0, 2)):
+            choices = [0]
         axis = self.draw(st.sampled_from(choices))
         if axis == 0 and not value.replicated and self.draw(st.integers(0, 39)) == 0:
             self.features.append("out_axes=None on a varying value")
@@ -528,7 +535,8 @@ class _Site:
             self.return_expr = expr(outputs)
             axis_tree = axes(outputs)
         self.out_axes_code = _prefix_code(draw, axis_tree)
-        if all(x == 0 for _, x in _tree_leaves(axis_tree)) and draw(st.booleans()):
+        if all(x == 0 for _, x in _tree_leaves(axis_tree)) and (
+                self.global_producers or draw(st.booleans())):
             self.out_axes_code = None  # the default
 
     # code ------------------------------------------------------------------------------------
@@ -582,7 +590,27 @@ class _Site:
         if isinstance(tree, tuple):
             return _tuple_code([self._input_code(t, seed) for t in tree])
         seed[0] += 1
+        if self.global_producers and tree == 0:
+            return self._idiomatic_input(seed[0])
         return f"_data({_shape_code(_full_shape(self.per_device, tree))}, {seed[0]})"
+
+    def _idiomatic_input(self, seed: int) -> str:
+        """A leaf mapped on axis 0, built the way pmap programs build them (what the global
+        style recognises): a global batch reshaped to (n, ...), or a replicated stack."""
+        shape = self.per_device
+        form = self.draw(st.sampled_from(["plain", "reshape", "reshape", "stack", "zeros"]))
+        if form == "reshape" and not shape:
+            form = "stack"
+        self.features.append(f"input={form}")
+        if form == "reshape" and shape:
+            merged = _tuple_code([f"n * {_dim_code(shape[0])}", *(_dim_code(d) for d in shape[1:])])
+            return (f"_data({merged}, {seed}).reshape(n, "
+                    + ", ".join(_dim_code(d) for d in shape) + ")")
+        if form == "stack":
+            return f"jnp.stack([_data({_shape_code(shape)}, {seed})] * n)"
+        if form == "zeros":
+            return f"jnp.zeros({_shape_code((_nd(),) + shape)})"
+        return f"_data({_shape_code(_full_shape(shape, 0))}, {seed})"
 
     def render(self) -> tuple[str, list[str], int]:
         """(module-level code, lines of run(), number of pmap sites)."""
@@ -680,8 +708,10 @@ class _Site:
 
 
 @st.composite
-def pmap_programs(draw, max_sites: int = 3) -> GeneratedProgram:
-    """A whole module with 1..max_sites pmap sites and `run()` returning numpy arrays."""
+def pmap_programs(draw, max_sites: int = 3, global_producers: bool = False) -> GeneratedProgram:
+    """A whole module with 1..max_sites pmap sites and `run()` returning numpy arrays.
+    `global_producers`: mapped leaves are sometimes built with the idioms `--style global`
+    recognises (a batch reshaped to (n, ...), jnp.stack([x] * n), jnp.zeros((n, ...)))."""
     n_sites = draw(st.integers(1, max_sites))
     module_parts = [PRELUDE]
     devices = draw(st.sampled_from(["jax.local_device_count()"] * 4 + [
@@ -690,7 +720,7 @@ def pmap_programs(draw, max_sites: int = 3) -> GeneratedProgram:
     total_sites = 0
     features: list[str] = []
     for i in range(n_sites):
-        site = _Site(draw, i)
+        site = _Site(draw, i, global_producers)
         code, lines, sites = site.render()
         module_parts.append(code)
         run_lines += lines

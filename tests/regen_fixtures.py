@@ -15,6 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from transforms.pipeline import migrate_source  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# --style global cases (tests/test_global_view.py): migrated with style="global".
+GLOBAL_FIXTURES = Path(__file__).resolve().parent / "fixtures_global"
 
 
 def findings_text(findings) -> str:
@@ -23,10 +25,12 @@ def findings_text(findings) -> str:
 
 def main() -> None:
     prefixes = tuple(sys.argv[1:]) or ("",)
-    for case in sorted(p for p in FIXTURES.iterdir() if (p / "before.py").exists()):
+    cases = [(p, "faithful") for p in sorted(FIXTURES.iterdir()) if (p / "before.py").exists()]
+    cases += [(p, "global") for p in sorted(GLOBAL_FIXTURES.iterdir()) if (p / "before.py").exists()]
+    for case, style in cases:
         if not case.name.startswith(prefixes):
             continue
-        result = migrate_source((case / "before.py").read_bytes())
+        result = migrate_source((case / "before.py").read_bytes(), style=style)
         (case / "after.py").write_bytes(result.source)
         (case / "findings.txt").write_text(findings_text(result.findings), encoding="utf-8")
         print(f"{case.name}: {len(result.findings)} findings")

@@ -157,3 +157,75 @@ def test_generated_programs_sweep_old_target():
                  suppress_health_check=[HealthCheck.too_slow]),
         reference_python=python, python=python, target=TargetJax.parse("0.4.38"),
     )
+
+
+# -- --style global ---------------------------------------------------------------------------
+GLOBAL_SWEEP_EXAMPLES = int(os.environ.get("PMAP_MIGRATE_FUZZ_GLOBAL_EXAMPLES", "500"))
+GLOBAL_CODES = SITE_CODES | {"PM600"}
+
+
+def migrate_and_check_global(program: GeneratedProgram, tally: dict) -> None:
+    """--style global: each site is either rewritten global (PM600) or faithful (PM100, with
+    a PM60x finding saying why); a program with a global site is checked through the layout
+    map and must be equivalent. Only a wrong rewrite fails; a fallback never does."""
+    source = program.source.encode()
+    result = migrate_source(source, style="global")
+    compile(result.source, f"{MODULE_NAME}.py", "exec")
+    again = migrate_source(result.source, style="global")
+    assert again.source == result.source, "second migration changed the output" + _describe(program)
+    codes = [f.code for f in result.findings]
+    assert codes.count("PM600") + codes.count("PM100") == program.sites, (
+        f"{program.sites} sites, findings {[f.to_text() for f in result.findings]}"
+        + _describe(program))
+    tally["programs"] += 1
+    if "PM600" not in codes:
+        return  # all faithful: the faithful sweeps check that translation
+    tally["with_global_sites"] += 1
+    tally["global_sites"] += codes.count("PM600")
+    if "PM100" not in codes:
+        tally["fully_global"] += 1
+    with tempfile.TemporaryDirectory(prefix="pmap-migrate-gen-") as work:
+        original_root, migrated_root = Path(work, "original"), Path(work, "migrated")
+        original_root.mkdir()
+        migrated_root.mkdir()
+        (original_root / f"{MODULE_NAME}.py").write_bytes(source)
+        (migrated_root / f"{MODULE_NAME}.py").write_bytes(result.source)
+        layouts = {f"{MODULE_NAME}:{f.function}": f.outputs for f in result.layouts}
+        options = CheckOptions(devices=(8,), timeout=TIMEOUT, layouts=layouts)
+        (report,) = list(check(original_root, migrated_root, [ENTRY], options))
+    assert report.verdict == EQUIVALENT, (
+        f"check verdict {report.verdict!r}\n" + "\n".join(f"  {d}" for d in report.differences)
+        + _describe(program, result.source))
+    tally["checked"] += 1
+
+
+def run_global_examples(test_settings: settings) -> dict:
+    tally = dict.fromkeys(
+        ("programs", "with_global_sites", "global_sites", "fully_global", "checked"), 0)
+
+    @test_settings
+    @given(pmap_programs(max_sites=1, global_producers=True))
+    def examples(program):
+        migrate_and_check_global(program, tally)
+
+    examples()
+    print(f"\nglobal style: {tally['programs']} generated programs, {tally['with_global_sites']} "
+          f"with global sites ({tally['global_sites']} sites, {tally['fully_global']} programs "
+          f"fully global), {tally['checked']} checked equivalent", file=sys.stderr)
+    return tally
+
+
+def test_generated_programs_global_style():
+    """CI: a few seeded programs in the global style."""
+    tally = run_global_examples(settings(
+        max_examples=12, derandomize=True, deadline=None, database=None,
+        suppress_health_check=[HealthCheck.too_slow],
+        phases=[Phase.explicit, Phase.reuse, Phase.generate]))
+    assert tally["programs"] == 12
+
+
+@pytest.mark.slow
+def test_generated_programs_global_style_sweep():
+    """PMAP_MIGRATE_FUZZ_GLOBAL_EXAMPLES programs (500 by default) in the global style."""
+    run_global_examples(settings(max_examples=GLOBAL_SWEEP_EXAMPLES, deadline=None,
+                                 suppress_health_check=[HealthCheck.too_slow]))

@@ -12,7 +12,7 @@ from transforms.rules import all_rules
 def emitted_codes() -> set[str]:
     codes = set()
     for folder in ("transforms", "migrator"):
-        for path in (ROOT / folder).glob("*.py"):
+        for path in (ROOT / folder).rglob("*.py"):
             codes |= set(re.findall(r'"(PM\d{3})"', path.read_text()))
     return codes
 

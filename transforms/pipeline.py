@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 
 import libcst as cst
 from libcst.codemod import CodemodContext
@@ -58,6 +59,7 @@ class MigrationResult:
         return self._original != self.source
 
     _original: bytes = b""
+    layouts: tuple = ()  # --style global: transforms.global_view.layout.FunctionLayout
 
 
 def run_rules(
@@ -97,6 +99,7 @@ def migrate_source(
     syntax_tree: ast.Module | None | object = _UNPARSED,
     precise_prefilter: bool = True,
     helper_module: str | None = None,
+    style: str = "faithful",
 ) -> MigrationResult:
     """Migrate one module. Raises libcst.ParserSyntaxError if `source` does not parse.
 
@@ -106,6 +109,7 @@ def migrate_source(
     sends every file with a rule's word to libcst (for tests that compare the two).
     `helper_module`: a dotted module name the helpers are imported from instead of being
     defined here.
+    `style`: "faithful", or "global" (transforms/global_view first, the rules on what is left).
     """
     unchanged = MigrationResult(source=source, findings=[], _original=source)
     if not might_need_migration(source):
@@ -115,6 +119,11 @@ def migrate_source(
             syntax_tree = parse_or_none(source)
         if not has_reference(source, syntax_tree):
             return unchanged
+    if style == "global" and "PM100" not in ignored:
+        from transforms.global_view.pipeline_hook import migrate_global_then_faithful
+
+        faithful = functools.partial(migrate_source, helper_module=helper_module)
+        return migrate_global_then_faithful(source, target, ignored, faithful)
     module = cst.parse_module(source)
     context = CodemodContext()
     module, findings = run_rules(

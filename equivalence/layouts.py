@@ -1,0 +1,83 @@
+"""`check --style global`: compare the original's outputs with the migrated ones through the
+layout map the migration records (transforms/global_view/layout.py).
+
+A replicated stack must have equal rows along its device axis, then row 0 is compared; a
+merged array is compared after the device axis is merged into the next one. Leaves the map
+does not name are compared as they are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from transforms.global_view.layout import MERGED, REPLICATED, OutputLayout, layout_for
+
+
+def layouts_of(original_root: Path, target) -> dict[str, tuple[OutputLayout, ...]]:
+    """entry "module:function" -> its output layouts, from migrating the original (pure)."""
+    from migrator.runner import process_all
+
+    found = {}
+    root = Path(original_root)
+    for result in process_all([root], target, style="global"):
+        try:
+            relative = result.file.path.absolute().relative_to(root.absolute())
+        except ValueError:
+            continue
+        module = ".".join(relative.with_suffix("").parts)
+        for function in result.layouts:
+            found[f"{module}:{function.function}"] = function.outputs
+    return found
+
+
+@dataclasses.dataclass
+class LayoutNote:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+def to_migrated_layout(output: dict, layouts) -> tuple[dict, list[LayoutNote], list[str]]:
+    """The original's saved output with each mapped leaf in the migrated layout; problems
+    (a replicated stack whose rows differ, a shape that cannot be merged) and what was done."""
+    arrays = dict(output["arrays"])
+    leaves, problems, done = [], [], []
+    for leaf in output["leaves"]:
+        layout = layout_for(leaf["path"], layouts) if "key" in leaf else None
+        if layout is None:
+            leaves.append(leaf)
+            continue
+        array = arrays[leaf["key"]]
+        axis = layout.axis
+        if array.ndim <= axis + (layout.kind == MERGED):
+            problems.append(LayoutNote(leaf["path"], f"rank {array.ndim} has no device axis at {axis}"))
+            leaves.append(leaf)
+            continue
+        if layout.kind == REPLICATED:
+            rows = np.moveaxis(array, axis, 0)
+            first = rows[0]
+            unequal = [i for i in range(1, rows.shape[0]) if not _same(first, rows[i])]
+            if unequal:
+                problems.append(LayoutNote(leaf["path"], f"the replicated stack's rows {unequal} "
+                                           "differ from row 0"))
+            array = first
+            done.append(f"{leaf['path']}: replicated, row 0 of axis {axis} compared")
+        else:
+            shape = array.shape
+            array = array.reshape(shape[:axis] + (shape[axis] * shape[axis + 1],) + shape[axis + 2:])
+            done.append(f"{leaf['path']}: merged axes {axis} and {axis + 1}")
+        arrays[leaf["key"]] = array
+        leaves.append({**{k: v for k, v in leaf.items() if k != "sharding"},
+                       "shape": list(array.shape)})
+    return {**output, "arrays": arrays, "leaves": leaves}, problems, done
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.dtype.kind in "fc":
+        return bool(np.array_equal(a, b, equal_nan=True))
+    return bool(np.array_equal(a, b))

@@ -1,0 +1,16 @@
+"""PM606: out_axes=None on a result that is not provably the same on every device."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@functools.partial(jax.pmap, axis_name="i", out_axes=None)
+def first_device_value(x):
+    return x * 2
+
+
+def run():
+    n = jax.local_device_count()
+    return {"v": np.asarray(first_device_value(np.arange(n * 2, dtype=np.float32).reshape(n, 2)))}

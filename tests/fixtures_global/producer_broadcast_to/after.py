@@ -1,0 +1,36 @@
+"""np.broadcast_to(x, (n,) + x.shape) and its tree_map form; a 0-d broadcast_to(b, (n,))."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AxisType, PartitionSpec as P
+
+
+@functools.partial(jax.jit, donate_argnums=(0,))
+@functools.partial(
+    jax.shard_map, in_specs=(P(), P("batch"), P("batch")), out_specs=P(), check_vma=False
+)
+def train_step(params, x, y):
+    def loss_fn(p):
+        return jnp.mean((x @ p["w"] + p["b"] - y) ** 2)
+
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    grads = jax.lax.pmean(grads, "batch")
+    new_params = jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads)
+    return new_params, jax.lax.pmean(loss, "batch")
+
+
+def run():
+    mesh = jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(AxisType.Auto,))
+    with jax.set_mesh(mesh):
+        n = jax.local_device_count()
+        w = np.linspace(0.0, 1.0, 3, dtype=np.float32)
+        b = jnp.zeros((), jnp.float32)
+        params = {"w": w, "b": np.asarray(b)}
+        x = np.linspace(-1.0, 1.0, n * 2 * 3, dtype=np.float32).reshape(n * 2, 3)
+        y = x[..., 0] * 2.0
+        params, loss = train_step(params, x, y)
+        again = {"w": w, "b": np.float32(0.0)}
+        params2, loss2 = train_step(again, x, y)
+        return {"loss": np.asarray(loss), "loss2": np.asarray(loss2), "params": params}

@@ -1,0 +1,34 @@
+"""Replicated params stacked with jnp.stack([x] * n); batch drawn with size=(n, b, d)."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AxisType, PartitionSpec as P
+
+
+@functools.partial(jax.jit, donate_argnums=(0,))
+@functools.partial(
+    jax.shard_map, in_specs=(P(), P("batch"), P("batch")), out_specs=P(), check_vma=False
+)
+def train_step(params, x, y):
+    def loss_fn(p):
+        return jnp.mean((x @ p["w"] + p["b"] - y) ** 2)
+
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    grads = jax.lax.pmean(grads, "batch")
+    new_params = jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads)
+    return new_params, jax.lax.pmean(loss, "batch")
+
+
+def run():
+    mesh = jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(AxisType.Auto,))
+    with jax.set_mesh(mesh):
+        n = jax.local_device_count()
+        rng = np.random.RandomState(0)
+        w = jnp.zeros((3,), jnp.float32)
+        params = {"w": w, "b": jnp.float32(0.0)}
+        x = rng.normal(size=(n * 4, 3)).astype(np.float32)
+        y = x @ np.array([1.0, -1.0, 0.5], np.float32)
+        params, loss = train_step(params, x, y)
+        return {"loss": np.asarray(loss), "b": np.asarray(params["b"])}

@@ -1,0 +1,29 @@
+"""Dict state replicated with tree_map(lambda a: jnp.stack([a] * n), state); constant zeros((n, ...)) stacks."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@functools.partial(jax.pmap, axis_name="batch", donate_argnums=(0,))
+def train_step(params, x, y):
+    def loss_fn(p):
+        return jnp.mean((x @ p["w"] + p["b"] - y) ** 2)
+
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    grads = jax.lax.pmean(grads, "batch")
+    new_params = jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads)
+    return new_params, jax.lax.pmean(loss, "batch")
+
+
+def run():
+    n = jax.local_device_count()
+    state = {"w": jnp.ones((3,)), "b": jnp.zeros(())}
+    params = jax.tree_util.tree_map(lambda a: jnp.stack([a] * n), state)
+    zeros = {"w": jnp.zeros((n, 3)), "b": jnp.zeros(n)}
+    x = np.ones((n, 2, 3), np.float32)
+    y = np.zeros((n, 2), np.float32)
+    params, loss = train_step(params, x, y)
+    other, loss0 = train_step(zeros, x, y)
+    return {"loss": np.asarray(loss[0]), "loss0": np.asarray(loss0[0])}

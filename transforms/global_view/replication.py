@@ -1,0 +1,194 @@
+"""Which results of a pmap body are provably the same on every device.
+
+With `out_specs=P()` and `check_vma=False` nothing checks that a result is replicated: a wrong
+`P()` silently returns device 0's value. So a result counts as replicated only when the body's
+own code shows it: it comes out of psum / pmean / pmax / pmin / all_gather over the site's
+axis, or it is computed only from replicated parameters, module constants, and such values.
+Anything device-dependent (the mapped parameters, axis_index, ppermute, all_to_all,
+psum_scatter, axis_index_groups, functions imported from unknown modules) makes what it
+touches "varying". The analysis is flow-sensitive over the body's statements and conservative
+everywhere else: a statement it does not model makes the answer "not provable".
+"""
+
+from __future__ import annotations
+
+import ast
+
+from transforms.global_view.sites import Site, dotted
+
+REDUCING = {f"jax.lax.{name}" for name in ("psum", "pmean", "pmax", "pmin", "all_gather")}
+VARYING_PRIMITIVES = {
+    "axis_index", "ppermute", "pshuffle", "all_to_all", "psum_scatter", "pswapaxes",
+    "ragged_all_to_all", "pbroadcast", "pvary",
+}
+# Imports whose functions compute the same thing on every device from the same inputs.
+PURE_MODULES = ("jax", "numpy", "math", "functools", "operator", "optax", "flax", "chex",
+                "einops", "builtins")
+
+
+class NotProvable(Exception):
+    def __init__(self, node: ast.AST, why: str):
+        super().__init__(why)
+        self.node, self.why = node, why
+
+
+class BodyAnalysis:
+    """One site's body, with the module-level functions it may call."""
+
+    def __init__(self, site: Site, module: ast.Module, imported: dict[str, str],
+                 constants: dict[str, str] | None = None):
+        self.site = site
+        self.imported = imported
+        self.constants = constants or {}
+        self.functions = {s.name: s for s in module.body if isinstance(s, ast.FunctionDef)}
+        self._function_varies: dict[str, bool] = {}
+
+    def first_varying_output(self, replicated_params: set[str]) -> ast.AST | None:
+        """None when every result is replicated given those parameters are; else the
+        return (or statement) that is not provably replicated."""
+        varying = set(self.site.params) - replicated_params
+        body = self.site.body
+        try:
+            if isinstance(body, ast.Lambda):
+                return body.body if self.varies(body.body, varying) else None
+            returns: list[tuple[ast.AST, bool]] = []
+            self._block(body.body, varying, False, returns)
+        except NotProvable as error:
+            return error.node
+        for node, varies in returns:
+            if varies:
+                return node
+        return None
+
+    # -- statements ---------------------------------------------------------------------
+    def _block(self, statements, varying: set[str], control: bool, returns) -> set[str]:
+        for statement in statements:
+            varying = self._statement(statement, varying, control, returns)
+        return varying
+
+    def _statement(self, s, varying: set[str], control: bool, returns) -> set[str]:
+        varying = set(varying)
+        if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            if s.value is None:
+                return varying
+            v = control or self.varies(s.value, varying)
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            for target in targets:
+                for node in ast.walk(target):
+                    if isinstance(node, ast.Name):
+                        strong = isinstance(target, (ast.Name, ast.Tuple, ast.List)) \
+                            and not isinstance(s, ast.AugAssign)
+                        if v:
+                            varying.add(node.id)
+                        elif strong:
+                            varying.discard(node.id)
+            return varying
+        if isinstance(s, ast.Expr):
+            if self.varies(s.value, varying) or control:
+                for node in ast.walk(s.value):  # a mutating call: lst.append(v)
+                    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                        varying.add(node.value.id)
+            return varying
+        if isinstance(s, ast.Return):
+            v = control or (s.value is not None and self.varies(s.value, varying))
+            returns.append((s, v))
+            return varying
+        if isinstance(s, ast.If):
+            inner = control or self.varies(s.test, varying)
+            return self._block(s.body, varying, inner, returns) | self._block(
+                s.orelse, varying, inner, returns)
+        if isinstance(s, (ast.For, ast.While)):
+            head = s.iter if isinstance(s, ast.For) else s.test
+            inner = control or self.varies(head, varying)
+            for _ in range(20):
+                before = set(varying)
+                if isinstance(s, ast.For):
+                    for node in ast.walk(s.target):
+                        if isinstance(node, ast.Name) and inner:
+                            varying.add(node.id)
+                varying |= self._block(s.body, varying, inner, returns)
+                if varying == before:
+                    break
+            return varying | self._block(s.orelse, varying, control, returns)
+        if isinstance(s, ast.With):
+            for item in s.items:
+                if self.varies(item.context_expr, varying):
+                    raise NotProvable(s, "a with-statement over a device-dependent value")
+            return self._block(s.body, varying, control, returns)
+        if isinstance(s, ast.FunctionDef):
+            if s.decorator_list and any(self.varies(d, varying) for d in s.decorator_list):
+                varying.add(s.name)
+            elif self._def_varies(s, varying):
+                varying.add(s.name)
+            else:
+                varying.discard(s.name)
+            return varying
+        if isinstance(s, (ast.Pass, ast.Assert, ast.Raise, ast.Import, ast.ImportFrom)):
+            return varying
+        if isinstance(s, (ast.Break, ast.Continue)) and not control:
+            return varying
+        raise NotProvable(s, f"a {type(s).__name__} statement in the body")
+
+    # -- expressions --------------------------------------------------------------------
+    def varies(self, node: ast.AST, varying: set[str], bound: frozenset[str] = frozenset()) -> bool:
+        if isinstance(node, ast.Call):
+            if any(k.arg == "axis_index_groups" for k in node.keywords):
+                return True
+            if self._is_reduction(node):
+                return False
+        if isinstance(node, ast.Name):
+            if node.id in bound:
+                return False
+            if node.id in varying:
+                return True
+            return self._global_varies(node)
+        if isinstance(node, ast.Attribute):
+            if node.attr in VARYING_PRIMITIVES:
+                return True
+            return self.varies(node.value, varying, bound)
+        if isinstance(node, ast.Lambda):
+            inner = bound | {a.arg for a in node.args.args}
+            return self.varies(node.body, varying, inner)
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            inner = set(bound)
+            for generator in node.generators:
+                if self.varies(generator.iter, varying, frozenset(inner)):
+                    return True
+                inner |= {n.id for n in ast.walk(generator.target) if isinstance(n, ast.Name)}
+                if any(self.varies(c, varying, frozenset(inner)) for c in generator.ifs):
+                    return True
+            parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+            return any(self.varies(p, varying, frozenset(inner)) for p in parts)
+        if isinstance(node, ast.NamedExpr):
+            raise NotProvable(node, "an assignment expression in the body")
+        return any(self.varies(child, varying, bound) for child in ast.iter_child_nodes(node))
+
+    def _is_reduction(self, call: ast.Call) -> bool:
+        if dotted(call.func, self.imported) not in REDUCING:
+            return False
+        axis = call.args[1] if len(call.args) > 1 else next(
+            (k.value for k in call.keywords if k.arg == "axis_name"), None)
+        if isinstance(axis, ast.Name):
+            return self.site.axis_name is not None and self.constants.get(axis.id) == self.site.axis_name
+        return isinstance(axis, ast.Constant) and axis.value == self.site.axis_name is not None
+
+    def _global_varies(self, name: ast.Name) -> bool:
+        """A module-level name: an import from an unknown module, or a module function that
+        may compute something device-dependent."""
+        if name.id in self.imported:
+            root = self.imported[name.id].split(".")[0]
+            return root not in PURE_MODULES
+        if name.id in self.functions:
+            return self._module_function_varies(name.id)
+        return False  # a constant, a builtin, a class
+
+    def _module_function_varies(self, function: str) -> bool:
+        if function not in self._function_varies:
+            self._function_varies[function] = True  # recursion: assume the worst
+            self._function_varies[function] = self._def_varies(self.functions[function], set())
+        return self._function_varies[function]
+
+    def _def_varies(self, definition: ast.FunctionDef, varying: set[str]) -> bool:
+        params = frozenset(a.arg for a in ast.walk(definition.args) if isinstance(a, ast.arg))
+        return any(self.varies(statement, varying - params, params)
+                   for statement in definition.body)

@@ -1,0 +1,455 @@
+"""The global-view pass over one module: decide which sites and callers go global, edit them.
+
+Sites and their callers fall back together: a caller that cannot be followed keeps every site
+it calls faithful, and a site that cannot go global keeps every caller faithful, so no value
+ever crosses between the two layouts. What goes global:
+- the site: `jax.jit` (with pmap's donate_argnums) over
+  `jax.shard_map(body, in_specs, out_specs=P(), check_vma=False)`, body unchanged;
+- each caller: the edits `dataflow` recorded, and its body runs under
+  `with jax.set_mesh(mesh):` with a 1-D mesh over all devices built on entry (never at import).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor
+
+from transforms.findings import Finding
+from transforms.global_view.dataflow import (
+    AXIS_PLACEHOLDER, STACKED_OUT, CallerAnalysis, CallerResult, quoted,
+)
+from transforms.global_view.layout import FunctionLayout
+from transforms.global_view.replication import BodyAnalysis
+from transforms.global_view.sites import Blocker, Site, _string_constants, dotted, find_sites
+from transforms.imports import apply_queued_imports
+from transforms.multiprocess import _first_evidence
+from transforms.names import ImportTable
+from transforms.target import TargetJax
+
+MIN_TARGET = TargetJax(0, 7, 0)  # jax.set_mesh, jax.shard_map without mesh= under it
+LINE_LIMIT = 99
+
+
+@dataclasses.dataclass
+class GlobalResult:
+    source: bytes
+    findings: list[Finding]
+    layouts: tuple[FunctionLayout, ...] = ()
+    global_sites: tuple[str, ...] = ()
+
+
+class ModuleInfo:
+    """The module's source and names, shared by the callers' analyses."""
+
+    def __init__(self, source: bytes, tree: ast.Module, table: ImportTable):
+        self.source = source
+        self.tree = tree
+        self.imported = table.imported
+        self.table = table
+        self._line_starts = [0]
+        for line in source.splitlines(keepends=True):
+            self._line_starts.append(self._line_starts[-1] + len(line))
+        self.jax = next((name for name, full in table.imported.items() if full == "jax"), "jax")
+        self.unreplicate_helpers = {
+            s.name for s in tree.body if isinstance(s, ast.FunctionDef) and _is_unreplicate(s, self)
+        }
+        self._bodies: dict[str, BodyAnalysis] = {}
+        self.constants = _string_constants(tree)
+        self.functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
+        self.callers: set[str] = set()  # set once the callers are known
+        self.loads: dict[str, int] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                self.loads[node.id] = self.loads.get(node.id, 0) + 1
+        self.numpy = next((n for n, full in table.imported.items() if full == "jax.numpy"),
+                          f"{self.jax}.numpy")
+
+    def span(self, node: ast.AST) -> tuple[int, int]:
+        return (self._line_starts[node.lineno - 1] + node.col_offset,
+                self._line_starts[node.end_lineno - 1] + node.end_col_offset)
+
+    def render(self, start: int, end: int, edits: dict[tuple[int, int], str]) -> str:
+        """Source bytes start:end with the outermost edits inside applied."""
+        out, position = [], start
+        inside = [k for k in edits if start <= k[0] and k[1] <= end and k != (start, end)]
+        for (a, b) in sorted(inside, key=lambda k: (k[0], -k[1])):
+            if a < position:
+                continue  # inside an edit already applied
+            out.append(self.source[position:a].decode("utf-8"))
+            out.append(edits[(a, b)])
+            position = b
+        if (start, end) in edits:
+            return edits[(start, end)]
+        out.append(self.source[position:end].decode("utf-8"))
+        return "".join(out)
+
+    def body_analysis(self, site: Site) -> BodyAnalysis:
+        if site.key not in self._bodies:
+            self._bodies[site.key] = BodyAnalysis(site, self.tree, self.imported, self.constants)
+        return self._bodies[site.key]
+
+    def can_stack_results(self, site: Site) -> bool:
+        """Per-device results keep their device axis by an expand at the body's returns;
+        that edit is only made in a body no other code uses."""
+        if site.decorated or isinstance(site.body, ast.Lambda):
+            return True
+        return self.loads.get(site.body.name, 0) == 1
+
+
+def _is_unreplicate(function: ast.FunctionDef, module: ModuleInfo) -> bool:
+    """`def unreplicate(tree): return jax.tree.map(lambda x: x[0], tree)`."""
+    from transforms.global_view.dataflow import TREE_MAP, _is_row_zero_lambda
+
+    if len(function.args.args) != 1 or len(function.body) != 1 or function.decorator_list:
+        return False
+    statement = function.body[0]
+    if not (isinstance(statement, ast.Return) and isinstance(statement.value, ast.Call)):
+        return False
+    call = statement.value
+    return (dotted(call.func, module.imported) in TREE_MAP and len(call.args) == 2
+            and isinstance(call.args[0], ast.Lambda) and _is_row_zero_lambda(call.args[0])
+            and isinstance(call.args[1], ast.Name) and call.args[1].id == function.args.args[0].arg)
+
+
+def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
+    """The module with every recognised program rewritten to the global view; findings say
+    which sites went global (PM600) and why each other one did not (PM601-PM608)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return GlobalResult(source, [])
+    table = ImportTable.from_tree(tree)
+    sites, blockers = find_sites(tree, table.imported)
+    if not sites and not blockers:
+        return GlobalResult(source, [])
+    module_blocker = _module_blocker(tree, table, target)
+    if module_blocker is not None:
+        nodes = [s.node for s in sites] + [b.node for b in blockers]
+        return GlobalResult(source, [_finding(Blocker("PM607", n, module_blocker)) for n in nodes])
+    module = ModuleInfo(source, tree, table)
+    findings = [_finding(b) for b in blockers]
+    by_name = {s.key: s for s in sites}
+    faithful = {name: b for b in blockers for name in b.names}
+    callers, blocked = _callers(tree, by_name, faithful)
+    module.callers = set(callers)
+    results: dict[str, CallerResult] = {}
+    blocked_callers: dict[str, Blocker] = {}
+    functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
+    called_names = _called_function_names(tree)
+    changed = True
+    while changed:
+        changed = False
+        for caller, called in sorted(callers.items()):
+            if caller in blocked_callers:
+                continue
+            failed = next((blocked[s] for s in sorted(called) if s in blocked), None)
+            if failed is None:
+                try:
+                    result = CallerAnalysis(functions[caller], {s: by_name[s] for s in called},
+                                            module).run()
+                    faithful_call = _faithful_callee(
+                        functions[caller], functions, callers, blocked_callers, table.imported,
+                        {s.name for s in sites if s.owner is None and s.key not in blocked})
+                    if faithful_call is not None:
+                        raise Blocker("PM608", faithful_call, f"`{caller}` calls "
+                                      f"`{faithful_call.id}`, which keeps pmap code in the "
+                                      "faithful style; it would run under this function's mesh")
+                    if result.returns_changed and caller in called_names:
+                        raise Blocker("PM605", functions[caller], f"`{caller}` returns values "
+                                      "in the global layout to callers in this module")
+                    results[caller] = result
+                    continue
+                except Blocker as blocker:
+                    failed = blocker
+            blocked_callers[caller] = failed
+            results.pop(caller, None)
+            for site in called:
+                if site not in blocked:
+                    blocked[site] = failed if failed.code != "PM608" else failed
+                    changed = True
+        # A site's in_specs, result mode and mesh axis must agree across its callers.
+        for name in by_name:
+            seen = {_usage(results[c], name) for c in callers_of(name, callers) if c in results}
+            if len(seen) > 1 and name not in blocked:
+                blocked[name] = Blocker("PM604", by_name[name].node,
+                                        f"{by_name[name].label} is called with different layouts")
+                changed = True
+        for caller in list(results):
+            if any(s in blocked for s in callers[caller]):
+                results.pop(caller)
+                changed = True
+    for name, site in by_name.items():
+        if name in blocked:
+            blocker = blocked[name]
+            if blocker.node is site.node or _inside(blocker.node, site.statement):
+                findings.append(_finding(blocker))
+            else:
+                findings.append(_finding(Blocker(
+                    "PM608", site.node, f"{site.label} stays faithful: its caller cannot go global "
+                    f"(line {blocker.node.lineno}: {blocker.message})")))
+                findings.append(_finding(blocker))
+    global_sites = [s for s in sites if s.key not in blocked]
+    if not global_sites:
+        return GlobalResult(source, _dedupe(findings))
+    edits: dict[tuple[int, int], str] = {}
+    for caller, result in results.items():
+        axis = quoted(result.axis)
+        edits.update({k: v.replace(AXIS_PLACEHOLDER, axis) for k, v in result.edits.items()})
+    for site in global_sites:
+        specs, mode, axis = _usage(next(results[c] for c in callers_of(site.key, callers)), site.key)
+        out_specs = f"P({quoted(axis)})" if mode == STACKED_OUT else "P()"
+        edits.update(_site_edits(site, specs, out_specs, mode, module))
+        kept = ("; per-device results keep their device axis (expanded in the body, P(axis))"
+                if mode == STACKED_OUT else "")
+        findings.append(Finding(
+            "PM600", site.node.lineno, site.node.col_offset + 1,
+            f"{site.label} migrated in the global style: jax.jit(jax.shard_map(...)) with "
+            f"in_specs {_tuple(specs)} and out_specs {out_specs}; its callers "
+            f"({', '.join(sorted(callers_of(site.key, callers)))}) pass global arrays{kept}"))
+    text = module.render(0, len(source), edits)
+    new_module = cst.parse_module(text.encode("utf-8"))
+    new_module = new_module.visit(_WithMesh({c: r.axis for c, r in results.items()}, module.jax))
+    context = CodemodContext()
+    AddImportsVisitor.add_needed_import(context, "jax.sharding", "AxisType")
+    AddImportsVisitor.add_needed_import(context, "jax.sharding", "PartitionSpec", "P")
+    if module.jax == "jax" and "jax" not in table.imported:
+        AddImportsVisitor.add_needed_import(context, "jax")
+    new_module = apply_queued_imports(new_module, context)
+    layouts = tuple(FunctionLayout(c, r.layouts) for c, r in sorted(results.items()) if r.layouts)
+    return GlobalResult(new_module.bytes, _dedupe(findings), layouts,
+                        tuple(s.key for s in global_sites))
+
+
+def _usage(result: CallerResult, key: str) -> tuple[tuple[str, ...], str, str]:
+    """(in_specs, result mode, mesh axis) of a site as one caller uses it."""
+    axis = quoted(result.axis)
+    return tuple(s.replace(AXIS_PLACEHOLDER, axis) for s in result.specs[key]), \
+        result.modes[key], result.axis
+
+
+def callers_of(site: str, callers: dict[str, set[str]]) -> list[str]:
+    return [c for c, called in callers.items() if site in called]
+
+
+def _module_blocker(tree, table: ImportTable, target: TargetJax) -> str | None:
+    if target < MIN_TARGET:
+        return (f"the global style needs jax.set_mesh (JAX {MIN_TARGET.major}.{MIN_TARGET.minor}"
+                f"); the target is {target}: kept in the faithful style")
+    if _first_evidence(tree, table.imported) is not None:
+        return ("the module uses several processes: kept in the faithful style, whose "
+                "multi-process helper keeps pmap's host-local contract (the global style is "
+                "one-process for now)")
+    if table.needs_scope_analysis:
+        return "the module's imports are ambiguous (a name bound twice, or a star import)"
+    for name in ("P", "AxisType"):
+        if name in table.bound_otherwise or (
+                name in table.imported and not table.imported[name].startswith("jax.sharding")):
+            return f"the name `{name}` the global style imports is already used in the module"
+    return None
+
+
+def _callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, Blocker]):
+    """Module-level function -> the sites it calls; sites referenced any other way blocked.
+    `faithful`: module-level pmap names that stay faithful; their callers stay faithful too."""
+    callers: dict[str, set[str]] = {}
+    blocked: dict[str, Blocker] = dict(faithful)
+    for site in sites.values():
+        if site.owner is not None:
+            callers.setdefault(site.owner, set()).add(site.key)
+    module_sites = {s.name: s for s in sites.values() if s.owner is None}
+    sites = module_sites
+    for statement in tree.body:
+        if isinstance(statement, ast.FunctionDef):
+            for node in ast.walk(statement):
+                if isinstance(node, ast.Name) and node.id in faithful:
+                    callers.setdefault(statement.name, set()).add(node.id)
+    for statement in tree.body:
+        site_here = next((s for s in sites.values() if s.statement is statement), None)
+        for node in ast.walk(statement):
+            if not (isinstance(node, ast.Name) and node.id in sites):
+                continue
+            name = node.id
+            if site_here is not None and site_here.name == name and (
+                    isinstance(node.ctx, ast.Store) or _inside(node, site_here.statement)):
+                continue  # the site's own definition
+            if isinstance(statement, ast.FunctionDef) and site_here is None \
+                    and isinstance(node.ctx, ast.Load) and not _binds(statement, name):
+                callers.setdefault(statement.name, set()).add(name)
+            elif name not in blocked:
+                blocked[name] = Blocker("PM603", node, f"`{name}` is referenced outside a "
+                                        "module-level function (or rebound): not every caller "
+                                        "can be followed")
+    for name, site in sites.items():
+        if name not in blocked and not any(name in c for c in callers.values()):
+            blocked[name] = Blocker("PM603", site.node, f"`{name}` has no caller in this "
+                                    "module, so the layouts of its arguments are unknown")
+    return callers, blocked
+
+
+def _faithful_callee(function, functions, callers, blocked_callers, imported, seen):
+    """The first call in `function` of a module function that (itself or through its own
+    calls) keeps pmap code faithful: a blocked caller, or one that mentions jax.pmap without
+    being a caller of global sites. Such code must not run under a global caller's mesh."""
+    seen.add(function.name)
+    for node in ast.walk(function):
+        if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+                and node.id in functions and node.id not in seen):  # seen: global sites too
+            continue
+        callee = functions[node.id]
+        mentions_pmap = any(dotted(n, imported) == "jax.pmap" for n in ast.walk(callee)
+                            if isinstance(n, (ast.Name, ast.Attribute)))
+        if node.id in blocked_callers or (mentions_pmap and node.id not in callers):
+            return node
+        if _faithful_callee(callee, functions, callers, blocked_callers, imported, seen):
+            return node
+    return None
+
+
+def _binds(function: ast.FunctionDef, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
+               for n in ast.walk(function)) or any(a.arg == name for a in ast.walk(function.args)
+                                                   if isinstance(a, ast.arg))
+
+
+def _called_function_names(tree) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+    # A function's own definition does not load its name; any load is a use.
+    return names
+
+
+def _inside(node, statement) -> bool:
+    return any(child is node for child in ast.walk(statement))
+
+
+def _tuple(items) -> str:
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _site_edits(site: Site, specs, out_specs: str, mode: str, module: ModuleInfo) -> dict:
+    """The edits of one global site: its pmap expression, and with per-device results an
+    expand of every value the body returns (pmap's stacked output layout, kept)."""
+    body_edits = {}
+    if mode == STACKED_OUT:
+        expand = f"{module.jax}.tree.map(lambda y: {module.numpy}.expand_dims(y, 0), ({{}}))"
+        if isinstance(site.body, ast.Lambda):
+            value = site.body.body
+            body_edits[module.span(value)] = expand.format(_source(module, value))
+        else:
+            for node in _own_returns(site.body):
+                if node.value is not None:
+                    body_edits[module.span(node.value)] = expand.format(_source(module, node.value))
+    if site.decorated:
+        return {**body_edits, module.span(site.node): _site_text(site, specs, out_specs, module, {})}
+    inside = {k: v for k, v in body_edits.items() if _within(k, module.span(site.node))}
+    outside = {k: v for k, v in body_edits.items() if k not in inside}
+    return {**outside, module.span(site.node): _site_text(site, specs, out_specs, module, inside)}
+
+
+def _within(span, outer) -> bool:
+    return outer[0] <= span[0] and span[1] <= outer[1]
+
+
+def _source(module: ModuleInfo, node) -> str:
+    start, end = module.span(node)
+    return module.source[start:end].decode("utf-8")
+
+
+def _own_returns(function: ast.FunctionDef):
+    """The function's return statements, not those of functions nested in it."""
+    stack = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return):
+            yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _site_text(site: Site, specs, out_specs: str, module: ModuleInfo, inner_edits: dict) -> str:
+    jax = module.jax
+    options = f"in_specs={_tuple(specs)}, out_specs={out_specs}, check_vma=False"
+    if site.decorated and not isinstance(site.node, ast.Call):  # the bare @jax.pmap
+        shard = f"{jax}.shard_map({options})"
+        if len(shard) + 1 > LINE_LIMIT:
+            shard = f"{jax}.shard_map(\n    {options}\n)"
+        return f"{jax}.jit\n@{shard}"
+    if site.decorated:
+        partial = ast.get_source_segment(module.source.decode("utf-8"), site.node.func)
+        jit = f"{partial}({jax}.jit, donate_argnums={site.donate})" if site.donate else f"{jax}.jit"
+        shard = f"{partial}({jax}.shard_map, {options})"
+        if len(shard) + 1 > LINE_LIMIT:
+            shard = f"{partial}(\n    {jax}.shard_map, {options}\n)"
+        return f"{jit}\n@{shard}"
+    function = module.render(*module.span(site.node.args[0]), inner_edits)
+    donate = f", donate_argnums={site.donate}" if site.donate else ""
+    text = f"{jax}.jit({jax}.shard_map({function}, {options}){donate})"
+    if site.node.col_offset + len(text) > LINE_LIMIT and "\n" not in function:
+        line = module.source.splitlines()[site.node.lineno - 1].decode("utf-8")
+        indent = line[:len(line) - len(line.lstrip())]
+        pad = indent + "    "
+        text = f"{jax}.jit({jax}.shard_map(\n{pad}{function},\n{pad}{options},\n{indent}){donate})"
+    return text
+
+
+class _WithMesh(cst.CSTTransformer):
+    """Each global caller builds the mesh on entry and runs its body under jax.set_mesh."""
+
+    def __init__(self, axes: dict[str, str], jax: str):
+        super().__init__()
+        self.axes = axes
+        self.jax = jax
+        self.depth = 0
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.depth += 1
+        return False
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
+        self.depth -= 1
+        name = original.name.value
+        if self.depth or name not in self.axes or not isinstance(updated.body, cst.IndentedBlock):
+            return updated
+        body = list(updated.body.body)
+        docstring = []
+        if body and _is_docstring(body[0]):
+            docstring = [body.pop(0)]
+        mesh_name = "mesh"
+        jax = self.jax
+        make = cst.parse_statement(
+            f"{mesh_name} = {jax}.make_mesh(({jax}.device_count(),), ({quoted(self.axes[name])},), "
+            f"axis_types=(AxisType.Auto,))\n")
+        block = cst.With(
+            items=[cst.WithItem(cst.parse_expression(f"{jax}.set_mesh({mesh_name})"))],
+            body=cst.IndentedBlock(body=body),
+        )
+        return updated.with_changes(body=updated.body.with_changes(body=[*docstring, make, block]))
+
+
+def _is_docstring(statement) -> bool:
+    return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr)
+            and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))
+
+
+def _finding(blocker: Blocker) -> Finding:
+    node = blocker.node
+    return Finding(blocker.code, getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1,
+                   blocker.message)
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    seen, out = set(), []
+    for finding in findings:
+        key = (finding.code, finding.line, finding.col, finding.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(finding)
+    return out
