@@ -15,6 +15,7 @@ are reported as stopped because of it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -29,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from equivalence.hlo import read_dump
-from equivalence.runner import RunOutcome, worker_environment
+from equivalence.runner import RunOutcome, _stall, worker_environment
 
 WORKER = Path(__file__).with_name("multiprocess_worker.py")
 POLL_SECONDS = 0.1
@@ -99,7 +100,12 @@ def _run(work: Path, root: Path, entry: str, local_devices: int, processes: int,
         else:
             outcomes.append(RunOutcome(False, seconds, error=(
                 f"process {p} of {processes} stopped: process {failed} failed")))
-    return outcomes
+    # A process whose runtime reported a rendezvous stall says nothing about the program.
+    return [
+        outcome if outcome.ok else dataclasses.replace(
+            outcome, stall=outcome.stall or _stall(folder / "stderr.txt"))
+        for outcome, folder in zip(outcomes, folders)
+    ]
 
 
 def _wait(running, folders, deadline):
