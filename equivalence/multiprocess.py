@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from equivalence.hlo import read_dump
-from equivalence.runner import RunOutcome, _stall, worker_environment
+from equivalence.runner import RunOutcome, stall_message, worker_environment
 
 WORKER = Path(__file__).with_name("multiprocess_worker.py")
 POLL_SECONDS = 0.1
@@ -103,7 +103,7 @@ def _run(work: Path, root: Path, entry: str, local_devices: int, processes: int,
     # A process whose runtime reported a rendezvous stall says nothing about the program.
     return [
         outcome if outcome.ok else dataclasses.replace(
-            outcome, stall=outcome.stall or _stall(folder / "stderr.txt"))
+            outcome, stall=outcome.stall or stall_message(folder / "stderr.txt"))
         for outcome, folder in zip(outcomes, folders)
     ]
 

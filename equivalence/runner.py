@@ -119,13 +119,13 @@ def _run_in(
             returncode = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill_group(process)
-            stall = _stall(out_dir / "stderr.txt")
+            stall = stall_message(out_dir / "stderr.txt")
             error = f"timed out after {timeout:g} s" + (f" in a collective rendezvous: {stall}" if stall else "")
             return RunOutcome(False, time.perf_counter() - start, error=error, stall=stall)
     seconds = time.perf_counter() - start
     result_file = out_dir / "result.json"
     if not result_file.exists():
-        stall = _stall(out_dir / "stderr.txt")
+        stall = stall_message(out_dir / "stderr.txt")
         if stall:
             return RunOutcome(False, seconds, error=f"worker aborted (exit {returncode}): {stall}", stall=stall)
         tail = _tail(out_dir / "stderr.txt")
@@ -133,7 +133,7 @@ def _run_in(
     result = json.loads(result_file.read_text())
     if not result["ok"]:
         found = RENDEZVOUS_STALL.search(result["error"])
-        stall = found.group(0).strip()[:500] if found else _stall(out_dir / "stderr.txt")
+        stall = found.group(0).strip()[:500] if found else stall_message(out_dir / "stderr.txt")
         return RunOutcome(False, seconds, error=result["error"], jax_version=result.get("jax_version", ""),
                           stall=stall)
     try:
@@ -156,7 +156,7 @@ def _kill_group(process: subprocess.Popen) -> None:
     process.wait()
 
 
-def _stall(stderr: Path, limit: int = 1 << 18) -> str:
+def stall_message(stderr: Path, limit: int = 1 << 18) -> str:
     """The runtime's rendezvous-stall message in the tail of a worker's stderr, or ""."""
     found = RENDEZVOUS_STALL.findall(_tail(stderr, limit))
     return found[-1].strip()[:500] if found else ""
