@@ -11,12 +11,12 @@ alone and reported with the reason.
 
 Three forms go elsewhere:
 - nested pmap (`pmap(pmap(f, 'j'), 'i')`, stacked pmap decorators, partials of either) becomes
-  one `_nested_pmap_shard_map` over a 2-D mesh (transforms/nested_pmap.py);
+  one `_nested_pmap_shard_map` over a 2-D mesh (transforms/faithful/nested_pmap.py);
 - sites whose arguments are only known at run time (forwarded *args / **kwargs, in_axes in a
   variable) become `_pmap_compat(...)`, a drop-in with pmap's signature
-  (transforms/pmap_compat_helper.py), with the arguments untouched;
+  (transforms/helpers/pmap_compat_helper.py), with the arguments untouched;
 - `jax.pmap` used as a value whose every use is a call becomes `_pmap_compat` too
-  (transforms/pmap_values.py).
+  (transforms/faithful/pmap_values.py).
 """
 
 from __future__ import annotations
@@ -26,9 +26,8 @@ import libcst.matchers as m
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 
-from transforms.module_helpers import request_helper
-from transforms.multiprocess import migration_note, pmap_helper_source
-from transforms.nested_pmap import (
+from transforms.faithful.multiprocess import migration_note, pmap_helper_source
+from transforms.faithful.nested_pmap import (
     DEFAULT_NAMES,
     Level,
     NestedRefused,
@@ -36,21 +35,16 @@ from transforms.nested_pmap import (
     level_arguments,
     nested_specs,
 )
-from transforms.nested_pmap_helper import NESTED_HELPER_NAME, nested_helper_source
-from transforms.pmap_bindings import PmappedNames
-from transforms.pmap_compat_helper import COMPAT_HELPER_NAME, compat_helper_source
-from transforms.pmap_hazards import site_claimed
-from transforms.pmap_values import (
-    NameUses,
-    ReplaceByIdentity,
-    ValueUse,
-    classify,
-    refusal,
-)
+from transforms.faithful.pmap_hazards import site_claimed
+from transforms.faithful.pmap_values import NameUses, ReplaceByIdentity, ValueUse, classify, refusal
+from transforms.faithful.specs import AxesNotTranslatable, axes_to_specs
+from transforms.helpers.nested_pmap_helper import NESTED_HELPER_NAME, nested_helper_source
+from transforms.helpers.pmap_compat_helper import COMPAT_HELPER_NAME, compat_helper_source
+from transforms.helpers.runtime_helper import HELPER_MARKER, HELPER_NAME
+from transforms.module_helpers import request_helper
+from transforms.reading.pmap_bindings import PmappedNames
+from transforms.reading.snippets import one_line, shorten
 from transforms.reporting import ReportingTransformer
-from transforms.runtime_helper import HELPER_MARKER, HELPER_NAME
-from transforms.snippets import one_line, shorten
-from transforms.specs import AxesNotTranslatable, axes_to_specs
 from transforms.suppressions import Suppressions
 from transforms.target import TargetJax
 

@@ -24,13 +24,13 @@ import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
-from transforms.helper_templates import helper_text
+from transforms.faithful.pmap_sites import PARTIAL, PMAP
+from transforms.helpers.helper_templates import helper_text
 from transforms.module_helpers import request_helper
-from transforms.pmap_sites import PARTIAL, PMAP
+from transforms.reading.snippets import one_line
+from transforms.reading.snippets import parameters as _all_params
+from transforms.reading.snippets import shorten as _shorten
 from transforms.reporting import ReportingTransformer
-from transforms.snippets import one_line
-from transforms.snippets import parameters as _all_params
-from transforms.snippets import shorten as _shorten
 from transforms.suppressions import Suppressions
 from transforms.target import TargetJax
 
