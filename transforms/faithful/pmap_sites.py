@@ -17,6 +17,10 @@ Three forms go elsewhere:
   (transforms/helpers/pmap_compat_helper.py), with the arguments untouched;
 - `jax.pmap` used as a value whose every use is a call becomes `_pmap_compat` too
   (transforms/faithful/pmap_values.py).
+
+The rule is one class in four files: this one finds the sites and tracks scopes and bindings;
+pmap_site_rewrite.py rewrites a plain site, pmap_site_nested.py a nested or stacked pair, and
+pmap_site_values.py pmap used as a value.
 """
 
 from __future__ import annotations
@@ -27,23 +31,17 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 
 from transforms.faithful.multiprocess import migration_note, pmap_helper_source
-from transforms.faithful.nested_pmap import (
-    DEFAULT_NAMES,
-    Level,
-    NestedRefused,
-    check_levels,
-    level_arguments,
-    nested_specs,
-)
 from transforms.faithful.pmap_hazards import site_claimed
-from transforms.faithful.pmap_values import NameUses, ReplaceByIdentity, ValueUse, classify, refusal
-from transforms.faithful.specs import AxesNotTranslatable, axes_to_specs
+from transforms.faithful.pmap_site_nested import NestedSites
+from transforms.faithful.pmap_site_rewrite import SiteRewrite
+from transforms.faithful.pmap_site_values import ValueUses
+from transforms.faithful.pmap_values import NameUses, ValueUse
 from transforms.helpers.nested_pmap_helper import NESTED_HELPER_NAME, nested_helper_source
 from transforms.helpers.pmap_compat_helper import COMPAT_HELPER_NAME, compat_helper_source
 from transforms.helpers.runtime_helper import HELPER_MARKER, HELPER_NAME
 from transforms.module_helpers import request_helper
 from transforms.reading.pmap_bindings import PmappedNames
-from transforms.reading.snippets import one_line, shorten
+from transforms.reading.snippets import one_line
 from transforms.reporting import ReportingTransformer
 from transforms.suppressions import Suppressions
 from transforms.target import TargetJax
@@ -52,33 +50,9 @@ PMAP = "jax.pmap"
 PARTIAL = "functools.partial"
 PARTITION_SPEC_NAMES = {"jax.sharding.PartitionSpec", "jax.P", "jax.sharding.P"}
 PMAP_LIKE_HELPERS = {HELPER_NAME, COMPAT_HELPER_NAME, NESTED_HELPER_NAME}
-DEFAULT_AXIS_NAME = '"_pmap_axis"'  # the helper's default; used when pmap had no axis_name
-
-# pmap's keyword arguments and the helper's name for each (None: same name).
-KNOWN_KEYWORDS = {
-    "axis_name": None,
-    "in_axes": "in_specs",
-    "out_axes": "out_specs",
-    "static_broadcasted_argnums": "static_argnums",
-    "donate_argnums": None,
-    "devices": None,
-    "backend": None,
-    "axis_size": None,
-}
 
 
-class SiteRefused(Exception):
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-class UseCompat(Exception):
-    """The site's arguments are only known at run time: rewrite it to the drop-in."""
-
-
-class PmapToShardMap(ReportingTransformer):
+class PmapToShardMap(SiteRewrite, NestedSites, ValueUses, ReportingTransformer):
     """One pass over a module: rewrite pmap sites, ask for the helpers once, tidy imports."""
 
     PREFILTER_WORDS = (rb"pmap",)
@@ -195,7 +169,7 @@ class PmapToShardMap(ReportingTransformer):
                     found.append(alias.asname.name.value if alias.asname else None)
         return found
 
-    # -- value uses and removed references --------------------------------------------------
+    # -- scopes and bindings ----------------------------------------------------------------
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if isinstance(self._parent(node), cst.Module):
@@ -265,71 +239,6 @@ class PmapToShardMap(ReportingTransformer):
         if isinstance(node, cst.Call) and PARTIAL in self._qualified(node.func) and node.args:
             node = node.args[0].value
         return isinstance(node, cst.Name) and node.value in PMAP_LIKE_HELPERS
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        self._check_value_use(node)
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self._names.note(node, self._defs)
-        self._check_value_use(node)
-
-    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute):
-        return self._keep_value_node(original_node, updated_node)
-
-    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
-        return self._keep_value_node(original_node, updated_node)
-
-    def _keep_value_node(self, original, updated):
-        """A pmap value stays the very input node, so leave_Module can find and replace it."""
-        if original in self._value_nodes:
-            return original
-        return updated
-
-    def _check_value_use(self, node: cst.Name | cst.Attribute) -> None:
-        if not self._is_pmap(node):
-            return
-        parent = self._parent(node)
-        if isinstance(parent, (cst.ImportAlias, cst.AsName)):
-            return
-        if isinstance(parent, cst.Call) and parent.func is node:
-            return  # the Call is the site
-        if isinstance(parent, cst.Decorator):
-            return
-        if isinstance(parent, cst.Arg):
-            call = self._parent(parent)
-            if isinstance(call, cst.Call) and self._is_pmap_partial(call) and call.args[0] is parent:
-                return
-        scope = self._defs[-1] if self._defs else None
-        self._values.append(classify(node, scope, self._parent, self._code))
-        self._value_nodes.add(node)
-
-    def _migrate_values(self, module: cst.Module) -> cst.Module:
-        """pmap values whose every use is a call -> `_pmap_compat`; the others are reported."""
-        replacements = {}
-        for use in self._values:
-            label = f"`{self._code(use.node)}`"
-            if site_claimed(self, use.node):
-                continue
-            reason = refusal(use, self._names, lambda node: self._position(node)[0])
-            if reason:
-                self._report(
-                    use.node, "PM205",
-                    f"{label} is used as a value and {reason.removeprefix('is ')}; not migrated "
-                    "(the _pmap_compat drop-in replaces it only when every use is a call)",
-                )
-                continue
-            how = f"bound to `{use.name}`" if use.name else f"passed to `{use.callee}`"
-            if self._report(
-                use.node, "PM100",
-                f"{label} used as a value ({how}, every use a call) -> _pmap_compat, "
-                f"pmap's signature on jax.jit + jax.shard_map{migration_note(self)}",
-            ):
-                self.migrated_sites += 1
-                self._needs_compat = True
-                replacements[id(use.node)] = cst.Name(COMPAT_HELPER_NAME).with_changes(
-                    lpar=use.node.lpar, rpar=use.node.rpar
-                )
-        return module.visit(ReplaceByIdentity(replacements)) if replacements else module
 
     # -- sites ----------------------------------------------------------------------------
 
@@ -412,266 +321,6 @@ class PmapToShardMap(ReportingTransformer):
             return self._rewrite_site(original_node, updated_node, partial=True)
         return updated_node
 
-    def _rewrite_site(self, original: cst.Call, updated: cst.Call, *, partial: bool) -> cst.Call:
-        if site_claimed(self, original):  # a rewritten host barrier
-            return updated
-        pmap_args = list(original.args[1:] if partial else original.args)
-        label = self._code(original.args[0].value if partial else original.func)
-        callee = [a for a in pmap_args if not a.keyword and not a.star]
-        if callee and not partial:
-            label += f"({shorten(self._code(callee[0].value), 40)})"
-        try:
-            self._refuse_nested(original, pmap_args, partial)
-            new_args, summary = self._translate_args(pmap_args, partial=partial)
-        except (SiteRefused, AxesNotTranslatable) as refused:
-            self._report(original, refused.code, f"{label}: {refused.message}; not migrated")
-            return updated
-        except UseCompat as why:
-            return self._rewrite_to_compat(original, updated, label, str(why), partial=partial)
-        if not self._migrated(original, label, summary):
-            return updated
-        self._needs_plain = True
-        if partial:
-            helper_arg = updated.args[0].with_changes(value=cst.Name(HELPER_NAME))
-            return updated.with_changes(args=[helper_arg, *new_args])
-        return updated.with_changes(func=cst.Name(HELPER_NAME), args=new_args)
-
-    def _rewrite_to_compat(
-        self, original: cst.Call, updated: cst.Call, label: str, why: str, *, partial: bool
-    ) -> cst.Call:
-        """Same arguments, pmap's vocabulary: only the function called changes."""
-        message = (
-            f"{label} -> _pmap_compat, pmap's signature on jax.jit + jax.shard_map ({why}, "
-            f"so in_axes / out_axes become specs when it runs){migration_note(self)}"
-        )
-        if not self._report(original, "PM100", message):
-            return updated
-        self.migrated_sites += 1
-        self._needs_compat = True
-        if partial:
-            helper_arg = updated.args[0].with_changes(value=cst.Name(COMPAT_HELPER_NAME))
-            return updated.with_changes(args=[helper_arg, *updated.args[1:]])
-        return updated.with_changes(func=cst.Name(COMPAT_HELPER_NAME))
-
-    def _refuse_nested(self, call: cst.Call, pmap_args: list[cst.Arg], partial: bool) -> None:
-        positional = [a for a in pmap_args if not a.keyword and not a.star]
-        if call in self._nested:
-            raise SiteRefused(
-                "PM206", "pmap inside the function of another pmap, not directly pmap(pmap(f))"
-            )
-        if call in self._maps_pmap or self._parent(call) in self._maps_pmap:
-            raise SiteRefused(
-                "PM206", "the function holds another pmap (not a direct pmap of a pmap)"
-            )
-        callee = positional[0].value if positional else None
-        binding = (
-            self._bindings.lookup(callee.value, self._scope) if isinstance(callee, cst.Name) else None
-        )
-        if binding is not None and binding.in_loop:
-            raise SiteRefused(
-                "PM206", f"pmap of `{callee.value}`, which this loop rebinds to a pmap on line "
-                f"{self._position(binding.statement)[0]}: from the second iteration on it is a "
-                "nested pmap; pmap it once, before the loop, or migrate by hand",
-            )
-        if binding is not None:
-            raise SiteRefused(
-                "PM206", f"pmap of `{callee.value}`, itself pmapped on line "
-                f"{self._position(binding.statement)[0]}: nested pmap needs one 2-D mesh; write "
-                "both pmaps in one expression (pmap(pmap(f))) to have it migrated, or migrate "
-                "by hand",
-            )
-        if not partial and not positional and not any(
-            a.keyword and a.keyword.value == "fun" for a in pmap_args
-        ) and not any(a.star for a in pmap_args):
-            raise SiteRefused("PM210", "pmap is called without a function")
-
-    def _translate_args(
-        self, args: list[cst.Arg], *, partial: bool
-    ) -> tuple[list[cst.Arg], str]:
-        """pmap's arguments -> the helper's, in the same order and layout."""
-        if any(a.star for a in args):
-            raise UseCompat("*args / **kwargs are forwarded into pmap")
-        positional = [a for a in args if not a.keyword]
-        if len(positional) > 2:
-            raise SiteRefused("PM207", "pmap takes at most two positional arguments (fun, axis_name)")
-        by_keyword = {a.keyword.value: a for a in args if a.keyword}
-        unknown = sorted(set(by_keyword) - set(KNOWN_KEYWORDS) - {"fun"})
-        if unknown:
-            raise SiteRefused("PM207", f"unknown pmap argument {', '.join(unknown)}")
-        for keyword in ("in_axes", "out_axes"):
-            if keyword in by_keyword:
-                try:
-                    axes_to_specs(
-                        by_keyword[keyword].value, spec_func=cst.Name("P"),
-                        axis_name=cst.Name("a"), what=keyword,
-                    )
-                except AxesNotTranslatable as refused:
-                    if refused.code != "PM203":
-                        raise
-                    text = shorten(self._code(by_keyword[keyword].value), 40)
-                    raise UseCompat(f"{keyword}={text} is not a literal") from None
-        axis_arg = positional[1] if len(positional) == 2 else by_keyword.get("axis_name")
-        axis_name = axis_arg.value if axis_arg else cst.parse_expression(DEFAULT_AXIS_NAME)
-        uses_axes = "in_axes" in by_keyword or "out_axes" in by_keyword
-        if uses_axes and not _repeatable(axis_name):
-            raise SiteRefused(
-                "PM208", f"axis_name={self._code(axis_name)} would be evaluated once per spec"
-            )
-        if uses_axes and axis_arg is None:
-            # The specs name the helper's default axis, so say it at the site too.
-            axis_arg = cst.Arg(
-                keyword=cst.Name("axis_name"),
-                value=axis_name,
-                equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
-                comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
-            )
-            insert_at = 1 if positional and not partial else 0
-            args = args[:insert_at] + [axis_arg] + args[insert_at:]
-            if insert_at and args[0].comma == cst.MaybeSentinel.DEFAULT:
-                args[0] = args[0].with_changes(
-                    comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-                )
-
-        new_args, summary = [], []
-        for arg in args:
-            keyword = arg.keyword.value if arg.keyword else None
-            if keyword in ("in_axes", "out_axes"):
-                specs = axes_to_specs(
-                    arg.value, spec_func=self._spec_func, axis_name=axis_name, what=keyword
-                )
-                self._uses_spec = True
-                new_name = KNOWN_KEYWORDS[keyword]
-                arg = arg.with_changes(keyword=cst.Name(new_name), value=specs)
-                summary.append(f"{new_name}={self._code_fresh(specs)}")
-            elif KNOWN_KEYWORDS.get(keyword):
-                arg = arg.with_changes(keyword=cst.Name(KNOWN_KEYWORDS[keyword]))
-            new_args.append(arg)
-        return new_args, ", ".join(summary)
-
-    # -- nested pmap ------------------------------------------------------------------------
-
-    def _rewrite_nested_call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        """pmap(pmap(f, 'j'), 'i') (either level possibly a partial) -> one 2-D helper call."""
-        inner_call = self._pairs[original]
-        if site_claimed(self, original, nested=True):
-            return updated
-        fun = self._fun_argument(self._pmap_arguments(inner_call))
-        fun_text = f"({shorten(self._code(fun), 40)})" if fun is not None else ""
-        label = f"{self._code(self._pmap_head(original))}({self._code(self._pmap_head(inner_call))}{fun_text})"
-        try:
-            if inner_call in self._pairs:
-                raise NestedRefused("PM206", "pmap nested three or more levels deep")
-            if inner_call in self._maps_pmap:
-                raise NestedRefused("PM206", "the inner function holds another pmap")
-            outer = Level(original, level_arguments(self._pmap_arguments(original)))
-            inner = Level(inner_call, level_arguments(self._pmap_arguments(inner_call)))
-            args, summary = self._nested_arguments(outer, inner)
-        except NestedRefused as refused:
-            self._refuse_pair(original, inner_call, label, refused)
-            return updated
-        if not self._migrated(original, label, summary):
-            return updated
-        self._needs_nested = True
-        return cst.Call(func=cst.Name(NESTED_HELPER_NAME), args=args)
-
-    def _pmap_head(self, call: cst.Call) -> cst.BaseExpression:
-        """What names pmap in an application: `jax.pmap` or `functools.partial(jax.pmap, ...)`."""
-        return call.func.args[0].value if self._is_pmap_partial(call.func) else call.func
-
-    def _refuse_pair(self, outer: cst.CSTNode, inner: cst.CSTNode, label: str, refused) -> None:
-        self._report(outer, refused.code, f"{label}: nested pmap, {refused.message}; not migrated")
-        line = self._position(outer)[0]
-        self._report(
-            inner, "PM206", f"pmap inside the nested pmap of line {line}, which is not migrated"
-        )
-
-    def _nested_arguments(self, outer: Level, inner: Level) -> tuple[list[cst.Arg], str]:
-        """The 2-D helper's arguments: f, (outer axis, inner axis), specs, outer's extras."""
-        check_levels(outer, inner)
-        fun = inner.args.get("fun")
-        if fun is None:
-            raise NestedRefused("PM210", "the inner pmap is called without a function")
-        names = tuple(
-            cst.parse_expression(default) if _is_none(level.args.get("axis_name"))
-            else level.args["axis_name"]
-            for level, default in zip((outer, inner), DEFAULT_NAMES)
-        )
-        for name in names:
-            if not _repeatable(name):
-                raise NestedRefused(
-                    "PM208", f"axis_name={self._code(name)} would be evaluated once per spec"
-                )
-        if self._code_fresh(names[0]) == self._code_fresh(names[1]):
-            raise NestedRefused("PM206", f"both levels name the axis {self._code(names[0])}")
-        in_specs, out_specs = nested_specs(outer, inner, names, self._spec_func)
-        self._uses_spec = True
-        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-        no_space = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
-        names_tuple = cst.Tuple(
-            elements=[cst.Element(names[0].deep_clone(), comma=comma), cst.Element(names[1].deep_clone())]
-        )
-        args = [cst.Arg(fun, comma=comma), cst.Arg(names_tuple, comma=comma)]
-        extras = [("in_specs", in_specs), ("out_specs", out_specs)] + [
-            (k, outer.args[k]) for k in ("donate_argnums", "backend") if k in outer.args
-        ]
-        for keyword, value in extras:
-            args.append(cst.Arg(value, keyword=cst.Name(keyword), equal=no_space, comma=comma))
-        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        summary = (
-            f"one shard_map over a 2-D mesh {self._code_fresh(names_tuple)}, "
-            f"in_specs={self._code_fresh(in_specs)}, out_specs={self._code_fresh(out_specs)}"
-        )
-        return args, summary
-
-    def _rewrite_stacked(
-        self, original: cst.FunctionDef, updated: cst.FunctionDef, stacked: list[cst.Decorator]
-    ) -> cst.FunctionDef:
-        """@partial(pmap, axis_name='i') over @partial(pmap, axis_name='j') -> one decorator."""
-        labels = [f"@{self._code(d.decorator)}" for d in stacked]
-        label = " over ".join(shorten(text, 50) for text in labels)
-        try:
-            if len(stacked) > 2:
-                raise NestedRefused("PM206", "pmap nested three or more levels deep")
-            position = list(original.decorators).index(stacked[0])
-            if original.decorators[position + 1] is not stacked[1]:
-                raise NestedRefused("PM206", "another decorator stands between the two pmaps")
-            if original in self._maps_pmap or any(d in self._maps_pmap for d in stacked):
-                raise NestedRefused("PM206", "the function holds another pmap as well")
-            levels = [
-                Level(d, level_arguments(list(d.decorator.args[1:])))
-                if isinstance(d.decorator, cst.Call) else Level(d, {})
-                for d in stacked
-            ]
-            for level in levels:
-                if "fun" in level.args:
-                    raise NestedRefused("PM206", "a pmap decorator names the function itself")
-            levels[1].args["fun"] = cst.Name(original.name.value)
-            args, summary = self._nested_arguments(*levels)
-        except NestedRefused as refused:
-            self._refuse_pair(stacked[0], stacked[1], label, refused)
-            return updated
-        if not self._migrated(stacked[0], label, summary):
-            return updated
-        self._needs_nested = True
-        partial_func = next(
-            (d.decorator.func for d in stacked if isinstance(d.decorator, cst.Call)), None
-        )
-        if partial_func is None:
-            AddImportsVisitor.add_needed_import(self.context, "functools")
-            partial_func = cst.parse_expression("functools.partial")
-        args[0] = args[0].with_changes(value=cst.Name(NESTED_HELPER_NAME))
-        args[1] = args[1].with_changes(
-            keyword=cst.Name("axis_names"),
-            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
-        )
-        new_decorator = stacked[0].with_changes(
-            decorator=cst.Call(func=partial_func.deep_clone(), args=args),
-            leading_lines=[*stacked[0].leading_lines, *stacked[1].leading_lines],
-        )
-        decorators = list(updated.decorators)
-        decorators[position: position + 2] = [new_decorator]
-        return updated.with_changes(decorators=decorators)
-
     # -- findings ------------------------------------------------------------------------------
 
     def _code_fresh(self, node: cst.CSTNode) -> str:
@@ -685,25 +334,6 @@ class PmapToShardMap(ReportingTransformer):
             return False
         self.migrated_sites += 1
         return True
-
-
-
-
-def _repeatable(node: cst.BaseExpression) -> bool:
-    """Literals, names and dotted names can be written in every spec without changing meaning."""
-    if isinstance(node, (cst.SimpleString, cst.Integer, cst.Name)):
-        return True
-    if isinstance(node, cst.ConcatenatedString):
-        return _repeatable(node.left) and _repeatable(node.right)
-    if isinstance(node, cst.Attribute):
-        return _repeatable(node.value)
-    return False
-
-
-def _is_none(node: cst.BaseExpression | None) -> bool:
-    return node is None or (isinstance(node, cst.Name) and node.value == "None")
-
-
 
 
 __all__ = ["HELPER_MARKER", "PmapToShardMap"]
