@@ -30,7 +30,7 @@ def main() -> int:
 
     from migrator.runner import _does_not_parse
     from transforms import pipeline
-    from transforms.prefilter import has_reference, might_need_migration, parse_or_none
+    from transforms.reading.prefilter import has_reference, might_need_migration, parse_or_none
     from transforms.rule_runner import ModuleFacts, RuleRunner
     from transforms.suppressions import Suppressions
 

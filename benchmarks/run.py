@@ -87,10 +87,10 @@ TARGETS = Targets()
 
 def count_tree(root: Path) -> dict:
     """What the tools will see: .py files (the tool's skip rules), lines, and the files that
-    pass each stage of the tool's prefilter (transforms/prefilter.py): one of the rules' words,
+    pass each stage of the tool's prefilter (transforms/reading/prefilter.py): one of the rules' words,
     then a reference to an API a rule acts on. Only the latter go through libcst."""
     from migrator.files import SKIPPED_DIRS  # the project's own discovery rules
-    from transforms.prefilter import has_reference, might_need_migration, parse_or_none
+    from transforms.reading.prefilter import has_reference, might_need_migration, parse_or_none
 
     files = lines = hits = references = size = 0
     for dirpath, dirnames, filenames in os.walk(root):

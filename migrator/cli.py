@@ -27,7 +27,7 @@ from migrator.formats import WRITERS
 from migrator.helper_module import HelperModule, HelperModuleError
 from migrator.runner import FileResult, copy_other_files, process_all, process_files, write_result
 from migrator.textio import atomic_write
-from transforms.helper_templates import helper_text
+from transforms.helpers.helper_templates import helper_text
 from transforms.target import NEWEST, TargetJax
 
 app = typer.Typer(

@@ -66,7 +66,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from migrator.files import SKIPPED_DIRS
-from transforms.rules import all_rules
+from transforms.codes.rules import all_rules
 from transforms.target import NEWEST, TargetJax
 
 TABLE = "tool.pmap-migrate"

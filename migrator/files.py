@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Iterator
 
 from migrator.gitignore import GitIgnore
-from transforms.findings import Finding
+from transforms.codes.findings import Finding
 
 SKIPPED_DIRS = {
     ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist",

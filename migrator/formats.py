@@ -42,8 +42,8 @@ import xml.etree.ElementTree as ET
 from typing import Protocol, TextIO
 
 from migrator.runner import FileResult
-from transforms.findings import Finding
-from transforms.rules import all_rules, rule
+from transforms.codes.findings import Finding
+from transforms.codes.rules import all_rules, rule
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA_URI = (

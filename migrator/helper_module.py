@@ -31,7 +31,7 @@ import os
 from pathlib import Path
 
 from migrator.config import Config, is_dotted_name
-from transforms.helper_templates import helper_text
+from transforms.helpers.helper_templates import helper_text
 from transforms.module_helpers import HELPER_NAMES, HELPER_ORDER
 from transforms.target import TargetJax
 

@@ -46,7 +46,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from migrator import diffing
 from migrator.runner import FileResult
-from transforms.runtime_helper import HELPER_NAME
+from transforms.helpers.runtime_helper import HELPER_NAME
 
 PROMPT = "Apply this hunk? [y]es/[n]o/[a]ll remaining/[d]one with this file/[q]uit "
 HELP = (

@@ -65,10 +65,10 @@ import warnings
 import libcst as cst
 from libcst.metadata import PositionProvider
 
-from transforms.findings import Finding
+from transforms.codes.findings import Finding
 from transforms.pipeline import might_need_migration, migrate_source
 from transforms.module_helpers import HELPER_NAMES
-from transforms.placement_helpers import HELPER_MARKER
+from transforms.helpers.placement_helpers import HELPER_MARKER
 from transforms.target import DEFAULT_TARGET, TargetJax
 
 # Cell magics whose body is Python run by IPython; any other cell magic leaves the cell alone.
@@ -574,7 +574,7 @@ def _cut_context(text: str, context_lines: list[str]) -> str:
 
 
 def _is_header_statement(statement: cst.CSTNode) -> bool:
-    """Imports and strings, as transforms.pmap_sites counts a module's header."""
+    """Imports and strings, as transforms.faithful.pmap_sites counts a module's header."""
     return isinstance(statement, cst.SimpleStatementLine) and all(
         isinstance(s, (cst.Import, cst.ImportFrom))
         or (isinstance(s, cst.Expr) and isinstance(s.value, (cst.SimpleString, cst.ConcatenatedString)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from transforms.rules import all_rules
+from transforms.codes.rules import all_rules
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "RULES.md"
 

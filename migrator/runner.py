@@ -4,7 +4,7 @@ Nothing here writes user files except `write_result`, and it writes only parsed,
 output atomically. A file that fails at any step gets one error finding and the run goes on.
 
 libcst and the rules are imported on the first file that refers to a pmap-era API
-(transforms/prefilter.py decides that without them): importing them costs more than scanning
+(transforms/reading/prefilter.py decides that without them): importing them costs more than scanning
 a whole tree without references.
 """
 
@@ -23,9 +23,9 @@ from pathlib import Path
 from migrator.config import Config
 from migrator.files import SourceFile, discover
 from migrator.textio import NotText, atomic_write, check_text
-from transforms.findings import Finding
-from transforms.prefilter import has_reference, might_need_migration, parse_or_none
-from transforms.rules import all_rules
+from transforms.codes.findings import Finding
+from transforms.reading.prefilter import has_reference, might_need_migration, parse_or_none
+from transforms.codes.rules import all_rules
 from transforms.target import TargetJax
 
 

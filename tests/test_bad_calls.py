@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from conftest import ROOT, legacy_python_or_skip
-from transforms.helper_templates import helper_text
+from transforms.helpers.helper_templates import helper_text
 from transforms.target import TargetJax
 
 _CASES = r"""

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from migrator.config import DEFAULT_EXCLUDE, JAX_RELEASES, Config, ConfigError, load_config
-from transforms.rules import all_rules
+from transforms.codes.rules import all_rules
 from transforms.target import NEWEST, TargetJax
 
 ERROR_CODES = [f"PM00{n}" for n in range(1, 7)]

@@ -19,8 +19,8 @@ from migrator.formats import (
     escape_property,
 )
 from migrator.runner import FileResult, process_all
-from transforms.findings import Finding
-from transforms.rules import all_rules
+from transforms.codes.findings import Finding
+from transforms.codes.rules import all_rules
 from transforms.target import TargetJax
 
 TRAIN = '''import functools

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import legacy_python_or_skip
 from test_cli import SIMPLE, cli
-from transforms.helper_templates import MARKER_LINE, helper_text
+from transforms.helpers.helper_templates import MARKER_LINE, helper_text
 
 PACKAGE = Path(__file__).resolve().parent / "packages" / "trainpkg"
 MODULE = "trainpkg._pmap_helpers"

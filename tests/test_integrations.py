@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from transforms.pipeline import migrate_source
-from transforms.runtime_helper import HELPER_NAME
+from transforms.helpers.runtime_helper import HELPER_NAME
 from transforms.target import TargetJax
 
 yaml = pytest.importorskip("yaml", reason="pyyaml is needed to read the hook and workflow files")

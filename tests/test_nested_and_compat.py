@@ -21,13 +21,13 @@ from libcst.codemod import CodemodContext
 from conftest import FIXTURES, legacy_python_or_skip
 from equivalence.compare import compare_outputs
 from equivalence.runner import run_entry
-from transforms.nested_pmap import Level, nested_specs
-from transforms.nested_pmap_helper import NESTED_HELPER_NAME
+from transforms.faithful.nested_pmap import Level, nested_specs
+from transforms.helpers.nested_pmap_helper import NESTED_HELPER_NAME
 from transforms.pipeline import migrate_source
-from transforms.pmap_compat_helper import COMPAT_HELPER_NAME, compat_helper_source
-from transforms.pmap_sites import PmapToShardMap
-from transforms.runtime_helper import HELPER_NAME
-from transforms.specs import AxesNotTranslatable, axes_to_specs
+from transforms.helpers.pmap_compat_helper import COMPAT_HELPER_NAME, compat_helper_source
+from transforms.faithful.pmap_sites import PmapToShardMap
+from transforms.helpers.runtime_helper import HELPER_NAME
+from transforms.faithful.specs import AxesNotTranslatable, axes_to_specs
 from transforms.target import DEFAULT_TARGET
 
 HEADER = "import functools\nimport jax\n"

@@ -1,4 +1,4 @@
-"""Data placement (transforms/placement.py): the device_put_replicated / device_put_sharded
+"""Data placement (transforms/faithful/placement.py): the device_put_replicated / device_put_sharded
 helpers and flax's replicate. The fixtures (tests/fixtures/placement_*) show every rewritten
 and reported form and run original (jax 0.4.38) against migrated (current JAX); here: what
 they cannot show. The helpers against the originals leaf by leaf in the same interpreter
@@ -16,8 +16,8 @@ import pytest
 from conftest import ROOT, legacy_python_or_skip
 from equivalence.runner import run_entry
 from transforms.pipeline import migrate_source
-from transforms.placement_helpers import HELPER_MARKER, REPLICATED, SHARDED, SOURCES
-from transforms.runtime_helper import helper_source
+from transforms.helpers.placement_helpers import HELPER_MARKER, REPLICATED, SHARDED, SOURCES
+from transforms.helpers.runtime_helper import helper_source
 from transforms.target import TargetJax
 
 OLD, NEW = TargetJax.parse("0.4.38"), TargetJax.parse("0.10")
@@ -54,7 +54,7 @@ def test_helper_text_is_plain_jax_for_both_targets():
 
 
 def test_transform_modules_never_import_jax():
-    for path in ("transforms/placement.py", "transforms/placement_helpers.py"):
+    for path in ("transforms/faithful/placement.py", "transforms/helpers/placement_helpers.py"):
         tree = ast.parse((ROOT / path).read_text())
         modules = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         modules |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}

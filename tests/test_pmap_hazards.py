@@ -1,14 +1,14 @@
 """The pmap hazard rules: jax_pmap_shmap_merge folding, axis_index_groups, host barriers and
-multi-process modules (transforms/config_flags.py, collective_groups.py, host_barriers.py,
+multi-process modules (transforms/faithful/config_flags.py, collective_groups.py, host_barriers.py,
 multiprocess.py). Whole-file behaviour is in tests/fixtures/hazard_*; these pin the edges."""
 
 from __future__ import annotations
 
 import textwrap
 
-from transforms.multiprocess_helper import multiprocess_helper_source
+from transforms.helpers.multiprocess_helper import multiprocess_helper_source
 from transforms.pipeline import migrate_source
-from transforms.runtime_helper import helper_source
+from transforms.helpers.runtime_helper import helper_source
 from transforms.target import DEFAULT_TARGET, TargetJax
 
 

@@ -13,7 +13,7 @@ from conftest import CORPUS, ROOT, fixture_cases
 from transforms.rule_runner import _positions_of
 
 SOURCES = [p for case in fixture_cases() for p in (case / "before.py", case / "after.py")]
-SOURCES += sorted(CORPUS.glob("*.py")) + sorted((ROOT / "transforms").glob("*.py"))
+SOURCES += sorted(CORPUS.glob("*.py")) + sorted((ROOT / "transforms").rglob("*.py"))
 
 
 class _Every(cst.CSTVisitor):

@@ -1,4 +1,4 @@
-"""The precise prefilter (transforms/prefilter.py) never skips a file that a rule would change
+"""The precise prefilter (transforms/reading/prefilter.py) never skips a file that a rule would change
 or report on.
 
 Each check runs the full pipeline twice, with the prefilter and with every file that has one of
@@ -20,17 +20,17 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import CORPUS, ROOT, fixture_cases
-from transforms import (
+from transforms.faithful import (
     collective_groups,
     config_flags,
     host_barriers,
     multiprocess,
     placement,
     pmap_sites,
-    prefilter,
     removed_apis,
     unreplicate,
 )
+from transforms.reading import prefilter
 from transforms.pipeline import RULES, migrate_source
 
 sys.path.insert(0, str(ROOT / "benchmarks"))

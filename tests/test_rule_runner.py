@@ -16,7 +16,7 @@ from libcst.metadata.base_provider import LazyValue
 
 from conftest import CORPUS, fixture_cases
 from transforms.imports import apply_queued_imports
-from transforms.names import ImportTable
+from transforms.reading.names import ImportTable
 from transforms.rule_runner import ModuleFacts, RuleRunner
 
 SOURCES = [c / "before.py" for c in fixture_cases()] + sorted(CORPUS.glob("*.py"))

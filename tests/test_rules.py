@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 
 from conftest import ROOT
-from transforms.rules import all_rules
+
+from transforms.codes.rules import all_rules
 
 
 def emitted_codes() -> set[str]:

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from conftest import ROOT, legacy_python_or_skip
-from transforms.helper_templates import MARKER_LINE, helper_text, template_source
+from transforms.helpers.helper_templates import MARKER_LINE, helper_text, template_source
 from transforms.module_helpers import HELPER_NAMES
 from transforms.target import TargetJax
 

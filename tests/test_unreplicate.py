@@ -1,4 +1,4 @@
-"""Unreplicate idioms on pmap outputs (transforms/unreplicate.py).
+"""Unreplicate idioms on pmap outputs (transforms/faithful/unreplicate.py).
 
 Host-transfer reads of row 0 must lose the cross-device gather that `x[0]` compiles on the
 migrated (sharded) outputs, and keep the value; reads kept on device must be reported and left
@@ -18,7 +18,7 @@ from libcst.codemod import CodemodContext
 from equivalence.runner import run_entry
 from transforms.pipeline import migrate_source
 from transforms.target import DEFAULT_TARGET, TargetJax
-from transforms.unreplicate import HELPER, Unreplicate
+from transforms.faithful.unreplicate import HELPER, Unreplicate
 
 HEADER = '''\
 import functools

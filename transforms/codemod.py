@@ -29,7 +29,7 @@ import argparse
 import libcst as cst
 from libcst.codemod import CodemodCommand, CodemodContext
 
-from transforms.findings import Finding
+from transforms.codes.findings import Finding
 from transforms.pipeline import might_need_migration, run_rules
 from transforms.suppressions import Suppressions
 from transforms.target import NEWEST, TargetJax

@@ -23,12 +23,12 @@ _SCRATCH_KEY = "pmap_migrate.helpers"
 # transforms/templates/NAME.py). Notebooks use this list to give each helper to the first cell
 # that needs it only; a new helper must be added here.
 HELPER_ORDER = (
-    "_pmap_style_shard_map",  # transforms/runtime_helper.py
-    "_pmap_compat",  # transforms/pmap_compat_helper.py
-    "_nested_pmap_shard_map",  # transforms/nested_pmap_helper.py
-    "_device_put_replicated",  # transforms/placement_helpers.py
-    "_device_put_sharded",  # transforms/placement_helpers.py
-    "_first_replica",  # transforms/unreplicate.py
+    "_pmap_style_shard_map",  # transforms/helpers/runtime_helper.py
+    "_pmap_compat",  # transforms/helpers/pmap_compat_helper.py
+    "_nested_pmap_shard_map",  # transforms/helpers/nested_pmap_helper.py
+    "_device_put_replicated",  # transforms/helpers/placement_helpers.py
+    "_device_put_sharded",  # transforms/helpers/placement_helpers.py
+    "_first_replica",  # transforms/faithful/unreplicate.py
 )
 HELPER_NAMES = frozenset(HELPER_ORDER)
 

@@ -14,23 +14,23 @@ import functools
 import libcst as cst
 from libcst.codemod import CodemodContext
 
-from transforms.collective_groups import CollectiveGroups
-from transforms.config_flags import ConfigFlags
-from transforms.findings import Finding
-from transforms.host_barriers import HostBarriers
+from transforms.faithful.collective_groups import CollectiveGroups
+from transforms.faithful.config_flags import ConfigFlags
+from transforms.codes.findings import Finding
+from transforms.faithful.host_barriers import HostBarriers
 from transforms.imports import apply_queued_imports
 from transforms.module_helpers import provide_helpers
-from transforms.multiprocess import MultiProcess
-from transforms.placement import DataPlacement
-from transforms.prefilter import has_reference, might_need_migration, parse_or_none
-from transforms.pmap_sites import PmapToShardMap
-from transforms.process_idioms import ProcessIdioms
-from transforms.removed_apis import RemovedApis
+from transforms.faithful.multiprocess import MultiProcess
+from transforms.faithful.placement import DataPlacement
+from transforms.reading.prefilter import has_reference, might_need_migration, parse_or_none
+from transforms.faithful.pmap_sites import PmapToShardMap
+from transforms.faithful.process_idioms import ProcessIdioms
+from transforms.faithful.removed_apis import RemovedApis
 from transforms.reporting import ReportingTransformer
 from transforms.rule_runner import ModuleFacts, RuleRunner
 from transforms.suppressions import Suppressions
 from transforms.target import DEFAULT_TARGET, TargetJax
-from transforms.unreplicate import Unreplicate
+from transforms.faithful.unreplicate import Unreplicate
 
 # The rules, in the order they run. Each is one concern (see its module docstring). Rules that
 # add no lines run first; module-level helpers are inserted after all of them, so every finding

@@ -7,7 +7,7 @@ from libcst import CSTTransformer
 from libcst.codemod import Codemod, CodemodContext, ContextAwareTransformer
 from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider
 
-from transforms.findings import Finding
+from transforms.codes.findings import Finding
 from transforms.rule_runner import ModuleFacts
 from transforms.suppressions import Suppressions
 from transforms.target import TargetJax

@@ -32,7 +32,7 @@ from libcst._position import CodePosition
 from libcst.metadata.base_provider import LazyValue
 from libcst.metadata.position_provider import NEWLINE_RE
 
-from transforms.names import ImportTable, parse_or_none
+from transforms.reading.names import ImportTable, parse_or_none
 
 _MISSING = object()
 _REMOVE = cst.RemovalSentinel.REMOVE

@@ -12,7 +12,7 @@ import io
 import re
 import tokenize
 
-from transforms.findings import Finding
+from transforms.codes.findings import Finding
 
 MARKER = re.compile(r"#\s*pmap-migrate:\s*ignore(?:\[(?P<codes>[A-Za-z0-9_,\s]*)\])?")
 

@@ -18,7 +18,7 @@ import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
-from transforms.findings import Finding
+from transforms.codes.findings import Finding
 from transforms.global_view.dataflow import (
     AXIS_PLACEHOLDER, STACKED_OUT, CallerAnalysis, CallerResult, quoted,
 )
@@ -26,8 +26,8 @@ from transforms.global_view.layout import FunctionLayout
 from transforms.global_view.replication import BodyAnalysis
 from transforms.global_view.sites import Blocker, Site, _string_constants, dotted, find_sites
 from transforms.imports import apply_queued_imports
-from transforms.multiprocess import _first_evidence
-from transforms.names import ImportTable
+from transforms.faithful.multiprocess import _first_evidence
+from transforms.reading.names import ImportTable
 from transforms.target import TargetJax
 
 MIN_TARGET = TargetJax(0, 7, 0)  # jax.set_mesh, jax.shard_map without mesh= under it

@@ -2,8 +2,8 @@
 
 Each file is plain public JAX from its marker comment (`# pmap-migrate: helper ...`) to its
 end; what comes before (this kind of docstring, imports a test needs) is never emitted.
-transforms/helper_templates.py reads these files as text, never imports them, so the transform
-path stays free of JAX; the tests import them and run them on fake devices. A spelling that
+transforms/helpers/helper_templates.py reads these files as text, never imports them, so the
+transform path stays free of JAX; the tests import them and run them on fake devices. A spelling that
 depends on the target JAX is one visible block:
 
     # pmap-migrate: if target >= 0.6.1

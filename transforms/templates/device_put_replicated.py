@@ -11,7 +11,7 @@ leading axis, so a migrated pmap consumes it with no collective and donates it. 
 difference: its sharding is a NamedSharding, not a PmapSharding.
 
 One text serves every target: only APIs that exist in JAX 0.4.38 and 0.10, imported inside the
-body. Read as text from the marker comment on (see transforms/helper_templates.py).
+body. Read as text from the marker comment on (see transforms/helpers/helper_templates.py).
 """
 
 # pmap-migrate: helper (plain JAX, safe to keep; see the pmap-migrate rules reference)

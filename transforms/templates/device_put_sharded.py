@@ -8,7 +8,7 @@ dtype, where the original's were rank-reduced (shape ()); an error raised by tre
 (shards of different structure) has the installed JAX's wording.
 
 One text serves every target. Read as text from the marker comment on (see
-transforms/helper_templates.py).
+transforms/helpers/helper_templates.py).
 """
 
 # pmap-migrate: helper (plain JAX, safe to keep; see the pmap-migrate rules reference)

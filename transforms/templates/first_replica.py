@@ -1,11 +1,11 @@
 """Template of `_first_replica`: `x[0]` for host transfer, without a cross-device gather.
 
-transforms/unreplicate.py rewrites `float(out[0])` and the like on pmap outputs to
+transforms/faithful/unreplicate.py rewrites `float(out[0])` and the like on pmap outputs to
 `float(_first_replica(out))`. On anything but an array split along its leading axis it is
 exactly `x[0]`, so a wrong guess about `x` cannot change a value.
 
 One text serves every target. Read as text from the marker comment on (see
-transforms/helper_templates.py).
+transforms/helpers/helper_templates.py).
 """
 
 # pmap-migrate: helper (plain JAX, safe to keep; see the pmap-migrate rules reference)

@@ -6,10 +6,10 @@ R10). Legacy pmap placed the inner level's devices row-major under the outer's, 
 `devices[:a*b].reshape(a, b)`, a and b being the sizes each level maps (read from the first
 argument that level maps, as pmap does). Every mesh axis a spec names is squeezed on the way in
 and expanded on the way out, at the position it has in the spec, so the translation lives in
-the specs the site passes (see transforms/nested_pmap.py).
+the specs the site passes (see transforms/faithful/nested_pmap.py).
 
 A second helper rather than a mode of `_pmap_style_shard_map`: nested pmap is rare, and only
-modules with a nested site carry it. Read as text (see transforms/helper_templates.py); the
+modules with a nested site carry it. Read as text (see transforms/helpers/helper_templates.py); the
 `# pmap-migrate: if target` block is the target-dependent shard_map spelling.
 """
 

@@ -4,7 +4,7 @@ Forwarded `*args` / `**kwargs` (project wrappers such as `def my_pmap(f, **kw)`)
 in variables, and `jax.pmap` passed around as a value whose every use is a call cannot be
 translated to specs statically. `_pmap_compat` has jax.pmap's signature (jax 0.4.38: `fun`
 required, the rest keyword-only after axis_name) and translates in_axes / out_axes to
-PartitionSpecs when pmap would, by the rules of transforms/specs.py, then hands over to
+PartitionSpecs when pmap would, by the rules of transforms/faithful/specs.py, then hands over to
 `_pmap_style_shard_map`. A wrapper migrated this way is faithful for every caller, in every
 module, with no change at the callers. Errors are legacy pmap's: a non-callable `fun`, a
 non-int leaf or global_arg_shapes raise at once; a list in_axes or a negative axis raise when
@@ -12,7 +12,7 @@ the function is called (legacy raised AssertionError for negative axes; new pmap
 wrong result, so that is never reproduced).
 
 The same text serves every target. Read as text from the marker comment on (see
-transforms/helper_templates.py); the import below is for the tests that run this file.
+transforms/helpers/helper_templates.py); the import below is for the tests that run this file.
 """
 
 from transforms.templates.pmap_style_shard_map import _pmap_style_shard_map

@@ -7,7 +7,7 @@ argument, as pmap does), rank reduction around the untouched body, `check_vma=Fa
 donation and static arguments on `jax.jit` with pmap's numbering. The mesh is built on the first
 call, so importing the migrated module never initialises a JAX backend.
 
-Read as text by transforms/helper_templates.py, from the marker comment to the end, never
+Read as text by transforms/helpers/helper_templates.py, from the marker comment to the end, never
 imported by the transform path. The `# pmap-migrate: if target >= ...` block is the one spelling
 that depends on the target JAX (public `jax.shard_map(check_vma=False)` from 0.6.1,
 `jax.experimental.shard_map`'s `check_rep=False` before); the tests import this file and run it.

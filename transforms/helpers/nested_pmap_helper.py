@@ -6,7 +6,7 @@ names it for the rule that asks for it.
 
 from __future__ import annotations
 
-from transforms.helper_templates import helper_text
+from transforms.helpers.helper_templates import helper_text
 from transforms.target import TargetJax
 
 NESTED_HELPER_NAME = "_nested_pmap_shard_map"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from transforms.rules import rule
+from transforms.codes.rules import rule
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,7 +2,7 @@
 and flax's wrappers of them, plus the host batch reshape that feeds a pmapped function.
 
 `jax.device_put_replicated` and `jax.device_put_sharded` (removed in JAX 0.10) become calls of
-module-level helpers with the same signature (transforms/placement_helpers.py), so every
+module-level helpers with the same signature (transforms/helpers/placement_helpers.py), so every
 reference, called or not, is renamed. flax's `jax_utils.replicate(tree, devices=None)` is
 `device_put_replicated(tree, devices or jax.local_devices())` and is rewritten to that. The
 rest is reported: flax's `prefetch_to_device` (calls device_put_sharded inside flax),
@@ -17,11 +17,11 @@ from collections.abc import Sequence
 import libcst as cst
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 
+from transforms.faithful.multiprocess import SCRATCH_KEY as MULTIPROCESS_EVIDENCE
+from transforms.helpers.placement_helpers import HELPER_MARKER, REPLICATED, SHARDED, SOURCES
 from transforms.module_helpers import request_helper
-from transforms.multiprocess import SCRATCH_KEY as MULTIPROCESS_EVIDENCE
-from transforms.placement_helpers import HELPER_MARKER, REPLICATED, SHARDED, SOURCES
+from transforms.reading.snippets import shorten as _shorten
 from transforms.reporting import ReportingTransformer
-from transforms.snippets import shorten as _shorten
 
 # Removed JAX functions -> (code, helper with the same signature).
 RENAMED = {

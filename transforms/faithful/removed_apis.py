@@ -16,7 +16,7 @@ REPORTED = {
     "jax.interpreters.pxla.ShardedDeviceArray": "PM303",
     "jax.pxla.ShardedDeviceArray": "PM303",
 }
-# jax_pmap_shmap_merge is folded away or reported by transforms/config_flags.py.
+# jax_pmap_shmap_merge is folded away or reported by transforms/faithful/config_flags.py.
 REPORTED_ATTRIBUTES = {"device_buffers": "PM303"}
 TREE_MAP = "jax.tree_map"
 

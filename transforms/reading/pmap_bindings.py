@@ -26,7 +26,7 @@ from collections.abc import Callable
 import libcst as cst
 import libcst.matchers as m
 
-from transforms.snippets import parameters
+from transforms.reading.snippets import parameters
 
 Scope = tuple[cst.FunctionDef | cst.ClassDef, ...]
 _BLOCKS = (cst.Module, cst.IndentedBlock, cst.SimpleStatementSuite)

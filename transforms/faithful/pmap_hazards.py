@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from transforms.host_barriers import CLAIMED_KEY
-from transforms.multiprocess import keeps_pmap
+from transforms.faithful.host_barriers import CLAIMED_KEY
+from transforms.faithful.multiprocess import keeps_pmap
 from transforms.reporting import ReportingTransformer
 
 

@@ -18,7 +18,7 @@ import dataclasses
 
 import libcst as cst
 
-from transforms.prefilter import parse_or_none
+from transforms.reading.prefilter import parse_or_none
 
 _BUILTINS = frozenset(dir(builtins))
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from transforms.multiprocess import SCRATCH_KEY
+from transforms.faithful.multiprocess import SCRATCH_KEY
+from transforms.reading.snippets import one_line, shorten
 from transforms.reporting import ReportingTransformer
-from transforms.snippets import one_line, shorten
 
 PROCESS_INDEX = {"jax.process_index", "jax.host_id"}
 FOLD_IN = {"jax.random.fold_in"}

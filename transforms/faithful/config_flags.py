@@ -18,9 +18,9 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from transforms.layout import spaced, stand_in
+from transforms.reading.layout import spaced, stand_in
+from transforms.reading.snippets import one_line as _code
 from transforms.reporting import ReportingTransformer
-from transforms.snippets import one_line as _code
 
 FLAG = "jax_pmap_shmap_merge"
 CONFIG = "jax.config"

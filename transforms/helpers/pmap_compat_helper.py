@@ -6,7 +6,7 @@ use it: their readable translation stays at the site.
 
 from __future__ import annotations
 
-from transforms.helper_templates import helper_text
+from transforms.helpers.helper_templates import helper_text
 
 COMPAT_HELPER_NAME = "_pmap_compat"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from transforms.snippets import source as _code
+from transforms.reading.snippets import source as _code
 
 
 class AxesNotTranslatable(Exception):

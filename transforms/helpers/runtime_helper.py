@@ -6,8 +6,8 @@ names it for the rules that ask for it.
 
 from __future__ import annotations
 
-from transforms.helper_templates import MARKER as HELPER_MARKER
-from transforms.helper_templates import helper_text
+from transforms.helpers.helper_templates import MARKER as HELPER_MARKER
+from transforms.helpers.helper_templates import helper_text
 from transforms.target import TargetJax
 
 HELPER_NAME = "_pmap_style_shard_map"

@@ -1,7 +1,7 @@
 """The helper a multi-process module gets: `_pmap_style_shard_map` with pmap's multi-process
 contract (research §2.2 items 8-9, §6).
 
-The single-process helper (transforms/runtime_helper.py) builds its mesh from
+The single-process helper (transforms/helpers/runtime_helper.py) builds its mesh from
 `jax.devices()[:n]`, which on several hosts maps process 0's devices everywhere. This variant,
 same name and signature, does what `jax/_src/pmap.py` does when `jax.process_count() > 1`: a
 mesh over every process's devices grouped by process, global axis size = local size x
@@ -10,8 +10,8 @@ process_count, `multihost_utils.host_local_array_to_global_array` on the way in 
 and `.lower(...).compile()(...)` converting too (which the new pmap skips).
 
 Where it goes (evidence-based generation): only modules that show multi-process use
-(transforms/multiprocess.py) get this text; every other module keeps the single-process helper
-byte for byte. Inside, the process count is read once per mapped size, when the program is
+(transforms/faithful/multiprocess.py) get this text; every other module keeps the single-process
+helper byte for byte. Inside, the process count is read once per mapped size, when the program is
 built: with one process the program is the plain `jax.jit` object, so a call costs exactly
 what the single-process helper's call costs.
 
@@ -21,8 +21,8 @@ import and run it), read here as text: the transform path never imports JAX.
 
 from __future__ import annotations
 
-from transforms.helper_templates import helper_text
-from transforms.runtime_helper import HELPER_NAME
+from transforms.helpers.helper_templates import helper_text
+from transforms.helpers.runtime_helper import HELPER_NAME
 from transforms.target import TargetJax
 
 

@@ -5,7 +5,7 @@ pmap takes host-local inputs (leading axis `jax.local_device_count()`), runs ove
 of every process grouped by process, and returns host-local outputs; that helper would map
 process 0's devices on every host. So a module that shows multi-process use
 (`jax.process_index()`, `jax.distributed.initialize`, `multihost_utils`, ...) gets the helper
-of transforms/multiprocess_helper.py instead, with the same name and signature, which keeps
+of transforms/helpers/multiprocess_helper.py instead, with the same name and signature, which keeps
 pmap's multi-process contract and costs a single-process run nothing (see its docstring).
 
 Evidence-based, not decided for every module at run time: a module with no multi-process
@@ -25,10 +25,10 @@ import re
 
 import libcst as cst
 
-from transforms.multiprocess_helper import multiprocess_helper_source
-from transforms.names import ImportTable, parse_or_none
+from transforms.helpers.multiprocess_helper import multiprocess_helper_source
+from transforms.helpers.runtime_helper import helper_source
+from transforms.reading.names import ImportTable, parse_or_none
 from transforms.reporting import ReportingTransformer
-from transforms.runtime_helper import helper_source
 
 SCRATCH_KEY = "pmap_migrate.multiprocess"  # (line, what) of the first multi-process call
 PMAP = "jax.pmap"

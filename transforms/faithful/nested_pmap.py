@@ -16,8 +16,8 @@ import dataclasses
 
 import libcst as cst
 
-from transforms.snippets import source as _code
-from transforms.specs import AxesNotTranslatable, axes_to_specs
+from transforms.faithful.specs import AxesNotTranslatable, axes_to_specs
+from transforms.reading.snippets import source as _code
 
 
 class NestedRefused(Exception):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from transforms.snippets import source
+from transforms.reading.snippets import source
 
 ONE_SPACE = cst.SimpleWhitespace(" ")
 

@@ -1,5 +1,5 @@
 """Drop-ins for `jax.device_put_replicated` / `jax.device_put_sharded` (removed in JAX 0.10),
-written into the user's module by `transforms.placement`.
+written into the user's module by `transforms.faithful.placement`.
 
 Their code is transforms/templates/device_put_replicated.py and device_put_sharded.py (real,
 tested Python, one text for every target).
@@ -7,8 +7,8 @@ tested Python, one text for every target).
 
 from __future__ import annotations
 
-from transforms.helper_templates import MARKER_LINE as HELPER_MARKER
-from transforms.helper_templates import helper_text
+from transforms.helpers.helper_templates import MARKER_LINE as HELPER_MARKER
+from transforms.helpers.helper_templates import helper_text
 
 REPLICATED = "_device_put_replicated"
 SHARDED = "_device_put_sharded"

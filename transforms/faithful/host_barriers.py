@@ -21,8 +21,8 @@ from __future__ import annotations
 import libcst as cst
 from libcst.codemod.visitors import AddImportsVisitor
 
+from transforms.reading.snippets import source as _code
 from transforms.reporting import ReportingTransformer
-from transforms.snippets import source as _code
 
 PMAP = "jax.pmap"
 PSUM = {"jax.lax.psum"}

@@ -1,0 +1,1 @@
+"""Finding codes: the rule table (from transforms/rules.toml) and the Finding record."""

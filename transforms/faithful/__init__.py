@@ -1,0 +1,1 @@
+"""The faithful rules: each pmap-era idiom rewritten in place with the same meaning, or reported."""

@@ -1,0 +1,1 @@
+"""The generated helpers' text: transforms/templates/ rendered for the target JAX."""

@@ -1,0 +1,1 @@
+"""What reads a module: qualified names, the prefilter, pmap bindings, snippets, layout edits."""
