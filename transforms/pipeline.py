@@ -45,7 +45,7 @@ RULES: tuple[type[ReportingTransformer], ...] = (
 
 # Files without any of the rules' words (`might_need_migration`) cannot hold a site, and files
 # with words but without a reference to an API the rules act on (`has_reference`) cannot get a
-# change or a finding: neither is parsed by libcst (transforms/prefilter.py).
+# change or a finding: neither is parsed by libcst (transforms/reading/prefilter.py).
 _UNPARSED = object()
 
 

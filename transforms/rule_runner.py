@@ -9,7 +9,7 @@ the `updated_node` that earlier rules returned (original nodes are always the in
 
 Metadata (`ModuleFacts`) is what rules ask for through ReportingTransformer: parents are
 recorded during the traversal, positions are computed on the first finding, and qualified
-names come from the import table (transforms/names.py) unless the module needs real scope
+names come from the import table (transforms/reading/names.py) unless the module needs real scope
 analysis.
 """
 
