@@ -19,14 +19,13 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
 from transforms.codes.findings import Finding
-from transforms.global_view.dataflow import (
-    AXIS_PLACEHOLDER, STACKED_OUT, CallerAnalysis, CallerResult, quoted,
-)
+from transforms.faithful.multiprocess import _first_evidence
+from transforms.global_view.dataflow import CallerAnalysis, CallerResult
 from transforms.global_view.layout import FunctionLayout
 from transforms.global_view.replication import BodyAnalysis
 from transforms.global_view.sites import Blocker, Site, _string_constants, dotted, find_sites
+from transforms.global_view.values import AXIS_PLACEHOLDER, STACKED_OUT, quoted
 from transforms.imports import apply_queued_imports
-from transforms.faithful.multiprocess import _first_evidence
 from transforms.reading.names import ImportTable
 from transforms.target import TargetJax
 
@@ -102,7 +101,7 @@ class ModuleInfo:
 
 def _is_unreplicate(function: ast.FunctionDef, module: ModuleInfo) -> bool:
     """`def unreplicate(tree): return jax.tree.map(lambda x: x[0], tree)`."""
-    from transforms.global_view.dataflow import TREE_MAP, _is_row_zero_lambda
+    from transforms.global_view.values import TREE_MAP, _is_row_zero_lambda
 
     if len(function.args.args) != 1 or len(function.body) != 1 or function.decorator_list:
         return False

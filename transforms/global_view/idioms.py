@@ -1,0 +1,228 @@
+"""The pmap-era idioms a caller of global sites uses around them: producers of stacks and
+batches (replicate, stack, broadcast_to, reshapes, device_put_sharded, shard) and consumers of
+outputs (x[0], unreplicate, tree_map(lambda a: a[0], ...), host reductions)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+from transforms.global_view.sites import Blocker
+from transforms.global_view.values import (
+    AS_ARRAY,
+    AXIS_PLACEHOLDER,
+    CONSTANT_FILLS,
+    REDUCTIONS,
+    REPL,
+    REPLICATE,
+    RNG_DRAWS,
+    SAME,
+    SHARD,
+    STACK,
+    TO_SCALAR,
+    TREE_MAP,
+    UNREPLICATE,
+    Kind,
+    _describe,
+    _is_minus_one,
+    _is_row_zero_lambda,
+    _operand,
+    _tuple_text,
+    list_of,
+    replicated_operand,
+)
+
+
+class IdiomsMixin:
+    """`CallerAnalysis`'s producers and consumers (dataflow.py holds the state they read)."""
+
+    def _producer(self, call: ast.Call, name: str) -> Kind | None:
+        module = self.module
+        if name in REPLICATE and call.args and not any(k.arg == "devices" for k in call.keywords):
+            if name == "jax.device_put_replicated" and (
+                    len(call.args) != 2 or self.eval(call.args[1]).tag != "devices"):
+                raise Blocker("PM604", call, "device_put_replicated onto a device list that is "
+                              "not all local devices")
+            self._need_same(call.args[0])
+            self._edit(call, f"{module.jax}.device_put({self.render(call.args[0])}, P())")
+            return REPL
+        value = replicated_operand(call, name, self._is_devcount, self._rank_of)
+        if value is not None:
+            self._need_same(value)
+            self._edit(call, self.render(value))
+            return REPL
+        if name in TREE_MAP and len(call.args) == 2 and isinstance(call.args[0], ast.Lambda):
+            function, tree = call.args
+            body = function.body
+            params = [a.arg for a in function.args.args]
+            if isinstance(body, ast.Call) and len(params) == 1:
+                operand = replicated_operand(body, self._qualified(body.func), self._is_devcount,
+                                             lambda node: None)
+                if isinstance(operand, ast.Name) and operand.id == params[0]:
+                    self._need_same(tree)
+                    self._edit(call, self.render(tree))
+                    return REPL
+        if name in CONSTANT_FILLS and call.args and not any(k.arg == "shape" for k in call.keywords):
+            shape = call.args[0]
+            rest = None
+            if self._is_devcount(shape):
+                rest = []
+            elif isinstance(shape, ast.Tuple) and shape.elts and self._is_devcount(shape.elts[0]) \
+                    and not any(isinstance(e, ast.Starred) for e in shape.elts):
+                rest = shape.elts[1:]
+            if rest is not None:
+                for argument in [*rest, *call.args[1:], *(k.value for k in call.keywords)]:
+                    self._need_same(argument)
+                self._edit(shape, _tuple_text([self.render(e) for e in rest]))
+                return REPL
+        if name in SHARD and len(call.args) == 1 and not call.keywords:
+            self._need_same(call.args[0])
+            self._edit(call, f"{module.jax}.device_put({self.render(call.args[0])}, "
+                             f"P({AXIS_PLACEHOLDER}))")
+            return Kind("merged")
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "reshape" \
+                and len(call.args) >= 2 and not call.keywords and self._is_devcount(call.args[0]):
+            self._need_same(call.func.value)
+            rest = call.args[1:]
+            first = rest[0]
+            if _is_minus_one(first):
+                merged = ["-1", *(self.render(a) for a in rest[1:])]
+            else:
+                merged = [f"{self.render(call.args[0])} * {_operand(self.render(first))}",
+                          *(self.render(a) for a in rest[1:])]
+            self._edit(call, f"{_operand(self.render(call.func.value))}.reshape({', '.join(merged)})")
+            return Kind("merged", rank=len(call.args))
+        if isinstance(call.func, ast.Attribute) and call.func.attr in RNG_DRAWS:
+            size = next((k.value for k in call.keywords if k.arg == "size"), None)
+            if isinstance(size, ast.Tuple) and len(size.elts) >= 2 and self._is_devcount(size.elts[0]):
+                self._same(call.func.value)
+                for argument in call.args:
+                    self._need_same(argument)
+                merged = [f"{self.render(size.elts[0])} * {_operand(self.render(size.elts[1]))}",
+                          *(self.render(e) for e in size.elts[2:])]
+                text = ", ".join(merged) + ("," if len(merged) == 1 else "")
+                self._edit(size, f"({text})")
+                return Kind("merged", rank=len(size.elts))
+        if name == "jax.device_put_sharded" and len(call.args) == 2:
+            return self._device_put_sharded(call)
+        return None
+
+    def _device_put_sharded(self, call: ast.Call) -> Kind:
+        pieces, devices = call.args
+        if self.eval(devices).tag != "devices":
+            raise Blocker("PM604", call, "device_put_sharded onto a device list that is not "
+                          "all local devices")
+        if not (isinstance(pieces, ast.ListComp) and len(pieces.generators) == 1):
+            raise Blocker("PM604", pieces, "device_put_sharded of something other than "
+                          "`[... x[i] ... for i in range(n)]`")
+        generator = pieces.generators[0]
+        iterated = generator.iter
+        if not (isinstance(generator.target, ast.Name) and not generator.ifs
+                and isinstance(iterated, ast.Call) and isinstance(iterated.func, ast.Name)
+                and iterated.func.id == "range" and "range" not in self.module.table.bound_otherwise
+                and len(iterated.args) == 1 and self._is_devcount(iterated.args[0])):
+            raise Blocker("PM604", pieces, "device_put_sharded of a list not built over "
+                          "range(device count)")
+        index = generator.target.id
+        rows = {}  # the x[i] subscripts: each becomes x itself, merged
+        for node in ast.walk(pieces.elt):
+            if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name) \
+                    and node.slice.id == index and isinstance(node.value, ast.Name):
+                rows[id(node)] = node
+        for node in ast.walk(pieces.elt):
+            if isinstance(node, ast.Name) and node.id == index and not any(
+                    node is rows[k].slice for k in rows):
+                raise Blocker("PM604", node, f"`{index}` used other than as `x[{index}]`")
+        saved = dict(self.kinds)
+        try:
+            substitutes = {}
+            for node in rows.values():
+                kind = self.eval(node.value)
+                if kind.tag != "merged":
+                    raise Blocker("PM604", node, f"`{ast.unparse(node)}`: `{node.value.id}` is "
+                                  "not a per-device batch the tool can merge")
+                substitutes[id(node)] = kind
+            self._rows = substitutes
+            kind = self.eval(pieces.elt)
+        finally:
+            self._rows = {}
+            self.kinds = saved
+        if kind.tag != "merged":
+            raise Blocker("PM604", pieces.elt, "the device_put_sharded pieces are not rows of "
+                          "a batch the tool can merge")
+        self._edit(call, f"{self.module.jax}.device_put({self.render(pieces.elt)}, "
+                         f"P({AXIS_PLACEHOLDER}))")
+        return kind
+
+    _rows: dict = {}
+
+    def _consumer(self, call: ast.Call, name: str) -> Kind | None:
+        func = call.func
+        unreplicated = name in UNREPLICATE or (
+            isinstance(func, ast.Name) and func.id in self.module.unreplicate_helpers)
+        if unreplicated and len(call.args) == 1 and not call.keywords:
+            return self._row_zero(call, call.args[0])
+        if name in TREE_MAP and len(call.args) == 2 and isinstance(call.args[0], ast.Lambda) \
+                and _is_row_zero_lambda(call.args[0]):
+            return self._row_zero(call, call.args[1])
+        if name in CONSTANT_FILLS and call.args and isinstance(call.args[0], ast.Tuple) \
+                and not call.args[0].elts:
+            for argument in [*call.args[1:], *(k.value for k in call.keywords)]:
+                self._need_same(argument)
+            return Kind("same", rank=0)
+        if name in AS_ARRAY and call.args:
+            kind = self.eval(call.args[0])
+            for argument in [*call.args[1:], *(k.value for k in call.keywords)]:
+                self._need_same(argument)
+            if kind.tag == "list":
+                element = kind.element
+                if element.tag not in ("repl", "merged"):
+                    raise Blocker("PM605", call, "an array of per-device values of mixed layout")
+                return dataclasses.replace(element, axis=element.axis + 1,
+                                           rank=None if element.rank is None else element.rank + 1)
+            return kind
+        if name in STACK and len(call.args) == 1 and not call.keywords:
+            kind = self.eval(call.args[0])
+            if kind.tag == "list" and kind.element.tag in ("repl", "merged"):
+                element = kind.element
+                return dataclasses.replace(element, axis=element.axis + 1,
+                                           rank=None if element.rank is None else element.rank + 1)
+        if name in TO_SCALAR or (isinstance(func, ast.Name) and func.id in ("float", "int", "bool")):
+            for argument in call.args:
+                self._need_same(argument)
+            return SAME
+        if name in ("jax.tree_util.tree_leaves", "jax.tree.leaves") and len(call.args) == 1:
+            kind = self.eval(call.args[0])
+            return list_of(kind) if kind.tag in ("repl", "merged") else self._need_same(call.args[0])
+        if isinstance(func, ast.Attribute):
+            receiver = self.eval(func.value)
+            if receiver.tag in ("repl", "merged"):
+                if func.attr == "is_deleted" and not call.args:
+                    return SAME
+                if func.attr == "block_until_ready" and not call.args:
+                    return receiver
+                if func.attr == "astype" and receiver.tag == "merged":
+                    for argument in call.args:
+                        self._need_same(argument)
+                    return receiver
+        if name in REDUCTIONS and len(call.args) == 1:
+            kind = self.eval(call.args[0])
+            if kind.tag == "merged":
+                axis = next((k.value for k in call.keywords if k.arg == "axis"), None)
+                if (kind.rank is not None and isinstance(axis, ast.UnaryOp)
+                        and isinstance(axis.op, ast.USub) and isinstance(axis.operand, ast.Constant)
+                        and type(axis.operand.value) is int
+                        and 1 <= axis.operand.value <= kind.rank - 2 and kind.rank - 1 >= 2
+                        and len(call.keywords) == 1):
+                    return Kind("merged", rank=kind.rank - 1)
+                raise Blocker("PM605", call, "a reduction over the batch or device axis of a "
+                              "per-device batch")
+        return None
+
+    def _row_zero(self, call: ast.Call, operand) -> Kind:
+        kind = self.eval(operand)
+        if kind.tag != "repl" or kind.axis != 0:
+            raise Blocker("PM605", call, f"row 0 of {_describe(kind)}: only a replicated "
+                          "output's row 0 becomes direct use")
+        self._edit(call, self.render(operand))
+        return SAME

@@ -1,0 +1,153 @@
+"""What a local value of a caller is (`Kind`), the API names the analysis recognises, and
+the small pure helpers the caller analysis (dataflow.py and its mixins) shares."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+from transforms.global_view.layout import MERGED, REPLICATED, OutputLayout
+from transforms.global_view.sites import Blocker
+
+AXIS_PLACEHOLDER = "\x00axis\x00"  # the caller's mesh axis, known once its sites are
+TREE_MAP = {"jax.tree_util.tree_map", "jax.tree.map", "jax.tree_map"}
+STACK = {"jax.numpy.stack", "numpy.stack"}
+BROADCAST_TO = {"jax.numpy.broadcast_to", "numpy.broadcast_to"}
+AS_ARRAY = {"numpy.asarray", "numpy.array", "jax.numpy.asarray", "jax.numpy.array",
+            "jax.device_get"}
+REDUCTIONS = {f"{m}.{f}" for m in ("numpy", "jax.numpy")
+              for f in ("argmax", "argmin", "sum", "mean", "max", "min", "any", "all")}
+DEVICE_COUNT = {"jax.local_device_count", "jax.device_count"}
+DEVICES = {"jax.local_devices", "jax.devices"}
+REPLICATE = {"jax.device_put_replicated", "flax.jax_utils.replicate"}
+UNREPLICATE = {"flax.jax_utils.unreplicate"}
+SHARD = {"flax.training.common_utils.shard"}
+# numpy random draws fill their `size` in C order, so (n, b, ...) and (n * b, ...) draw the
+# same numbers: the merged batch is the same data.
+RNG_DRAWS = {"normal", "uniform", "standard_normal", "random", "integers", "randint", "rand"}
+TO_SCALAR = {"builtins.float", "builtins.int", "builtins.bool"}
+# Constant stacks: every row is the same, so they are replicated by construction.
+CONSTANT_FILLS = {f"{m}.{f}" for m in ("numpy", "jax.numpy") for f in ("zeros", "ones", "full")}
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    tag: str  # same | repl | merged | list | empty_list | devcount | devices | fields
+    axis: int = 0
+    rank: int | None = None  # merged: the original's rank, where known
+    element: Kind | None = None  # list: the kind of its elements
+    fields: tuple = ()  # fields: ((key path step, Kind), ...) of a dict or tuple literal
+
+    @property
+    def changed(self) -> bool:
+        return self.tag in ("repl", "merged", "list", "fields")
+
+
+SAME = Kind("same")
+REPL = Kind("repl")
+
+
+def list_of(element: Kind) -> Kind:
+    return SAME if element.tag in ("same", "devcount") else Kind("list", element=element)
+
+
+DEFAULT_AXIS = "devices"  # the mesh axis when no site called names one
+REPLICATED_OUT, STACKED_OUT = "replicated", "stacked"
+
+
+def _layouts_of(kind: Kind, path: str, node) -> list[OutputLayout]:
+    if kind.tag == "repl":
+        return [OutputLayout(path, REPLICATED, kind.axis)]
+    if kind.tag == "merged":
+        return [OutputLayout(path, MERGED, kind.axis)]
+    if kind.tag == "fields":
+        return [layout for step, field in kind.fields for layout in _layouts_of(field, path + step, node)]
+    if kind.tag == "list":
+        raise Blocker("PM605", node, "returns a list of per-device values")
+    return []
+
+
+def replicated_operand(call: ast.Call, name: str, is_devcount, rank_of) -> ast.AST | None:
+    """x of `jnp.stack([x] * n)`, `np.broadcast_to(x, (n,) + x.shape)` or, for a 0-d x,
+    `np.broadcast_to(x, (n,))` (n: device count)."""
+    if name in STACK and len(call.args) == 1 and not call.keywords:
+        items = call.args[0]
+        if isinstance(items, ast.BinOp) and isinstance(items.op, ast.Mult):
+            for listed, count in ((items.left, items.right), (items.right, items.left)):
+                if isinstance(listed, ast.List) and len(listed.elts) == 1 and is_devcount(count):
+                    return listed.elts[0]
+    if name in BROADCAST_TO and len(call.args) == 2 and not call.keywords:
+        value, shape = call.args
+        leading = None
+        if isinstance(shape, ast.BinOp) and isinstance(shape.op, ast.Add) \
+                and isinstance(shape.left, ast.Tuple) and len(shape.left.elts) == 1:
+            leading, rest = shape.left.elts[0], shape.right
+        elif isinstance(shape, ast.Tuple) and len(shape.elts) == 2 \
+                and isinstance(shape.elts[1], ast.Starred):
+            leading, rest = shape.elts[0], shape.elts[1].value
+        elif isinstance(shape, ast.Tuple) and len(shape.elts) == 1 and is_devcount(shape.elts[0]) \
+                and rank_of(value) == 0:
+            return value
+        if leading is not None and is_devcount(leading) and isinstance(rest, ast.Attribute) \
+                and rest.attr == "shape" and _pure(value) and ast.dump(rest.value) == ast.dump(value):
+            return value
+    return None
+
+
+def _pure(node) -> bool:
+    """A name, or attributes / constant subscripts of one: evaluating it twice is harmless."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Constant):
+            return False
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _is_row_zero_lambda(function: ast.Lambda) -> bool:
+    params = [a.arg for a in function.args.args]
+    body = function.body
+    return (len(params) == 1 and isinstance(body, ast.Subscript)
+            and isinstance(body.value, ast.Name) and body.value.id == params[0]
+            and isinstance(body.slice, ast.Constant) and body.slice.value == 0
+            and type(body.slice.value) is int)
+
+
+def _is_minus_one(node) -> bool:
+    return (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
+            and isinstance(node.operand, ast.Constant) and node.operand.value == 1
+            and type(node.operand.value) is int) or (
+        isinstance(node, ast.Constant) and node.value == -1 and type(node.value) is int)
+
+
+def quoted(text: str) -> str:
+    """A string literal in double quotes, as most Python code writes them."""
+    return f'"{text}"' if '"' not in text and "\\" not in text else repr(text)
+
+
+def _tuple_text(items: list[str]) -> str:
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _operand(text: str) -> str:
+    """`text` safe as the operand of `*` or `.`: parenthesised unless it is one atom."""
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return f"({text})"
+    atoms = (ast.Name, ast.Constant, ast.Attribute, ast.Call, ast.Subscript)
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and node.value < 0:
+        return f"({text})"
+    return text if isinstance(node, atoms) else f"({text})"
+
+
+def _describe(kind: Kind) -> str:
+    return {
+        "same": "a plain value",
+        "repl": "a replicated stack (pmap's device axis)",
+        "merged": "a per-device batch",
+        "list": "a list of per-device values",
+        "empty_list": "a list",
+        "devcount": "the device count",
+        "devices": "the device list",
+        "fields": "a tree of per-device values of mixed layout",
+    }[kind.tag]
