@@ -27,10 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 
-from equivalence.hlo import read_dump
-from equivalence.runner import RunOutcome, stall_message, worker_environment
+from equivalence.runner import RunOutcome, finished_outcome, stall_message, worker_environment
 
 WORKER = Path(__file__).with_name("multiprocess_worker.py")
 POLL_SECONDS = 0.1
@@ -155,14 +153,7 @@ def _outcome(result: dict, folder: Path, seconds: float, p: int, processes: int)
     if not result["ok"]:
         return RunOutcome(False, seconds, error=f"process {p} of {processes}: {result['error']}",
                           jax_version=result.get("jax_version", ""))
-    try:
-        with np.load(folder / "outputs.npz") as saved:
-            arrays = {key: saved[key] for key in saved.files}
-    except (OSError, ValueError) as error:
-        return RunOutcome(False, seconds, error=f"outputs could not be read back: {error}")
-    output = {"treedef": result["treedef"], "leaves": result["leaves"], "arrays": arrays}
-    return RunOutcome(True, seconds, output=output, jax_version=result["jax_version"],
-                      compiled=read_dump(folder / "hlo"))
+    return finished_outcome(result, folder, seconds)
 
 
 def _kill_group(running: list[subprocess.Popen]) -> None:

@@ -136,15 +136,19 @@ def _run_in(
         stall = found.group(0).strip()[:500] if found else stall_message(out_dir / "stderr.txt")
         return RunOutcome(False, seconds, error=result["error"], jax_version=result.get("jax_version", ""),
                           stall=stall)
+    return finished_outcome(result, out_dir, seconds)
+
+
+def finished_outcome(result: dict, out_dir: Path, seconds: float) -> RunOutcome:
+    """The outcome of a worker that wrote an ok `result`: its saved outputs and compiled HLO."""
     try:
         with np.load(out_dir / "outputs.npz") as saved:
             arrays = {key: saved[key] for key in saved.files}
     except (OSError, ValueError) as error:
         return RunOutcome(False, seconds, error=f"outputs could not be read back: {error}")
     output = {"treedef": result["treedef"], "leaves": result["leaves"], "arrays": arrays}
-    return RunOutcome(
-        True, seconds, output=output, jax_version=result["jax_version"], compiled=read_dump(hlo_dir)
-    )
+    return RunOutcome(True, seconds, output=output, jax_version=result["jax_version"],
+                      compiled=read_dump(out_dir / "hlo"))
 
 
 def _kill_group(process: subprocess.Popen) -> None:
