@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import ast
 
+from transforms.global_view.replication import NotProvable
 from transforms.global_view.sites import Blocker, Site, dotted
 from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
     DEVICE_COUNT,
     DEVICES,
     REPL,
+    NONE_OUT,
     REPLICATED_OUT,
     SAME,
     STACKED_OUT,
@@ -155,6 +157,15 @@ class ExpressionsMixin:
         if kind.tag in ("repl", "merged") and isinstance(index, ast.Constant) \
                 and isinstance(index.value, str):
             return kind  # a leaf of a tree of stacks
+        if kind.tag == "repl" and kind.axis == 0 and isinstance(index, ast.Tuple) \
+                and len(index.elts) >= 2 and _is_full_slice(index.elts[0]) \
+                and not any(isinstance(e, ast.Starred) for e in index.elts):
+            # `stack[:, None]`: the same on every row, so the row itself is `row[None]`.
+            for element in index.elts[1:]:
+                self._need_same(element)
+            rest = ", ".join(self.render(e) for e in index.elts[1:])
+            self._edit(node, f"{self.render(node.value)}[{rest}]")
+            return kind
         if kind.tag == "fields" and isinstance(index, ast.Constant):
             step = f"[{index.value!r}]" if isinstance(index.value, str) else f"[{index.value}]"
             for key, field in kind.fields:
@@ -251,7 +262,12 @@ class ExpressionsMixin:
         specs, replicated = [], set()
         for position, (argument, axis) in enumerate(zip(call.args, site.in_axes)):
             kind = self.eval(argument)
-            if axis is None:
+            if position in site.static:  # jit's static argument: no spec, a plain value
+                if kind.changed:
+                    raise Blocker("PM604", argument, f"static argument {position} of "
+                                  f"{site.label} holds {_describe(kind)}")
+                replicated.add(site.params[position])
+            elif axis is None:
                 if kind.changed:
                     raise Blocker("PM604", argument, f"argument {position} of {site.label} is "
                                   "not mapped (in_axes None) but holds a per-device value")
@@ -276,6 +292,8 @@ class ExpressionsMixin:
         specs = tuple(specs)
         if self.specs.setdefault(site.key, specs) != specs:
             raise Blocker("PM604", call, f"{site.label} is called with different layouts")
+        if site.out_tree is not None:
+            return self._result_tree(call, site, replicated)
         varying = self.module.body_analysis(site).first_varying_output(replicated)
         if varying is None:
             mode = REPLICATED_OUT
@@ -295,3 +313,39 @@ class ExpressionsMixin:
             return SAME  # the original's layout: stacked per-device rows, or out_axes=None
         return REPL
 
+
+    def _result_tree(self, call: ast.Call, site: Site, replicated: set[str]) -> Kind:
+        """`out_axes=(0, None, ...)`: per result, None needs a proven-replicated value (P(),
+        unstacked as in the original); 0 is P() when proven (a replicated stack in the
+        original) and otherwise keeps its device axis (expanded in the body, P(axis))."""
+        try:
+            varying = self.module.body_analysis(site).varying_results(replicated,
+                                                                      len(site.out_tree))
+        except NotProvable as error:
+            raise Blocker("PM606", error.node, f"{site.label}: {error.why}") from None
+        modes, fields = [], []
+        for position, (axis, node) in enumerate(zip(site.out_tree, varying)):
+            if node is None:
+                modes.append(NONE_OUT if axis is None else REPLICATED_OUT)
+            elif axis is None:
+                raise Blocker("PM606", node, f"result {position} of {site.label} has out_axes "
+                              "None but is not provably the same on every device")
+            elif not self.module.can_stack_results(site):
+                raise Blocker("PM606", node, f"result {position} of `{site.name}` is per-device "
+                              "and its function is shared with other code, so it cannot be "
+                              "given back with its device axis")
+            else:
+                modes.append(STACKED_OUT)
+            fields.append((f"[{position}]", REPL if modes[-1] == REPLICATED_OUT else SAME))
+        mode = tuple(modes)
+        if self.modes.setdefault(site.key, mode) != mode:
+            raise Blocker("PM606", call, f"{site.label} returns replicated results for some "
+                          "calls and per-device results for others")
+        if not any(kind.changed for _, kind in fields):
+            return SAME
+        return Kind("fields", fields=tuple(fields))
+
+
+def _is_full_slice(node) -> bool:
+    return isinstance(node, ast.Slice) and node.lower is None and node.upper is None \
+        and node.step is None

@@ -55,10 +55,33 @@ class BodyAnalysis:
             self._block(body.body, varying, False, returns)
         except NotProvable as error:
             return error.node
-        for node, varies in returns:
+        for node, varies, _, _ in returns:
             if varies:
                 return node
         return None
+
+    def varying_results(self, replicated_params: set[str], count: int) -> list[ast.AST | None]:
+        """For a body whose every return is a tuple literal of `count` results (pmap's
+        `out_axes=(0, None, ...)`): per result, None when it is provably replicated, else the
+        node that is not. Raises NotProvable when a return is not such a tuple."""
+        varying = set(self.site.params) - replicated_params
+        body = self.site.body
+        if isinstance(body, ast.Lambda):
+            found = [(body.body, False, frozenset(varying), False)]
+        else:
+            found = []
+            self._block(body.body, varying, False, found)
+        results: list[ast.AST | None] = [None] * count
+        for node, _, names, control in found:
+            value = node if isinstance(body, ast.Lambda) else node.value
+            if not (isinstance(value, ast.Tuple) and len(value.elts) == count
+                    and not any(isinstance(e, ast.Starred) for e in value.elts)):
+                raise NotProvable(node, f"a return that is not a tuple of {count} results, "
+                                  "as out_axes is")
+            for position, element in enumerate(value.elts):
+                if results[position] is None and (control or self.varies(element, set(names))):
+                    results[position] = element
+        return results
 
     # -- statements ---------------------------------------------------------------------
     def _block(self, statements, varying: set[str], control: bool, returns) -> set[str]:
@@ -91,7 +114,7 @@ class BodyAnalysis:
             return varying
         if isinstance(s, ast.Return):
             v = control or (s.value is not None and self.varies(s.value, varying))
-            returns.append((s, v))
+            returns.append((s, v, frozenset(varying), control))
             return varying
         if isinstance(s, ast.If):
             inner = control or self.varies(s.test, varying)
@@ -168,8 +191,9 @@ class BodyAnalysis:
             return False
         axis = call.args[1] if len(call.args) > 1 else next(
             (k.value for k in call.keywords if k.arg == "axis_name"), None)
-        if isinstance(axis, ast.Name):
-            return self.site.axis_name is not None and self.constants.get(axis.id) == self.site.axis_name
+        if isinstance(axis, (ast.Name, ast.Attribute)):  # AXIS, Cfg.axis
+            return self.site.axis_name is not None and \
+                self.constants.get(ast.unparse(axis)) == self.site.axis_name
         return isinstance(axis, ast.Constant) and axis.value == self.site.axis_name is not None
 
     def _global_varies(self, name: ast.Name) -> bool:

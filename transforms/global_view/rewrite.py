@@ -64,6 +64,11 @@ class ModuleInfo:
         for node in ast.walk(tree):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 self.loads[node.id] = self.loads.get(node.id, 0) + 1
+        self.partial = next((n for n, full in table.imported.items() if full == "functools.partial"),
+                            None) or next((f"{n}.partial" for n, full in table.imported.items()
+                                           if full == "functools"), None)
+        self.needs_functools = self.partial is None
+        self.partial = self.partial or "functools.partial"
         self.numpy = next((n for n, full in table.imported.items() if full == "jax.numpy"),
                           f"{self.jax}.numpy")
 
@@ -200,10 +205,15 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
         edits.update({k: v.replace(AXIS_PLACEHOLDER, axis) for k, v in result.edits.items()})
     for site in global_sites:
         specs, mode, axis = _usage(next(results[c] for c in callers_of(site.key, callers)), site.key)
-        out_specs = f"P({quoted(axis)})" if mode == STACKED_OUT else "P()"
+        modes = mode if isinstance(mode, tuple) else (mode,)
+        out_specs = _tuple([f"P({quoted(axis)})" if m == STACKED_OUT else "P()" for m in modes]) \
+            if isinstance(mode, tuple) else f"P({quoted(axis)})" if mode == STACKED_OUT else "P()"
         edits.update(_site_edits(site, specs, out_specs, mode, module))
         kept = ("; per-device results keep their device axis (expanded in the body, P(axis))"
-                if mode == STACKED_OUT else "")
+                if STACKED_OUT in modes else "")
+        if site.static:
+            kept += f"; static arguments {', '.join(site.params[i] for i in site.static)} " \
+                "are jax.jit's static_argnums and reach the body by closure"
         findings.append(Finding(
             "PM600", site.node.lineno, site.node.col_offset + 1,
             f"{site.label} migrated in the global style: jax.jit(jax.shard_map(...)) with "
@@ -217,6 +227,8 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     AddImportsVisitor.add_needed_import(context, "jax.sharding", "PartitionSpec", "P")
     if module.jax == "jax" and "jax" not in table.imported:
         AddImportsVisitor.add_needed_import(context, "jax")
+    if module.needs_functools and any(s.static for s in global_sites):
+        AddImportsVisitor.add_needed_import(context, "functools")
     new_module = apply_queued_imports(new_module, context)
     layouts = tuple(FunctionLayout(c, r.layouts) for c, r in sorted(results.items()) if r.layouts)
     return GlobalResult(new_module.bytes, _dedupe(findings), layouts,
@@ -335,20 +347,80 @@ def _site_edits(site: Site, specs, out_specs: str, mode: str, module: ModuleInfo
     """The edits of one global site: its pmap expression, and with per-device results an
     expand of every value the body returns (pmap's stacked output layout, kept)."""
     body_edits = {}
-    if mode == STACKED_OUT:
-        expand = f"{module.jax}.tree.map(lambda y: {module.numpy}.expand_dims(y, 0), ({{}}))"
-        if isinstance(site.body, ast.Lambda):
-            value = site.body.body
-            body_edits[module.span(value)] = expand.format(_source(module, value))
-        else:
-            for node in _own_returns(site.body):
-                if node.value is not None:
-                    body_edits[module.span(node.value)] = expand.format(_source(module, node.value))
+    values = [site.body.body] if isinstance(site.body, ast.Lambda) else [
+        node.value for node in _own_returns(site.body) if node.value is not None]
+    for value in values:
+        if mode == STACKED_OUT:
+            body_edits[module.span(value)] = _expanded(module, value)
+        elif isinstance(mode, tuple):  # out_axes=(0, None, ...): every return is such a tuple
+            for element, element_mode in zip(value.elts, mode):
+                if element_mode == STACKED_OUT:
+                    body_edits[module.span(element)] = _expanded(module, element)
+    if site.decorated and site.static:
+        return {**body_edits, **_static_def_edits(site, specs, out_specs, module)}
     if site.decorated:
-        return {**body_edits, module.span(site.node): _site_text(site, specs, out_specs, module, {})}
-    inside = {k: v for k, v in body_edits.items() if _within(k, module.span(site.node))}
+        start = module.span(site.outer_jit or site.node)[0]
+        text = _site_text(site, specs, out_specs, module, {})
+        return {**body_edits, (start, module.span(site.node)[1]): text}
+    built = module.span(site.statement if site.static else site.built)
+    inside = {k: v for k, v in body_edits.items() if _within(k, built)}
     outside = {k: v for k, v in body_edits.items() if k not in inside}
-    return {**outside, module.span(site.node): _site_text(site, specs, out_specs, module, inside)}
+    if site.static:
+        return {**outside, built: _static_wrapper(site, specs, out_specs, module, inside)}
+    return {**outside, built: _site_text(site, specs, out_specs, module, inside)}
+
+
+def _expanded(module: ModuleInfo, value: ast.AST) -> str:
+    """`value` (a result or a tree of them) with pmap's device axis put back in front."""
+    text = _source(module, value)
+    if isinstance(value, ast.Tuple) and not text.startswith("("):
+        text = f"({text})"  # an unparenthesised tuple would become several arguments
+    return f"{module.jax}.tree.map(lambda y: {module.numpy}.expand_dims(y, 0), {text})"
+
+
+def _static_def_edits(site: Site, specs, out_specs: str, module: ModuleInfo) -> dict:
+    """A decorated site with static arguments: the body keeps its def under a private name,
+    and a jitted function of the public name, with pmap's static numbering, hands only the
+    mapped arguments to shard_map (the statics reach the body by closure, as plain values)."""
+    lines = module._line_starts
+    start = lines[site.node.lineno - 1]
+    remove_decorator = {(start, lines[site.node.end_lineno]): ""}
+    statement = site.statement
+    header = module.source[module.span(statement)[0]:].decode("utf-8")
+    name_at = module.span(statement)[0] + len(header[:header.index(site.name)].encode("utf-8"))
+    private = f"_{site.name}"
+    rename = {(name_at, name_at + len(site.name)): private}
+    end = module.span(statement)[1]
+    wrapper = _static_wrapper(site, specs, out_specs, module, {}, private)
+    return {**remove_decorator, **rename, (end, end): "\n\n\n" + wrapper}
+
+
+def _static_wrapper(site: Site, specs, out_specs: str, module: ModuleInfo, inner_edits: dict,
+                    private: str | None = None) -> str:
+    """`@partial(jax.jit, static_argnums=...)` over `def name(params)` returning shard_map of a
+    lambda of the mapped parameters only."""
+    jax = module.jax
+    params = ", ".join(site.params)
+    mapped = ", ".join(p for i, p in enumerate(site.params) if i not in site.static)
+    if private is not None:
+        inner = f"lambda {mapped}: {private}({params})"
+    elif isinstance(site.function_node, ast.Lambda):
+        inner = f"lambda {mapped}: {module.render(*module.span(site.body.body), inner_edits)}"
+    else:
+        function = module.render(*module.span(site.function_node), inner_edits)
+        callee = function if isinstance(site.function_node, ast.Name) else f"({function})"
+        inner = f"lambda {mapped}: {callee}({params})"
+    static = site.static[0] if len(site.static) == 1 else _tuple([str(i) for i in site.static])
+    donate = f", donate_argnums={site.donate}" if site.donate else ""
+    line = module.source.splitlines()[site.statement.lineno - 1].decode("utf-8")
+    indent = line[:len(line) - len(line.lstrip())]
+    options = f"in_specs={_tuple(specs)}, out_specs={out_specs}, check_vma=False"
+    pad = indent + "        "
+    one_line = f"{pad}{inner}, {options}"
+    body = f"{one_line}\n" if len(one_line) <= LINE_LIMIT else f"{pad}{inner},\n{pad}{options},\n"
+    return (f"@{module.partial}({jax}.jit, static_argnums={static}{donate})\n"
+            f"{indent}def {site.name}({params}):\n"
+            f"{indent}    return {jax}.shard_map(\n{body}{indent}    )({mapped})")
 
 
 def _within(span, outer) -> bool:
@@ -390,8 +462,8 @@ def _site_text(site: Site, specs, out_specs: str, module: ModuleInfo, inner_edit
     function = module.render(*module.span(site.node.args[0]), inner_edits)
     donate = f", donate_argnums={site.donate}" if site.donate else ""
     text = f"{jax}.jit({jax}.shard_map({function}, {options}){donate})"
-    if site.node.col_offset + len(text) > LINE_LIMIT and "\n" not in function:
-        line = module.source.splitlines()[site.node.lineno - 1].decode("utf-8")
+    if site.built.col_offset + len(text) > LINE_LIMIT and "\n" not in function:
+        line = module.source.splitlines()[site.built.lineno - 1].decode("utf-8")
         indent = line[:len(line) - len(line.lstrip())]
         pad = indent + "    "
         text = f"{jax}.jit({jax}.shard_map(\n{pad}{function},\n{pad}{options},\n{indent}){donate})"

@@ -1,10 +1,12 @@
 """Which pmap sites of a module the global style can take, read with the standard `ast`.
 
 A site qualifies when it is a module-level `def` decorated with `jax.pmap` or
-`functools.partial(jax.pmap, ...)` (no other decorator), or a module-level
-`name = jax.pmap(fn, ...)` of a lambda or a module-level function, with a literal string
-`axis_name`, `in_axes` of 0 / None per argument, default `out_axes`, and at most
-`donate_argnums` besides. Anything else is a `Blocker` the report names.
+`functools.partial(jax.pmap, ...)` (a bare `@jax.jit` may sit above or below it: jit of
+jit is jit), or a `name = jax.pmap(fn, ...)` (or `jax.jit(jax.pmap(fn, ...))`) of a lambda or
+a module-level function, with a literal string `axis_name` (or a module / class constant),
+`in_axes` of 0 / None per argument (or trees of one of them), `out_axes` 0 / None or a tuple
+of them, literal `donate_argnums` and `static_broadcasted_argnums`. Anything else is a
+`Blocker` the report names.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import dataclasses
 
 PMAP = "jax.pmap"
 PARTIAL = "functools.partial"
-_ALLOWED_OPTIONS = {"axis_name", "in_axes", "donate_argnums", "out_axes"}
+JIT = "jax.jit"
+_ALLOWED_OPTIONS = {"axis_name", "in_axes", "donate_argnums", "out_axes",
+                    "static_broadcasted_argnums"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,11 +44,20 @@ class Site:
     owner: str | None = None  # the module function a local or inline site is built in
     inline: bool = False  # `jax.pmap(f, ...)(args)`: called where it is built
     function_node: ast.AST | None = None  # assigned / inline: the mapped function expression
+    static: tuple[int, ...] = ()  # static_broadcasted_argnums, pmap's numbering
+    out_tree: tuple[int | None, ...] | None = None  # out_axes=(0, None, ...): one per result
+    outer_jit: ast.AST | None = None  # a bare `@jax.jit` right above the pmap decorator
+    replaced: ast.AST | None = None  # `jax.jit(jax.pmap(...))`: the jit call the rewrite replaces
 
     @property
     def label(self) -> str:
         """How findings name the site."""
         return f"the jax.pmap(...) called at line {self.node.lineno}" if self.inline else f"`{self.name}`"
+
+    @property
+    def built(self) -> ast.AST:
+        """The expression that builds the pmapped callable (the span the rewrite replaces)."""
+        return self.replaced or self.node
 
     @property
     def key(self) -> str:
@@ -129,6 +142,48 @@ def _string_constants(tree: ast.Module) -> dict[str, str]:
             name = statement.targets[0].id
             if len(bound.get(name, [])) == 1:
                 found[name] = statement.value.value
+        elif isinstance(statement, ast.ClassDef) and not bound.get(statement.name) \
+                and _defined_once(statement.name, tree):
+            found.update(_class_constants(statement, tree))
+    return found
+
+
+def _defined_once(name: str, tree: ast.Module) -> bool:
+    """`name` is bound by exactly one def / class statement and by no import or parameter."""
+    definitions = [n for n in ast.walk(tree) if isinstance(
+        n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name]
+    imports = [a for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+               for a in n.names if (a.asname or a.name.split(".")[0]) == name]
+    parameters = [a for a in ast.walk(tree) if isinstance(a, ast.arg) and a.arg == name]
+    return len(definitions) == 1 and not imports and not parameters
+
+
+def _class_constants(cls: ast.ClassDef, tree: ast.Module) -> dict[str, str]:
+    """`Cfg.axis` of `class Cfg: axis = "replica"`: a plain class (no decorators, bases or
+    metaclass) whose attribute is assigned once in its body and never from outside it (no
+    `Cfg.axis = ...`, no setattr / delattr anywhere in the module)."""
+    if cls.decorator_list or cls.bases or cls.keywords:
+        return {}
+    if any(isinstance(n, ast.Name) and n.id in ("setattr", "delattr", "vars")
+           for n in ast.walk(tree)):
+        return {}
+    assigned: dict[str, list] = {}
+    for statement in cls.body:
+        for target in getattr(statement, "targets", [getattr(statement, "target", None)]):
+            if isinstance(target, ast.Name):
+                assigned.setdefault(target.id, []).append(statement)
+        if isinstance(statement, (ast.FunctionDef, ast.ClassDef)):
+            assigned.setdefault(statement.name, []).append(statement)
+    stored_outside = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                      and not isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name)
+                      and n.value.id == cls.name}
+    found = {}
+    for name, statements in assigned.items():
+        statement = statements[0]
+        if len(statements) == 1 and name not in stored_outside and isinstance(statement, ast.Assign) \
+                and len(statement.targets) == 1 and isinstance(statement.value, ast.Constant) \
+                and isinstance(statement.value.value, str):
+            found[f"{cls.name}.{name}"] = statement.value.value
     return found
 
 
@@ -141,14 +196,16 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             stores[node.id] = stores.get(node.id, 0) + 1
     for node in ast.walk(function):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
-                and dotted(node.value.func, imported) == PMAP:
+        pmapped = _pmap_call(node.value, imported) if isinstance(node, ast.Assign) else None
+        if pmapped is not None:
             target = node.targets[0] if len(node.targets) == 1 else None
             try:
                 if not isinstance(target, ast.Name) or stores.get(target.id) != 1:
-                    raise Blocker("PM601", node.value, "pmap assigned to a name bound more than once")
-                sites.append(_assigned_site(target.id, node.value, node, imported, functions,
-                                            constants, owner=function.name))
+                    raise Blocker("PM601", pmapped, "pmap assigned to a name bound more than once")
+                site = _assigned_site(target.id, pmapped, node, imported, functions,
+                                      constants, owner=function.name)
+                site.replaced = node.value if node.value is not pmapped else None
+                sites.append(site)
             except Blocker as blocker:
                 blockers.append(blocker)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Call) \
@@ -156,11 +213,26 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
             try:
                 site = _assigned_site(f"{function.name}:{node.lineno}:{node.col_offset}", node.func,
                                       node, imported, functions, constants, owner=function.name)
+                if site.static:
+                    raise Blocker("PM602", node.func, "static_broadcasted_argnums on a pmap "
+                                  "called where it is built: assign it to a name first")
                 site.inline = True
                 sites.append(site)
             except Blocker as blocker:
                 blockers.append(blocker)
     return sites, blockers
+
+
+def _pmap_call(value, imported) -> ast.Call | None:
+    """The `jax.pmap(...)` call of `jax.pmap(...)` or of a bare `jax.jit(jax.pmap(...))`."""
+    if not isinstance(value, ast.Call):
+        return None
+    if dotted(value.func, imported) == PMAP:
+        return value
+    if dotted(value.func, imported) == JIT and len(value.args) == 1 and not value.keywords \
+            and isinstance(value.args[0], ast.Call) and dotted(value.args[0].func, imported) == PMAP:
+        return value.args[0]
+    return None
 
 
 def _assigned_site(name, call, statement, imported, functions, constants, owner=None) -> Site:
@@ -189,24 +261,44 @@ def _assigned_site(name, call, statement, imported, functions, constants, owner=
 
 def _site_of(statement, imported, functions, constants) -> Site | None:
     if isinstance(statement, ast.FunctionDef):
-        for decorator in statement.decorator_list:
+        decorators = statement.decorator_list
+        for index, decorator in enumerate(decorators):
             if _is_pmap_decorator(decorator, imported):
-                if len(statement.decorator_list) != 1:
-                    raise Blocker("PM602", decorator, "pmap stacked with other decorators")
+                outer_jit = _stacked_jit(decorators, index, imported)
                 options = ([], []) if not isinstance(decorator, ast.Call) else \
                     pmap_call_options(decorator, imported)[1:]
-                return _site(statement.name, decorator, statement, statement, *options, True,
+                site = _site(statement.name, decorator, statement, statement, *options, True,
                              constants)
+                if outer_jit is not None and (site.donate or site.static):
+                    raise Blocker("PM602", outer_jit, "a jax.jit above a pmap with "
+                                  "donate_argnums or static_broadcasted_argnums")
+                site.outer_jit = outer_jit
+                return site
         return None
-    if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call):
-        found = pmap_call_options(statement.value, imported)
-        if found is None or dotted(statement.value.func, imported) != PMAP:
+    if isinstance(statement, ast.Assign):
+        pmapped = _pmap_call(statement.value, imported)
+        if pmapped is None:
             return None
         if len(statement.targets) != 1 or not isinstance(statement.targets[0], ast.Name):
             raise Blocker("PM601", statement, "pmap assigned to something other than one name")
-        return _assigned_site(statement.targets[0].id, statement.value, statement, imported,
+        site = _assigned_site(statement.targets[0].id, pmapped, statement, imported,
                               functions, constants)
+        site.replaced = statement.value if statement.value is not pmapped else None
+        return site
     return None
+
+
+def _stacked_jit(decorators, index: int, imported) -> ast.AST | None:
+    """The bare `@jax.jit` right above the pmap decorator at `index`, if any. Only bare
+    `@jax.jit` may be stacked with pmap, above (jit of the new jit is that jit) or below (the
+    body is a jitted function, traced inside shard_map as it was inside pmap)."""
+    for position, decorator in enumerate(decorators):
+        if position != index and dotted(decorator, imported) != JIT:
+            raise Blocker("PM602", decorator, f"pmap stacked with the decorator "
+                          f"`{ast.unparse(decorator)}` (only a bare @jax.jit is followed)")
+    if index > 1:
+        raise Blocker("PM602", decorators[0], "pmap under more than one decorator")
+    return decorators[0] if index == 1 else None
 
 
 def _is_pmap_decorator(decorator, imported) -> bool:
@@ -234,14 +326,18 @@ def _site(name, node, statement, body, positional, keywords, decorated, constant
         axis_name = None
     elif isinstance(axis, ast.Constant) and isinstance(axis.value, str):
         axis_name = axis.value
-    elif isinstance(axis, ast.Name) and axis.id in constants:
-        axis_name = constants[axis.id]
+    elif isinstance(axis, (ast.Name, ast.Attribute)) and ast.unparse(axis) in constants:
+        axis_name = constants[ast.unparse(axis)]
     else:
-        raise Blocker("PM602", node, "axis_name is not a string literal or module constant")
+        raise Blocker("PM602", node, "axis_name is not a string literal or a module or class "
+                      "constant")
     out_axes = options.get("out_axes")
-    if out_axes is not None and not (isinstance(out_axes, ast.Constant) and out_axes.value in (0, None)
-                                     and type(out_axes.value) is not bool):
-        raise Blocker("PM602", node, "out_axes other than 0 or None")
+    out_tree = None
+    if isinstance(out_axes, ast.Tuple) and out_axes.elts and all(
+            _is_zero_or_none(e) for e in out_axes.elts):
+        out_tree = tuple(e.value for e in out_axes.elts)
+    elif out_axes is not None and not _is_zero_or_none(out_axes):
+        raise Blocker("PM602", node, "out_axes other than 0, None or a flat tuple of them")
     args = body.args
     if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or (
             args.defaults and not bound):
@@ -258,9 +354,32 @@ def _site(name, node, statement, body, positional, keywords, decorated, constant
     donate = options.get("donate_argnums")
     if donate is not None and not _literal_ints(donate):
         raise Blocker("PM602", node, "donate_argnums is not a literal int or tuple of ints")
+    static = _static_argnums(options.get("static_broadcasted_argnums"), len(params), bound, node)
     return Site(name, node, statement, body, params, axis_name, in_axes,
                 ast.unparse(donate) if donate is not None else None, decorated,
-                out_none=isinstance(out_axes, ast.Constant) and out_axes.value is None)
+                out_none=isinstance(out_axes, ast.Constant) and out_axes.value is None,
+                static=static, out_tree=out_tree)
+
+
+def _is_zero_or_none(node) -> bool:
+    return isinstance(node, ast.Constant) and node.value in (0, None) and type(node.value) is not bool
+
+
+def _static_argnums(node, count: int, bound, where) -> tuple[int, ...]:
+    """pmap's static_broadcasted_argnums as sorted positions (they become jit's static_argnums
+    with the same numbering)."""
+    if node is None:
+        return ()
+    if not _literal_ints(node):
+        raise Blocker("PM602", where, "static_broadcasted_argnums is not a literal int or "
+                      "tuple of ints")
+    values = [node.value] if isinstance(node, ast.Constant) else [e.value for e in node.elts]
+    if bound or any(not 0 <= v < count for v in values) or len(set(values)) != len(values):
+        raise Blocker("PM602", where, "static_broadcasted_argnums outside the mapped function's "
+                      "parameters (negative, repeated, or with functools.partial keywords)")
+    if len(values) == count:
+        raise Blocker("PM602", where, "every argument is static: pmap maps nothing")
+    return tuple(sorted(values))
 
 
 def _in_axes(node, count: int, where) -> tuple[int | None, ...]:

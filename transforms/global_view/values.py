@@ -53,6 +53,7 @@ def list_of(element: Kind) -> Kind:
 
 DEFAULT_AXIS = "devices"  # the mesh axis when no site called names one
 REPLICATED_OUT, STACKED_OUT = "replicated", "stacked"
+NONE_OUT = "unstacked"  # one result of out_axes=(..., None, ...): P(), as the original returns it
 
 
 def _layouts_of(kind: Kind, path: str, node) -> list[OutputLayout]:

@@ -1,9 +1,11 @@
-"""PM602: static_broadcasted_argnums is not handled by the global style yet."""
+"""PM602: in_axes=1 is not handled by the global style yet (shard_map would hand the body a
+(rows, 1) block where pmap hands it a squeezed (rows,) column)."""
 import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import PartitionSpec as P
 
 
 # pmap-migrate: helper (plain JAX, safe to keep; see the pmap-migrate rules reference)
@@ -206,11 +208,12 @@ def _pmap_style_shard_map(
     return call
 
 
-@functools.partial(_pmap_style_shard_map, axis_name="i", static_argnums=1)
-def power(x, k):
-    return jax.lax.psum(x ** k, "i")
+@functools.partial(_pmap_style_shard_map, axis_name="_pmap_axis", in_specs=P(None, "_pmap_axis"))
+def column_softmax(x):
+    return jax.nn.softmax(x)
 
 
 def run():
     n = jax.local_device_count()
-    return {"p": np.asarray(power(np.ones((n, 2), np.float32), 2))}
+    x = np.arange(4 * n, dtype=np.float32).reshape(4, n)
+    return {"softmax": np.asarray(column_softmax(x))}
