@@ -259,6 +259,7 @@ class ExpressionsMixin:
             raise Blocker("PM603", call, f"{site.label} called with keywords or *args")
         if len(call.args) != len(site.params):
             raise Blocker("PM603", call, f"{site.label} called with {len(call.args)} arguments")
+        self._placement(site)
         specs, replicated = [], set()
         for position, (argument, axis) in enumerate(zip(call.args, site.in_axes)):
             kind = self.eval(argument)
@@ -313,6 +314,24 @@ class ExpressionsMixin:
             return SAME  # the original's layout: stacked per-device rows, or out_axes=None
         return REPL
 
+
+    def _placement(self, site: Site) -> None:
+        """pmap's devices= and axis_size= are exact under the caller's mesh only when they
+        are every device (jax.devices() / jax.local_devices(): one process) and the device
+        count. A module-level site's option is read only as such a call, not through names
+        of this function."""
+        for option, node in site.placement.items():
+            direct = site.owner is not None or isinstance(node, ast.Call)
+            want = "devices" if option == "devices" else "devcount"
+            try:
+                kind = self.eval(node) if direct else None
+            except Blocker:
+                kind = None
+            if kind is None or kind.tag != want:
+                what = "every device" if option == "devices" else "the device count"
+                raise Blocker("PM602", node, f"{site.label} has {option}="
+                              f"`{ast.unparse(node)}`, not provably {what}: under the caller's "
+                              "mesh over all devices it would run on different devices")
 
     def _result_tree(self, call: ast.Call, site: Site, replicated: set[str]) -> Kind:
         """`out_axes=(0, None, ...)`: per result, None needs a proven-replicated value (P(),

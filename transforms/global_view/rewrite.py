@@ -462,7 +462,8 @@ def _site_text(site: Site, specs, out_specs: str, module: ModuleInfo, inner_edit
     function = module.render(*module.span(site.node.args[0]), inner_edits)
     donate = f", donate_argnums={site.donate}" if site.donate else ""
     text = f"{jax}.jit({jax}.shard_map({function}, {options}){donate})"
-    if site.built.col_offset + len(text) > LINE_LIMIT and "\n" not in function:
+    under_mesh = 4 if site.owner is not None else 0  # the caller's body moves under `with`
+    if under_mesh + site.built.col_offset + len(text) > LINE_LIMIT and "\n" not in function:
         line = module.source.splitlines()[site.built.lineno - 1].decode("utf-8")
         indent = line[:len(line) - len(line.lstrip())]
         pad = indent + "    "

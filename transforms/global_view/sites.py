@@ -18,7 +18,7 @@ PMAP = "jax.pmap"
 PARTIAL = "functools.partial"
 JIT = "jax.jit"
 _ALLOWED_OPTIONS = {"axis_name", "in_axes", "donate_argnums", "out_axes",
-                    "static_broadcasted_argnums"}
+                    "static_broadcasted_argnums", "devices", "axis_size"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +45,9 @@ class Site:
     inline: bool = False  # `jax.pmap(f, ...)(args)`: called where it is built
     function_node: ast.AST | None = None  # assigned / inline: the mapped function expression
     static: tuple[int, ...] = ()  # static_broadcasted_argnums, pmap's numbering
+    # devices= / axis_size=: exact only when they are all devices / the device count, which
+    # the caller's analysis decides (the expression is evaluated where the site is built)
+    placement: dict[str, ast.AST] = dataclasses.field(default_factory=dict)
     out_tree: tuple[int | None, ...] | None = None  # out_axes=(0, None, ...): one per result
     outer_jit: ast.AST | None = None  # a bare `@jax.jit` right above the pmap decorator
     replaced: ast.AST | None = None  # `jax.jit(jax.pmap(...))`: the jit call the rewrite replaces
@@ -317,6 +320,10 @@ def _site(name, node, statement, body, positional, keywords, decorated, constant
         if len(positional) > 1:
             raise Blocker("PM602", node, "pmap options given positionally beyond axis_name")
         options["axis_name"] = positional[0]
+    if "backend" in options:
+        raise Blocker("PM602", node, "pmap's backend= picks a platform; the "
+                      "global mesh is over the default backend's devices (jax.devices()), "
+                      "which may not be that platform")
     unsupported = sorted(set(options) - _ALLOWED_OPTIONS)
     if unsupported:
         raise Blocker("PM602", node, f"pmap option {', '.join(unsupported)} is not supported "
@@ -339,10 +346,14 @@ def _site(name, node, statement, body, positional, keywords, decorated, constant
     elif out_axes is not None and not _is_zero_or_none(out_axes):
         raise Blocker("PM602", node, "out_axes other than 0, None or a flat tuple of them")
     args = body.args
-    if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or (
-            args.defaults and not bound):
-        raise Blocker("PM602", node, "the mapped function has *args, **kwargs, keyword-only "
-                      "parameters or defaults")
+    signature = [what for what, present in (
+        ("*args", args.vararg), ("**kwargs", args.kwarg), ("keyword-only parameters", args.kwonlyargs),
+        ("positional-only parameters", args.posonlyargs), ("defaults", args.defaults and not bound))
+        if present]
+    if signature:
+        raise Blocker("PM602", node, f"the mapped function has {', '.join(signature)}: pmap maps "
+                      "keyword arguments and fills defaults per call, so one in_specs tuple "
+                      "does not describe every call")
     params = [a.arg for a in args.args]
     if bound:
         if any(b not in params for b in bound) or params[len(params) - len(bound):] != list(bound):
@@ -358,7 +369,8 @@ def _site(name, node, statement, body, positional, keywords, decorated, constant
     return Site(name, node, statement, body, params, axis_name, in_axes,
                 ast.unparse(donate) if donate is not None else None, decorated,
                 out_none=isinstance(out_axes, ast.Constant) and out_axes.value is None,
-                static=static, out_tree=out_tree)
+                static=static, out_tree=out_tree,
+                placement={k: options[k] for k in ("devices", "axis_size") if k in options})
 
 
 def _is_zero_or_none(node) -> bool:
