@@ -9,6 +9,7 @@ from transforms.global_view.replication import NotProvable
 from transforms.global_view.sites import Blocker, Site, dotted
 from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
+    quoted,
     DEVICE_COUNT,
     DEVICES,
     REPL,
@@ -268,21 +269,12 @@ class ExpressionsMixin:
                     raise Blocker("PM604", argument, f"static argument {position} of "
                                   f"{site.label} holds {_describe(kind)}")
                 replicated.add(site.params[position])
-            elif axis is None:
-                if kind.changed:
-                    raise Blocker("PM604", argument, f"argument {position} of {site.label} is "
-                                  "not mapped (in_axes None) but holds a per-device value")
-                specs.append("P()")
-                replicated.add(site.params[position])
-            elif kind.tag == "repl" and kind.axis == 0:
-                specs.append("P()")
-                replicated.add(site.params[position])
-            elif kind.tag == "merged" and kind.axis == 0:
-                specs.append(f"P({AXIS_PLACEHOLDER})")
             else:
-                raise Blocker("PM604", argument, f"argument {position} of {site.label} "
-                              f"(`{ast.unparse(argument)}`): its producer is not recognised as "
-                              "a replicated value or a per-device batch")
+                spec, whole = self._argument_spec(argument, kind, axis, f"argument {position} "
+                                                  f"of {site.label}")
+                specs.append(spec)
+                if whole:
+                    replicated.add(site.params[position])
         if site.function_node is not None:
             # A closure or partial keyword sees the caller's value as it is: it must keep
             # its layout.
@@ -314,6 +306,51 @@ class ExpressionsMixin:
             return SAME  # the original's layout: stacked per-device rows, or out_axes=None
         return REPL
 
+
+    def _argument_spec(self, argument, kind: Kind, axis, what: str) -> tuple[str, bool]:
+        """(in_specs text, the same on every device) of one argument whose in_axes entry is
+        `axis`: 0 / None, or a dict / tuple tree of them matched against the argument's
+        fields (a dict or tuple literal of values of known layouts)."""
+        if isinstance(axis, (dict, tuple)):
+            if isinstance(axis, dict):
+                steps = [(f"[{key!r}]", key, sub) for key, sub in axis.items()]
+            else:
+                steps = [(f"[{i}]", i, sub) for i, sub in enumerate(axis)]
+            fields = dict(kind.fields) if kind.tag == "fields" else None
+            if fields is not None and sorted(fields) != sorted(step for step, _, _ in steps):
+                raise Blocker("PM604", argument, f"{what}: its fields do not match the in_axes "
+                              "tree")
+            if fields is None and kind.tag == "fields":
+                raise Blocker("PM604", argument, f"{what}: not a tree the tool can match")
+            parts, whole = [], True
+            for step, key, sub in steps:
+                spec, same = self._argument_spec(argument, fields[step] if fields else kind,
+                                                 sub, what)
+                parts.append(f"{quoted(key)}: {spec}" if isinstance(axis, dict) else spec)
+                whole = whole and same
+            text = "{" + ", ".join(parts) + "}" if isinstance(axis, dict) else \
+                "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+            return text, whole
+        if kind.tag == "fields":  # one axis for a tuple / dict of values of mixed layouts
+            steps = [step for step, _ in kind.fields]
+            if steps == [f"[{i}]" for i in range(len(steps))]:
+                axis = tuple(axis for _ in steps)
+            elif all(step.startswith("['") for step in steps):
+                axis = {ast.literal_eval(step[1:-1]): axis for step in steps}
+            else:
+                raise Blocker("PM604", argument, f"{what}: not a tree the tool can match")
+            return self._argument_spec(argument, kind, axis, what)
+        if axis is None:
+            if kind.changed:
+                raise Blocker("PM604", argument, f"{what} is not mapped (in_axes None) but "
+                              "holds a per-device value")
+            return "P()", True
+        if kind.tag == "repl" and kind.axis == 0:
+            return "P()", True
+        if kind.tag == "merged" and kind.axis == 0:
+            return f"P({AXIS_PLACEHOLDER})", False
+        raise Blocker("PM604", argument, f"{what} (`{ast.unparse(argument)}`): its producer "
+                      "is not recognised as a replicated value or a per-device batch")
 
     def _placement(self, site: Site) -> None:
         """pmap's devices= and axis_size= are exact under the caller's mesh only when they

@@ -37,7 +37,7 @@ class Site:
     body: ast.FunctionDef | ast.Lambda  # the mapped function
     params: list[str]
     axis_name: str | None  # None: no axis_name, so the body names no axis (any mesh axis fits)
-    in_axes: tuple[int | None, ...]  # one per parameter
+    in_axes: tuple  # one per parameter: 0, None, or a dict / tuple tree of them
     donate: str | None  # source text of donate_argnums, or None
     decorated: bool
     out_none: bool = False  # out_axes=None: the original returns the unstacked value
@@ -402,30 +402,44 @@ def _in_axes(node, count: int, where) -> tuple[int | None, ...]:
     if isinstance(node, (ast.Tuple, ast.List)) and len(node.elts) == count:
         axes = []
         for element in node.elts:
-            leaves = _axis_leaves(element)
-            if leaves is None or len(set(leaves)) != 1:
+            tree = _axis_tree(element)
+            if tree is _INVALID:
                 raise Blocker("PM602", where, "in_axes entries other than 0 or None (or a "
-                              "tree of one of them)")
-            axes.append(leaves[0])
+                              "dict / tuple tree of them)")
+            leaves = _tree_leaves(tree)
+            axes.append(leaves[0] if len(set(leaves)) == 1 else tree)
         return tuple(axes)
-    raise Blocker("PM602", where, "in_axes is not 0, None or a flat tuple of them")
+    raise Blocker("PM602", where, "in_axes is not 0, None or a tuple of them (or of trees "
+                  "of them)")
 
 
-def _axis_leaves(node) -> list | None:
-    """The axes of an in_axes entry: 0 / None, or a dict / tuple / list literal of them."""
+_INVALID = object()
+
+
+def _axis_tree(node):
+    """An in_axes entry as data: 0 / None, or a dict (string keys) / tuple of such entries."""
     if isinstance(node, ast.Constant):
-        ok = node.value in (0, None) and type(node.value) is not bool
-        return [node.value] if ok else None
-    children = node.values if isinstance(node, ast.Dict) else getattr(node, "elts", None)
-    if children is None or not children or (isinstance(node, ast.Dict) and None in node.keys):
-        return None
-    leaves = []
-    for child in children:
-        found = _axis_leaves(child)
-        if found is None:
-            return None
-        leaves += found
-    return leaves
+        return node.value if _is_zero_or_none(node) else _INVALID
+    if isinstance(node, ast.Dict):
+        if not node.keys or not all(isinstance(k, ast.Constant) and isinstance(k.value, str)
+                                    for k in node.keys):
+            return _INVALID
+        children = {k.value: _axis_tree(v) for k, v in zip(node.keys, node.values)}
+        if len(children) != len(node.keys) or _INVALID in children.values():
+            return _INVALID
+        return children
+    if isinstance(node, (ast.Tuple, ast.List)) and node.elts:
+        children = tuple(_axis_tree(e) for e in node.elts)
+        return _INVALID if _INVALID in children else children
+    return _INVALID
+
+
+def _tree_leaves(tree) -> list:
+    if isinstance(tree, dict):
+        return [leaf for child in tree.values() for leaf in _tree_leaves(child)]
+    if isinstance(tree, tuple):
+        return [leaf for child in tree for leaf in _tree_leaves(child)]
+    return [tree]
 
 
 def _literal_ints(node) -> bool:
