@@ -9,6 +9,7 @@ from transforms.global_view.replication import NotProvable
 from transforms.global_view.sites import Blocker, Site, dotted
 from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
+    CONSTANT_FILLS,
     quoted,
     DEVICE_COUNT,
     DEVICES,
@@ -18,6 +19,7 @@ from transforms.global_view.values import (
     SAME,
     STACKED_OUT,
     Kind,
+    stacked_at,
     _describe,
 )
 
@@ -261,6 +263,11 @@ class ExpressionsMixin:
         if len(call.args) != len(site.params):
             raise Blocker("PM603", call, f"{site.label} called with {len(call.args)} arguments")
         self._placement(site)
+        if any(type(a) is int and a >= 1 for a in site.in_axes) and \
+                not self.module.can_stack_results(site):
+            raise Blocker("PM602", site.node, f"{site.label} maps an argument on an axis other "
+                          "than 0 and its function is shared with other code, so the body "
+                          "cannot be given the statement that drops that axis")
         specs, replicated = [], set()
         for position, (argument, axis) in enumerate(zip(call.args, site.in_axes)):
             kind = self.eval(argument)
@@ -345,12 +352,38 @@ class ExpressionsMixin:
                 raise Blocker("PM604", argument, f"{what} is not mapped (in_axes None) but "
                               "holds a per-device value")
             return "P()", True
-        if kind.tag == "repl" and kind.axis == 0:
+        if kind.tag == "repl" and kind.axis == 0 and axis == 0:
             return "P()", True
-        if kind.tag == "merged" and kind.axis == 0:
+        if kind.tag == "merged" and kind.axis == 0 and axis == 0:
             return f"P({AXIS_PLACEHOLDER})", False
+        if type(axis) is int and axis >= 1 and not kind.changed:
+            # A value the migration leaves in pmap's layout, mapped on axis k: shard_map
+            # splits the same axis (the body's first statement squeezes it, see rewrite),
+            # one slice per device only if that axis is the device count.
+            if not self._sized_by_devcount(argument, axis):
+                raise Blocker("PM604", argument, f"{what} is mapped on axis {axis}, which is "
+                              "not provably the device count (the mesh's size)")
+            return f"P({'None, ' * axis}{AXIS_PLACEHOLDER})", False
         raise Blocker("PM604", argument, f"{what} (`{ast.unparse(argument)}`): its producer "
                       "is not recognised as a replicated value or a per-device batch")
+
+    def _sized_by_devcount(self, node, axis: int) -> bool:
+        """`node` is built here with the device count at `axis` of its shape: a numpy draw
+        `size=(..., n, ...)`, a fill `np.zeros((..., n, ...))` or `x.reshape(..., n, ...)`,
+        possibly followed by `.astype(...)`."""
+        while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "astype":
+            node = node.func.value
+        if not isinstance(node, ast.Call):
+            return False
+        size = next((k.value for k in node.keywords if k.arg in ("size", "shape")), None)
+        if size is None and isinstance(node.func, ast.Attribute) and node.func.attr == "reshape":
+            size = node.args[0] if len(node.args) == 1 else ast.Tuple(elts=node.args)
+        elif size is None and self._qualified(node.func) in CONSTANT_FILLS and node.args:
+            size = node.args[0]
+        return isinstance(size, ast.Tuple) and len(size.elts) > axis \
+            and not any(isinstance(e, ast.Starred) for e in size.elts[:axis + 1]) \
+            and self._is_devcount(size.elts[axis])
 
     def _placement(self, site: Site) -> None:
         """pmap's devices= and axis_size= are exact under the caller's mesh only when they
@@ -374,14 +407,30 @@ class ExpressionsMixin:
         """`out_axes=(0, None, ...)`: per result, None needs a proven-replicated value (P(),
         unstacked as in the original); 0 is P() when proven (a replicated stack in the
         original) and otherwise keeps its device axis (expanded in the body, P(axis))."""
+        tree = site.out_tree
+        if isinstance(tree, int):  # one out_axes k >= 1: the result keeps pmap's layout
+            if not self.module.can_stack_results(site):
+                raise Blocker("PM606", site.node, f"`{site.name}` has out_axes={tree} and its "
+                              "function is shared with other code, so its results cannot be "
+                              "given back with their device axis")
+            mode = stacked_at(tree)
+            if self.modes.setdefault(site.key, mode) != mode:
+                raise Blocker("PM606", call, f"{site.label} is called with different layouts")
+            return SAME
+        axes = dict(enumerate(tree)) if isinstance(tree, tuple) else tree
         try:
-            varying = self.module.body_analysis(site).varying_results(replicated,
-                                                                      len(site.out_tree))
+            varying = self.module.body_analysis(site).varying_results(replicated, list(axes))
         except NotProvable as error:
             raise Blocker("PM606", error.node, f"{site.label}: {error.why}") from None
         modes, fields = [], []
-        for position, (axis, node) in enumerate(zip(site.out_tree, varying)):
-            if node is None:
+        for position, axis in axes.items():
+            node = varying[position]
+            if axis not in (0, None):  # out_axes k >= 1: keeps pmap's layout, P(None, ..., axis)
+                if not self.module.can_stack_results(site):
+                    raise Blocker("PM606", site.node, f"result {position!r} of `{site.name}` has "
+                                  f"out_axes {axis} and its function is shared with other code")
+                modes.append(stacked_at(axis))
+            elif node is None:
                 modes.append(NONE_OUT if axis is None else REPLICATED_OUT)
             elif axis is None:
                 raise Blocker("PM606", node, f"result {position} of {site.label} has out_axes "
@@ -392,7 +441,7 @@ class ExpressionsMixin:
                               "given back with its device axis")
             else:
                 modes.append(STACKED_OUT)
-            fields.append((f"[{position}]", REPL if modes[-1] == REPLICATED_OUT else SAME))
+            fields.append((f"[{position!r}]", REPL if modes[-1] == REPLICATED_OUT else SAME))
         mode = tuple(modes)
         if self.modes.setdefault(site.key, mode) != mode:
             raise Blocker("PM606", call, f"{site.label} returns replicated results for some "

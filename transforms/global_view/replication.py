@@ -60,10 +60,12 @@ class BodyAnalysis:
                 return node
         return None
 
-    def varying_results(self, replicated_params: set[str], count: int) -> list[ast.AST | None]:
-        """For a body whose every return is a tuple literal of `count` results (pmap's
-        `out_axes=(0, None, ...)`): per result, None when it is provably replicated, else the
-        node that is not. Raises NotProvable when a return is not such a tuple."""
+    def varying_results(self, replicated_params: set[str], keys) -> dict:
+        """For a body whose every return is a tuple literal of len(keys) results (keys
+        0, 1, ...) or a dict literal with exactly the string keys `keys` (pmap's
+        `out_axes=(0, None, ...)` / `{"k": 0, ...}`): per key, None when that result is
+        provably replicated, else the node that is not. Raises NotProvable when a return is
+        not such a literal."""
         varying = set(self.site.params) - replicated_params
         body = self.site.body
         if isinstance(body, ast.Lambda):
@@ -71,17 +73,18 @@ class BodyAnalysis:
         else:
             found = []
             self._block(body.body, varying, False, found)
-        results: list[ast.AST | None] = [None] * count
+        results: dict = dict.fromkeys(keys)
         for node, _, names, control in found:
             value = node if isinstance(body, ast.Lambda) else node.value
-            if not (isinstance(value, ast.Tuple) and len(value.elts) == count
-                    and not any(isinstance(e, ast.Starred) for e in value.elts)):
-                raise NotProvable(node, f"a return that is not a tuple of {count} results, "
-                                  "as out_axes is")
-            for position, element in enumerate(value.elts):
-                if results[position] is None and (control or self.varies(element, set(names))):
-                    results[position] = element
+            elements = result_elements(value, list(keys))
+            if elements is None:
+                raise NotProvable(node, "a return that is not a literal with one result per "
+                                  "out_axes entry")
+            for key, element in elements.items():
+                if results[key] is None and (control or self.varies(element, set(names))):
+                    results[key] = element
         return results
+
 
     # -- statements ---------------------------------------------------------------------
     def _block(self, statements, varying: set[str], control: bool, returns) -> set[str]:
@@ -216,3 +219,17 @@ class BodyAnalysis:
         params = frozenset(a.arg for a in ast.walk(definition.args) if isinstance(a, ast.arg))
         return any(self.varies(statement, varying - params, params)
                    for statement in definition.body)
+
+
+def result_elements(value, keys: list) -> dict | None:
+    """key -> the result expression of a returned tuple (keys 0..n-1) or dict literal whose
+    keys are exactly `keys`; None for any other return value."""
+    if isinstance(value, ast.Tuple) and keys == list(range(len(value.elts))) \
+            and not any(isinstance(e, ast.Starred) for e in value.elts):
+        return dict(enumerate(value.elts))
+    if isinstance(value, ast.Dict) and all(
+            isinstance(k, ast.Constant) and isinstance(k.value, str) for k in value.keys):
+        found = {k.value: v for k, v in zip(value.keys, value.values)}
+        if sorted(found) == sorted(keys) and len(found) == len(value.keys):
+            return found
+    return None

@@ -22,9 +22,9 @@ from transforms.codes.findings import Finding
 from transforms.faithful.multiprocess import _first_evidence
 from transforms.global_view.dataflow import CallerAnalysis, CallerResult
 from transforms.global_view.layout import FunctionLayout
-from transforms.global_view.replication import BodyAnalysis
+from transforms.global_view.replication import BodyAnalysis, result_elements
 from transforms.global_view.sites import Blocker, Site, _string_constants, dotted, find_sites
-from transforms.global_view.values import AXIS_PLACEHOLDER, STACKED_OUT, quoted
+from transforms.global_view.values import AXIS_PLACEHOLDER, quoted, stacked_axis
 from transforms.imports import apply_queued_imports
 from transforms.reading.names import ImportTable
 from transforms.target import TargetJax
@@ -206,11 +206,10 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     for site in global_sites:
         specs, mode, axis = _usage(next(results[c] for c in callers_of(site.key, callers)), site.key)
         modes = mode if isinstance(mode, tuple) else (mode,)
-        out_specs = _tuple([f"P({quoted(axis)})" if m == STACKED_OUT else "P()" for m in modes]) \
-            if isinstance(mode, tuple) else f"P({quoted(axis)})" if mode == STACKED_OUT else "P()"
+        out_specs = _out_specs(site, mode, axis)
         edits.update(_site_edits(site, specs, out_specs, mode, module))
         kept = ("; per-device results keep their device axis (expanded in the body, P(axis))"
-                if STACKED_OUT in modes else "")
+                if any(stacked_axis(m) is not None for m in modes) else "")
         if site.static:
             kept += f"; static arguments {', '.join(site.params[i] for i in site.static)} " \
                 "are jax.jit's static_argnums and reach the body by closure"
@@ -240,6 +239,20 @@ def _usage(result: CallerResult, key: str) -> tuple[tuple[str, ...], str, str]:
     axis = quoted(result.axis)
     return tuple(s.replace(AXIS_PLACEHOLDER, axis) for s in result.specs[key]), \
         result.modes[key], result.axis
+
+
+def _out_specs(site: Site, mode, axis: str) -> str:
+    """out_specs text: P() for replicated results, P(axis) (after pmap's out_axes position of
+    Nones) for results that keep their device axis; a tuple / dict of them for out_axes trees."""
+    def spec(one_mode: str) -> str:
+        at = stacked_axis(one_mode)
+        return "P()" if at is None else f"P({'None, ' * at}{quoted(axis)})"
+
+    if isinstance(mode, tuple) and isinstance(site.out_tree, dict):
+        return "{" + ", ".join(f"{quoted(k)}: {spec(m)}" for k, m in zip(site.out_tree, mode)) + "}"
+    if isinstance(mode, tuple):
+        return _tuple([spec(m) for m in mode])
+    return spec(mode)
 
 
 def callers_of(site: str, callers: dict[str, set[str]]) -> list[str]:
@@ -350,12 +363,16 @@ def _site_edits(site: Site, specs, out_specs: str, mode: str, module: ModuleInfo
     values = [site.body.body] if isinstance(site.body, ast.Lambda) else [
         node.value for node in _own_returns(site.body) if node.value is not None]
     for value in values:
-        if mode == STACKED_OUT:
-            body_edits[module.span(value)] = _expanded(module, value)
-        elif isinstance(mode, tuple):  # out_axes=(0, None, ...): every return is such a tuple
-            for element, element_mode in zip(value.elts, mode):
-                if element_mode == STACKED_OUT:
-                    body_edits[module.span(element)] = _expanded(module, element)
+        if isinstance(mode, tuple):  # out_axes=(0, None, ...) / {...}: every return is such
+            keys = list(range(len(mode))) if isinstance(site.out_tree, tuple) else list(site.out_tree)
+            elements = result_elements(value, keys)
+            for key, element_mode in zip(keys, mode):
+                if stacked_axis(element_mode) is not None:
+                    body_edits[module.span(elements[key])] = _expanded(
+                        module, elements[key], stacked_axis(element_mode))
+        elif stacked_axis(mode) is not None:
+            body_edits[module.span(value)] = _expanded(module, value, stacked_axis(mode))
+    body_edits.update(_squeeze_edits(site, module))
     if site.decorated and site.static:
         return {**body_edits, **_static_def_edits(site, specs, out_specs, module)}
     if site.decorated:
@@ -370,12 +387,34 @@ def _site_edits(site: Site, specs, out_specs: str, mode: str, module: ModuleInfo
     return {**outside, built: _site_text(site, specs, out_specs, module, inside)}
 
 
-def _expanded(module: ModuleInfo, value: ast.AST) -> str:
-    """`value` (a result or a tree of them) with pmap's device axis put back in front."""
+def _squeeze_edits(site: Site, module: ModuleInfo) -> dict:
+    """in_axes k >= 1: shard_map hands the body a block with a size-1 axis k where pmap
+    handed it the slice without that axis, so the body's first statement drops it."""
+    squeezed = [(p, a) for p, a in zip(site.params, site.in_axes)
+                if type(a) is int and a >= 1]
+    if not squeezed:
+        return {}
+    statements = site.body.body
+    first = statements[1] if _is_docstring_node(statements[0]) and len(statements) > 1 \
+        else statements[0]
+    start = module.span(first)[0]
+    indent = " " * first.col_offset
+    text = "".join(f"{p} = {module.jax}.tree.map(lambda y: {module.numpy}.squeeze(y, {a}), {p})"
+                   f"\n{indent}" for p, a in squeezed)
+    return {(start, start): text}
+
+
+def _is_docstring_node(statement) -> bool:
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) \
+        and isinstance(statement.value.value, str)
+
+
+def _expanded(module: ModuleInfo, value: ast.AST, axis: int = 0) -> str:
+    """`value` (a result or a tree of them) with pmap's device axis put back at `axis`."""
     text = _source(module, value)
     if isinstance(value, ast.Tuple) and not text.startswith("("):
         text = f"({text})"  # an unparenthesised tuple would become several arguments
-    return f"{module.jax}.tree.map(lambda y: {module.numpy}.expand_dims(y, 0), {text})"
+    return f"{module.jax}.tree.map(lambda y: {module.numpy}.expand_dims(y, {axis}), {text})"
 
 
 def _static_def_edits(site: Site, specs, out_specs: str, module: ModuleInfo) -> dict:
@@ -458,6 +497,8 @@ def _site_text(site: Site, specs, out_specs: str, module: ModuleInfo, inner_edit
         shard = f"{partial}({jax}.shard_map, {options})"
         if len(shard) + 1 > LINE_LIMIT:
             shard = f"{partial}(\n    {jax}.shard_map, {options}\n)"
+        if len(f"    {jax}.shard_map, {options}") > LINE_LIMIT:
+            shard = f"{partial}(\n    {jax}.shard_map,\n{_one_per_line(specs, out_specs, '    ')})"
         return f"{jit}\n@{shard}"
     function = module.render(*module.span(site.node.args[0]), inner_edits)
     donate = f", donate_argnums={site.donate}" if site.donate else ""
@@ -467,8 +508,16 @@ def _site_text(site: Site, specs, out_specs: str, module: ModuleInfo, inner_edit
         line = module.source.splitlines()[site.built.lineno - 1].decode("utf-8")
         indent = line[:len(line) - len(line.lstrip())]
         pad = indent + "    "
+        if under_mesh + len(pad) + len(options) + 1 > LINE_LIMIT:
+            options = _one_per_line(specs, out_specs, pad).strip().rstrip(",")
         text = f"{jax}.jit({jax}.shard_map(\n{pad}{function},\n{pad}{options},\n{indent}){donate})"
     return text
+
+
+def _one_per_line(specs, out_specs: str, pad: str) -> str:
+    """shard_map's options one per line (specs too long to share one)."""
+    return (f"{pad}in_specs={_tuple(specs)},\n{pad}out_specs={out_specs},\n"
+            f"{pad}check_vma=False,\n")
 
 
 class _WithMesh(cst.CSTTransformer):

@@ -48,7 +48,9 @@ class Site:
     # devices= / axis_size=: exact only when they are all devices / the device count, which
     # the caller's analysis decides (the expression is evaluated where the site is built)
     placement: dict[str, ast.AST] = dataclasses.field(default_factory=dict)
-    out_tree: tuple[int | None, ...] | None = None  # out_axes=(0, None, ...): one per result
+    # out_axes other than a plain 0 / None: a tuple (0, None, 1, ...) or a dict {"k": 0, ...}
+    # with one entry per result, or one int >= 1 for the whole result
+    out_tree: tuple | dict | int | None = None
     outer_jit: ast.AST | None = None  # a bare `@jax.jit` right above the pmap decorator
     replaced: ast.AST | None = None  # `jax.jit(jax.pmap(...))`: the jit call the rewrite replaces
 
@@ -341,10 +343,18 @@ def _site(name, node, statement, body, positional, keywords, decorated, constant
     out_axes = options.get("out_axes")
     out_tree = None
     if isinstance(out_axes, ast.Tuple) and out_axes.elts and all(
-            _is_zero_or_none(e) for e in out_axes.elts):
+            _is_axis(e, None) for e in out_axes.elts):
         out_tree = tuple(e.value for e in out_axes.elts)
+    elif isinstance(out_axes, ast.Dict) and out_axes.keys and all(
+            isinstance(k, ast.Constant) and isinstance(k.value, str) for k in out_axes.keys) \
+            and all(_is_axis(v, None) for v in out_axes.values) \
+            and len({k.value for k in out_axes.keys}) == len(out_axes.keys):
+        out_tree = {k.value: v.value for k, v in zip(out_axes.keys, out_axes.values)}
+    elif out_axes is not None and _is_axis(out_axes, None) and out_axes.value not in (0, None):
+        out_tree = out_axes.value
     elif out_axes is not None and not _is_zero_or_none(out_axes):
-        raise Blocker("PM602", node, "out_axes other than 0, None or a flat tuple of them")
+        raise Blocker("PM602", node, "out_axes other than an int, None, or a flat tuple or "
+                      "dict of them")
     args = body.args
     signature = [what for what, present in (
         ("*args", args.vararg), ("**kwargs", args.kwarg), ("keyword-only parameters", args.kwonlyargs),
@@ -361,7 +371,7 @@ def _site(name, node, statement, body, positional, keywords, decorated, constant
         params = params[:len(params) - len(bound)]
         if len(args.defaults) > len(bound):
             raise Blocker("PM602", node, "the mapped function has defaults")
-    in_axes = _in_axes(options.get("in_axes"), len(params), node)
+    in_axes = _in_axes(options.get("in_axes"), len(params), node, body)
     donate = options.get("donate_argnums")
     if donate is not None and not _literal_ints(donate):
         raise Blocker("PM602", node, "donate_argnums is not a literal int or tuple of ints")
@@ -371,6 +381,12 @@ def _site(name, node, statement, body, positional, keywords, decorated, constant
                 out_none=isinstance(out_axes, ast.Constant) and out_axes.value is None,
                 static=static, out_tree=out_tree,
                 placement={k: options[k] for k in ("devices", "axis_size") if k in options})
+
+
+def _is_axis(node, limit: int | None = 0) -> bool:
+    """A literal None or int axis in 0..limit (limit None: any non-negative int)."""
+    return isinstance(node, ast.Constant) and (node.value is None or (
+        type(node.value) is int and node.value >= 0 and (limit is None or node.value <= limit)))
 
 
 def _is_zero_or_none(node) -> bool:
@@ -394,23 +410,32 @@ def _static_argnums(node, count: int, bound, where) -> tuple[int, ...]:
     return tuple(sorted(values))
 
 
-def _in_axes(node, count: int, where) -> tuple[int | None, ...]:
+def _in_axes(node, count: int, where, body) -> tuple:
+    """One entry per parameter: 0 / None, an int k >= 1 (a def body only: the rewrite
+    squeezes that axis in the body's first statement), or a dict / tuple tree of 0 / None."""
     if node is None:
         return (0,) * count
-    if isinstance(node, ast.Constant) and node.value in (0, None) and type(node.value) is not bool:
-        return (node.value,) * count
-    if isinstance(node, (ast.Tuple, ast.List)) and len(node.elts) == count:
-        axes = []
-        for element in node.elts:
-            tree = _axis_tree(element)
-            if tree is _INVALID:
-                raise Blocker("PM602", where, "in_axes entries other than 0 or None (or a "
-                              "dict / tuple tree of them)")
-            leaves = _tree_leaves(tree)
-            axes.append(leaves[0] if len(set(leaves)) == 1 else tree)
-        return tuple(axes)
-    raise Blocker("PM602", where, "in_axes is not 0, None or a tuple of them (or of trees "
-                  "of them)")
+    if _is_axis(node, None):
+        axes = (node.value,) * count
+    elif isinstance(node, (ast.Tuple, ast.List)) and len(node.elts) == count:
+        axes = tuple(e.value if _is_axis(e, None) else _tree_entry(e, where) for e in node.elts)
+    else:
+        raise Blocker("PM602", where, "in_axes is not an int, None or a tuple of them (or of "
+                      "trees of 0 and None)")
+    if any(type(a) is int and a >= 1 for a in axes) and isinstance(body, ast.Lambda):
+        raise Blocker("PM602", where, "in_axes other than 0 on a lambda: the slice pmap hands "
+                      "the body has no size-1 axis, and a lambda has no statement to drop it in")
+    return axes
+
+
+def _tree_entry(element, where):
+    """An in_axes entry that is a dict / tuple tree of 0 and None (collapsed when uniform)."""
+    tree = _axis_tree(element)
+    if tree is _INVALID:
+        raise Blocker("PM602", where, "in_axes entries other than an int, None, or a dict / "
+                      "tuple tree of 0 and None")
+    leaves = _tree_leaves(tree)
+    return leaves[0] if len(set(leaves)) == 1 else tree
 
 
 _INVALID = object()
