@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 
 import libcst as cst
 from libcst.codemod import CodemodContext
@@ -203,11 +204,12 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     for caller, result in results.items():
         axis = quoted(result.axis)
         edits.update({k: v.replace(AXIS_PLACEHOLDER, axis) for k, v in result.edits.items()})
+    site_edits: dict[tuple[int, int], str] = {}
     for site in global_sites:
         specs, mode, axis = _usage(next(results[c] for c in callers_of(site.key, callers)), site.key)
         modes = mode if isinstance(mode, tuple) else (mode,)
         out_specs = _out_specs(site, mode, axis)
-        edits.update(_site_edits(site, specs, out_specs, mode, module))
+        site_edits.update(_site_edits(site, specs, out_specs, mode, module))
         kept = ("; per-device results keep their device axis (expanded in the body, P(axis))"
                 if any(stacked_axis(m) is not None for m in modes) else "")
         if site.static:
@@ -218,6 +220,14 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
             f"{site.label} migrated in the global style: jax.jit(jax.shard_map(...)) with "
             f"in_specs {_tuple(specs)} and out_specs {out_specs}; its callers "
             f"({', '.join(sorted(callers_of(site.key, callers)))}) pass global arrays{kept}"))
+    conflict = _compose(edits, site_edits, module)
+    if conflict is not None:
+        site = next(s for s in global_sites if _within(conflict, module.span(s.statement))
+                    or _within(module.span(s.built), conflict)) if global_sites else None
+        node = site.node if site is not None else tree
+        return GlobalResult(source, _dedupe([f for f in findings if f.code != "PM600"] + [
+            _finding(Blocker("PM605", node, "a caller's edit and this site's edit overlap in a "
+                             "way the rewrite cannot join: the module stays faithful"))]))
     text = module.render(0, len(source), edits)
     new_module = cst.parse_module(text.encode("utf-8"))
     new_module = new_module.visit(_WithMesh({c: r.axis for c, r in results.items()}, module.jax))
@@ -232,6 +242,28 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     layouts = tuple(FunctionLayout(c, r.layouts) for c, r in sorted(results.items()) if r.layouts)
     return GlobalResult(new_module.bytes, _dedupe(findings), layouts,
                         tuple(s.key for s in global_sites))
+
+
+def _compose(edits: dict, site_edits: dict, module: ModuleInfo) -> tuple[int, int] | None:
+    """Add the sites' edits to the callers' edits (in place). A caller's edit may contain a
+    site (`jax.pmap(f)(x)[0]` becomes direct use around the inline site): its text holds the
+    site's source verbatim, which is replaced by the site's text. Returns the span of an
+    overlap that cannot be joined so (None when all joined)."""
+    for span, text in sorted(site_edits.items()):
+        outer = [c for c in edits if _within(span, c) and c != span]
+        inner = [c for c in edits if _within(c, span) and c != span and span[0] != span[1]]
+        crossing = [c for c in edits if c[0] < span[1] and span[0] < c[1] and c not in outer
+                    and c not in inner]
+        if inner or crossing or (span in edits and edits[span] != text):
+            return span
+        original = module.source[span[0]:span[1]].decode("utf-8")
+        for container in outer:
+            if edits[container].count(original) != 1 or span[0] == span[1]:
+                return span
+            edits[container] = edits[container].replace(original, text)
+        if not outer:
+            edits[span] = text
+    return None
 
 
 def _usage(result: CallerResult, key: str) -> tuple[tuple[str, ...], str, str]:
@@ -426,7 +458,7 @@ def _static_def_edits(site: Site, specs, out_specs: str, module: ModuleInfo) -> 
     remove_decorator = {(start, lines[site.node.end_lineno]): ""}
     statement = site.statement
     header = module.source[module.span(statement)[0]:].decode("utf-8")
-    name_at = module.span(statement)[0] + len(header[:header.index(site.name)].encode("utf-8"))
+    name_at = module.span(statement)[0] + re.match(r"def\s+", header).end()  # ASCII up to here
     private = f"_{site.name}"
     rename = {(name_at, name_at + len(site.name)): private}
     end = module.span(statement)[1]

@@ -120,6 +120,13 @@ def find_sites(tree: ast.Module, imported: dict[str, str]) -> tuple[list[Site], 
         if site is not None:
             sites.append(site)
             claimed.update(id(n) for n in ast.walk(site.node))
+    bound = _bound_names(tree)
+    for site in list(sites):
+        if site.decorated and site.static and f"_{site.name}" in bound:
+            sites.remove(site)
+            blockers.append(Blocker("PM602", site.node, f"static_broadcasted_argnums: the body "
+                                    f"would keep its def as `_{site.name}`, a name this module "
+                                    "already binds", names=[site.name]))
     for node in ast.walk(tree):
         if id(node) not in claimed and isinstance(node, (ast.Name, ast.Attribute)):
             if dotted(node, imported) == PMAP and isinstance(node.ctx, ast.Load):
@@ -131,6 +138,21 @@ def find_sites(tree: ast.Module, imported: dict[str, str]) -> tuple[list[Site], 
                 ))
                 claimed.update(id(n) for n in ast.walk(node))
     return sites, blockers
+
+
+def _bound_names(tree: ast.Module) -> set[str]:
+    """Every name the module binds anywhere (assignments, defs, classes, imports, parameters)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name.split(".")[0]) for a in node.names)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+    return names
 
 
 def _string_constants(tree: ast.Module) -> dict[str, str]:
