@@ -85,10 +85,11 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
         self._block(self.function.body)
         axes = {self.all_sites[key].axis_name for key in self.specs} - {None}
         if len(axes) > 1:
-            named = ", ".join(f'"{self.all_sites[k].axis_name}" at line '
-                              f'{self.all_sites[k].node.lineno}' for k in sorted(
-                                  self.specs, key=lambda k: self.all_sites[k].node.lineno)
-                              if self.all_sites[k].axis_name is not None)
+            first: dict[str, int] = {}
+            for key in sorted(self.specs, key=lambda k: self.all_sites[k].node.lineno):
+                if self.all_sites[key].axis_name is not None:
+                    first.setdefault(self.all_sites[key].axis_name, self.all_sites[key].node.lineno)
+            named = ", ".join(f'"{axis}" at line {line}' for axis, line in first.items())
             raise Blocker("PM602", self.function, f"calls pmap sites with different axis names "
                           f"({named}): one function runs under one mesh, whose single axis "
                           "carries one name")

@@ -320,6 +320,9 @@ def _stacked_jit(decorators, index: int, imported) -> ast.AST | None:
     `@jax.jit` may be stacked with pmap, above (jit of the new jit is that jit) or below (the
     body is a jitted function, traced inside shard_map as it was inside pmap)."""
     for position, decorator in enumerate(decorators):
+        if position != index and _is_pmap_decorator(decorator, imported):
+            raise Blocker("PM602", decorators[min(position, index)], "a nested pmap (pmap of "
+                          "a pmap): the global style does not build a 2-D mesh for it")
         if position != index and dotted(decorator, imported) != JIT:
             raise Blocker("PM602", decorator, f"pmap stacked with the decorator "
                           f"`{ast.unparse(decorator)}` (only a bare @jax.jit is followed)")
