@@ -263,11 +263,13 @@ class ExpressionsMixin:
         if len(call.args) != len(site.params):
             raise Blocker("PM603", call, f"{site.label} called with {len(call.args)} arguments")
         self._placement(site)
-        if any(type(a) is int and a >= 1 for a in site.in_axes) and \
-                not self.module.can_stack_results(site):
+        if any(type(a) is int and a >= 1 for i, a in enumerate(site.in_axes)
+               if i not in site.static) and not (self.module.can_stack_results(site)
+                                                 and self.module.starts_a_line(site.body)):
             raise Blocker("PM602", site.node, f"{site.label} maps an argument on an axis other "
-                          "than 0 and its function is shared with other code, so the body "
-                          "cannot be given the statement that drops that axis")
+                          "than 0 and its function is shared with other code (or its first "
+                          "statement shares a line), so the body cannot be given the statement "
+                          "that drops that axis")
         specs, replicated = [], set()
         for position, (argument, axis) in enumerate(zip(call.args, site.in_axes)):
             kind = self.eval(argument)

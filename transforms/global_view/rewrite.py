@@ -97,6 +97,16 @@ class ModuleInfo:
             self._bodies[site.key] = BodyAnalysis(site, self.tree, self.imported, self.constants)
         return self._bodies[site.key]
 
+    def starts_a_line(self, body) -> bool:
+        """The body's first statement (after a docstring) begins its own line, so a statement
+        can be put before it."""
+        if not isinstance(body, ast.FunctionDef):
+            return False
+        first = first_body_statement(body)
+        start = self.span(first)[0]
+        line_start = self._line_starts[first.lineno - 1]
+        return not self.source[line_start:start].strip()
+
     def can_stack_results(self, site: Site) -> bool:
         """Per-device results keep their device axis by an expand at the body's returns;
         that edit is only made in a body no other code uses."""
@@ -249,10 +259,11 @@ def _compose(edits: dict, site_edits: dict, module: ModuleInfo) -> tuple[int, in
     site (`jax.pmap(f)(x)[0]` becomes direct use around the inline site): its text holds the
     site's source verbatim, which is replaced by the site's text. Returns the span of an
     overlap that cannot be joined so (None when all joined)."""
+    callers = list(edits)  # the sites' own edits never overlap each other
     for span, text in sorted(site_edits.items()):
-        outer = [c for c in edits if _within(span, c) and c != span]
-        inner = [c for c in edits if _within(c, span) and c != span and span[0] != span[1]]
-        crossing = [c for c in edits if c[0] < span[1] and span[0] < c[1] and c not in outer
+        outer = [c for c in callers if _within(span, c) and c != span]
+        inner = [c for c in callers if _within(c, span) and c != span and span[0] != span[1]]
+        crossing = [c for c in callers if c[0] < span[1] and span[0] < c[1] and c not in outer
                     and c not in inner]
         if inner or crossing or (span in edits and edits[span] != text):
             return span
@@ -422,13 +433,11 @@ def _site_edits(site: Site, specs, out_specs: str, mode: str, module: ModuleInfo
 def _squeeze_edits(site: Site, module: ModuleInfo) -> dict:
     """in_axes k >= 1: shard_map hands the body a block with a size-1 axis k where pmap
     handed it the slice without that axis, so the body's first statement drops it."""
-    squeezed = [(p, a) for p, a in zip(site.params, site.in_axes)
-                if type(a) is int and a >= 1]
+    squeezed = [(p, a) for i, (p, a) in enumerate(zip(site.params, site.in_axes))
+                if type(a) is int and a >= 1 and i not in site.static]
     if not squeezed:
         return {}
-    statements = site.body.body
-    first = statements[1] if _is_docstring_node(statements[0]) and len(statements) > 1 \
-        else statements[0]
+    first = first_body_statement(site.body)
     start = module.span(first)[0]
     indent = " " * first.col_offset
     text = "".join(f"{p} = {module.jax}.tree.map(lambda y: {module.numpy}.squeeze(y, {a}), {p})"
@@ -436,9 +445,12 @@ def _squeeze_edits(site: Site, module: ModuleInfo) -> dict:
     return {(start, start): text}
 
 
-def _is_docstring_node(statement) -> bool:
-    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) \
-        and isinstance(statement.value.value, str)
+def first_body_statement(function: ast.FunctionDef) -> ast.stmt:
+    """The statement a squeeze goes before: the first one after a docstring."""
+    statements = function.body
+    docstring = isinstance(statements[0], ast.Expr) and isinstance(
+        statements[0].value, ast.Constant) and isinstance(statements[0].value.value, str)
+    return statements[1] if docstring and len(statements) > 1 else statements[0]
 
 
 def _expanded(module: ModuleInfo, value: ast.AST, axis: int = 0) -> str:

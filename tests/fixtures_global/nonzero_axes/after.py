@@ -20,6 +20,20 @@ def column_softmax(x):
     return jax.tree.map(lambda y: jnp.expand_dims(y, 1), jax.nn.softmax(x))
 
 
+def _scaled_columns(x, k):
+    """A docstring stays first; the squeeze goes after it. k is static."""
+    x = jax.tree.map(lambda y: jnp.squeeze(y, 1), x)
+    return jax.tree.map(lambda y: jnp.expand_dims(y, 0), x * k)
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def scaled_columns(x, k):
+    return jax.shard_map(
+        lambda x: _scaled_columns(x, k),
+        in_specs=(P(None, "i"),), out_specs=P("i"), check_vma=False,
+    )(x)
+
+
 def summarize(pair, scale):
     a, b = pair
     total = jax.lax.psum(jnp.sum(a) + jnp.sum(b), "i")
@@ -32,6 +46,7 @@ def run():
         n = jax.local_device_count()
         rng = np.random.RandomState(2)
         cols = column_softmax(rng.normal(size=(4, n)).astype(np.float32))
+        scaled = scaled_columns(np.ones((3, n), np.float32), 2)
         a = np.ones((2,), np.float32)
         b = np.arange(n * 2, dtype=np.float32).reshape(n * 2)
         p_summarize = jax.jit(jax.shard_map(
@@ -48,6 +63,7 @@ def run():
         doubled_t, sums = p_split(b)
         return {
             "column_softmax": np.asarray(cols),
+            "scaled_columns": np.asarray(scaled),
             "scaled": np.asarray(summary["scaled"]),
             "total": np.asarray(summary["total"]),
             "doubled_t": np.asarray(doubled_t),

@@ -15,6 +15,12 @@ def column_softmax(x):
     return jax.nn.softmax(x)
 
 
+@functools.partial(jax.pmap, in_axes=1, static_broadcasted_argnums=1)
+def scaled_columns(x, k):
+    """A docstring stays first; the squeeze goes after it. k is static."""
+    return x * k
+
+
 def summarize(pair, scale):
     a, b = pair
     total = jax.lax.psum(jnp.sum(a) + jnp.sum(b), "i")
@@ -25,6 +31,7 @@ def run():
     n = jax.local_device_count()
     rng = np.random.RandomState(2)
     cols = column_softmax(rng.normal(size=(4, n)).astype(np.float32))
+    scaled = scaled_columns(np.ones((3, n), np.float32), 2)
     a = np.ones((n, 2), np.float32)
     b = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
     p_summarize = jax.pmap(summarize, axis_name="i", in_axes=((0, 0), None),
@@ -34,6 +41,7 @@ def run():
     doubled_t, sums = p_split(b)
     return {
         "column_softmax": np.asarray(cols),
+        "scaled_columns": np.asarray(scaled),
         "scaled": np.asarray(summary["scaled"]),
         "total": np.asarray(summary["total"]),
         "doubled_t": np.asarray(doubled_t),
