@@ -237,6 +237,7 @@ def run():
     ("", True),
     ("\n\nCfg.axis = \"other\"\n", False),  # rebound from outside the class
     ("    axis = \"again\"\n", False),  # assigned twice in the body
+    ("\n\nAlias = Cfg\nAlias.axis = \"other\"\n", False),  # rebound through an alias
 ])
 def test_class_constant_axis_names_only_when_never_rebound(extra, goes_global):
     text, codes, _ = _global(_CLASS_AXIS.format(extra=extra))

@@ -204,6 +204,12 @@ def _class_constants(cls: ast.ClassDef, tree: ast.Module) -> dict[str, str]:
     stored_outside = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
                       and not isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name)
                       and n.value.id == cls.name}
+    # Every other use must be `Cfg.attr` or `Cfg(...)`: an alias (`C = Cfg`) could rebind them.
+    uses = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)} | {
+        id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    if any(isinstance(n, ast.Name) and n.id == cls.name and id(n) not in uses
+           for n in ast.walk(tree)):
+        return {}
     found = {}
     for name, statements in assigned.items():
         statement = statements[0]
