@@ -88,8 +88,8 @@ def test_a_wrong_replicated_spec_is_caught(tmp_path):
     case = GLOBAL_FIXTURES / "per_device_results"
     wrong = (case / "after.py").read_text()
     wrong = wrong.replace(
-        "return jax.tree.map(lambda y: jnp.expand_dims(y, 0), (jnp.tanh(x @ w), "
-        "jax.lax.psum(jnp.sum(x), \"i\")))",
+        "return jax.tree.map(\n        lambda y: jnp.expand_dims(y, 0), (jnp.tanh(x @ w), "
+        "jax.lax.psum(jnp.sum(x), \"i\"))\n    )",
         "return jnp.tanh(x @ w), jax.lax.psum(jnp.sum(x), \"i\")",
     ).replace("out_specs=P(\"i\")", "out_specs=P()", 1)
     assert "out_specs=P()" in wrong and "expand_dims" not in wrong

@@ -415,6 +415,9 @@ def _site_edits(site: Site, specs, out_specs: str, mode: str, module: ModuleInfo
                         module, elements[key], stacked_axis(element_mode))
         elif stacked_axis(mode) is not None:
             body_edits[module.span(value)] = _expanded(module, value, stacked_axis(mode))
+        if not isinstance(site.body, ast.Lambda):
+            _fit_return(module, value, body_edits, stacked_axis(mode) if isinstance(mode, str)
+                        else None)
     body_edits.update(_squeeze_edits(site, module))
     if site.decorated and site.static:
         return {**body_edits, **_static_def_edits(site, specs, out_specs, module)}
@@ -428,6 +431,52 @@ def _site_edits(site: Site, specs, out_specs: str, mode: str, module: ModuleInfo
     if site.static:
         return {**outside, built: _static_wrapper(site, specs, out_specs, module, inside)}
     return {**outside, built: _site_text(site, specs, out_specs, module, inside)}
+
+
+def _fit_return(module: ModuleInfo, value, edits: dict, whole_axis: int | None) -> None:
+    """Keep a returned value's line within the limit once its results are expanded: a
+    tuple / dict literal gets one result per line, a whole expanded value moves into the
+    tree.map call's own lines (edits is changed in place)."""
+    start, end = module.span(value)
+    if value.lineno != value.end_lineno or not any(_within(k, (start, end)) for k in edits):
+        return
+    line_start = module._line_starts[value.lineno - 1]
+    line_end = module._line_starts[value.lineno] if value.lineno < len(module._line_starts) - 1 \
+        else len(module.source)
+    before = module.source[line_start:start].decode("utf-8")
+    after = module.source[end:line_end].decode("utf-8").rstrip("\n")
+    if len(before) + len(module.render(start, end, edits)) + len(after) <= LINE_LIMIT:
+        return
+    text = _multiline(module, value, edits, " " * (len(before) - len(before.lstrip())),
+                      whole_axis)
+    if text is None:
+        return
+    for key in [k for k in edits if _within(k, (start, end))]:
+        del edits[key]
+    edits[(start, end)] = text
+
+
+def _multiline(module: ModuleInfo, value, edits: dict, indent: str, whole_axis: int | None):
+    """`value` with its edits, spread over lines indented from `indent`: one result per line
+    for a tuple / dict literal, or the whole expand call's arguments on their own line."""
+    start, end = module.span(value)
+    inner = indent + "    "
+    if isinstance(value, (ast.Tuple, ast.Dict)) and (start, end) not in edits:
+        if isinstance(value, ast.Tuple):
+            lines = [module.render(*module.span(e), edits) for e in value.elts]
+            opening, closing = "(", ")"
+        else:
+            lines = [f"{module.render(*module.span(k), edits)}: "
+                     f"{module.render(*module.span(v), edits)}"
+                     for k, v in zip(value.keys, value.values)]
+            opening, closing = "{", "}"
+        text = opening + "\n" + "".join(f"{inner}{line},\n" for line in lines) + indent + closing
+    elif (start, end) in edits and whole_axis is not None:
+        text = (f"{module.jax}.tree.map(\n{inner}lambda y: {module.numpy}.expand_dims(y, "
+                f"{whole_axis}), {_argument_text(module, value)}\n{indent})")
+    else:
+        return None
+    return text
 
 
 def _squeeze_edits(site: Site, module: ModuleInfo) -> dict:
@@ -455,10 +504,16 @@ def first_body_statement(function: ast.FunctionDef) -> ast.stmt:
 
 def _expanded(module: ModuleInfo, value: ast.AST, axis: int = 0) -> str:
     """`value` (a result or a tree of them) with pmap's device axis put back at `axis`."""
+    text = _argument_text(module, value)
+    return f"{module.jax}.tree.map(lambda y: {module.numpy}.expand_dims(y, {axis}), {text})"
+
+
+def _argument_text(module: ModuleInfo, value: ast.AST) -> str:
+    """The source of `value`, safe as one argument of a call."""
     text = _source(module, value)
     if isinstance(value, ast.Tuple) and not text.startswith("("):
         text = f"({text})"  # an unparenthesised tuple would become several arguments
-    return f"{module.jax}.tree.map(lambda y: {module.numpy}.expand_dims(y, {axis}), {text})"
+    return text
 
 
 def _static_def_edits(site: Site, specs, out_specs: str, module: ModuleInfo) -> dict:
@@ -552,6 +607,13 @@ def _site_text(site: Site, specs, out_specs: str, module: ModuleInfo, inner_edit
         line = module.source.splitlines()[site.built.lineno - 1].decode("utf-8")
         indent = line[:len(line) - len(line.lstrip())]
         pad = indent + "    "
+        lambda_node = site.node.args[0]
+        if isinstance(lambda_node, ast.Lambda) and under_mesh + len(pad) + len(function) + 1 > \
+                LINE_LIMIT and lambda_node.lineno == lambda_node.end_lineno:
+            body = _multiline(module, lambda_node.body, inner_edits, pad, None)
+            if body is not None:
+                head = module.source[module.span(lambda_node)[0]:module.span(lambda_node.body)[0]]
+                function = head.decode("utf-8") + body
         if under_mesh + len(pad) + len(options) + 1 > LINE_LIMIT:
             options = _one_per_line(specs, out_specs, pad).strip().rstrip(",")
         text = f"{jax}.jit({jax}.shard_map(\n{pad}{function},\n{pad}{options},\n{indent}){donate})"

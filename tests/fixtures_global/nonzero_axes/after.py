@@ -37,7 +37,10 @@ def scaled_columns(x, k):
 def summarize(pair, scale):
     a, b = pair
     total = jax.lax.psum(jnp.sum(a) + jnp.sum(b), "i")
-    return {"scaled": jax.tree.map(lambda y: jnp.expand_dims(y, 0), (a + b) * scale), "total": total}
+    return {
+        "scaled": jax.tree.map(lambda y: jnp.expand_dims(y, 0), (a + b) * scale),
+        "total": total,
+    }
 
 
 def run():
@@ -57,7 +60,10 @@ def run():
         ))
         summary = p_summarize((a, b), 0.5)
         p_split = jax.jit(jax.shard_map(
-            lambda v: (jax.tree.map(lambda y: jnp.expand_dims(y, 1), v * 2), jax.tree.map(lambda y: jnp.expand_dims(y, 0), jnp.sum(v))),
+            lambda v: (
+                jax.tree.map(lambda y: jnp.expand_dims(y, 1), v * 2),
+                jax.tree.map(lambda y: jnp.expand_dims(y, 0), jnp.sum(v)),
+            ),
             in_specs=(P("i"),), out_specs=(P(None, "i"), P("i")), check_vma=False,
         ))
         doubled_t, sums = p_split(b)

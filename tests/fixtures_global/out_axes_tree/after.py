@@ -15,7 +15,10 @@ def normalize(x):
 
 
 def spread(x):
-    return jax.lax.pmax(jnp.max(x), "i") - jax.lax.pmin(jnp.min(x), "i"), jax.tree.map(lambda y: jnp.expand_dims(y, 0), x * 2.0)
+    return (
+        jax.lax.pmax(jnp.max(x), "i") - jax.lax.pmin(jnp.min(x), "i"),
+        jax.tree.map(lambda y: jnp.expand_dims(y, 0), x * 2.0),
+    )
 
 
 def run():
