@@ -259,9 +259,13 @@ class ExpressionsMixin:
     # -- the step itself ------------------------------------------------------------------
     def _site_call(self, call: ast.Call, site: Site) -> Kind:
         if call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
-            raise Blocker("PM603", call, f"{site.label} called with keywords or *args")
+            raise Blocker("PM603", call, f"{site.label} called with keywords or *args (pmap "
+                          "maps keyword arguments on axis 0; one in_specs tuple describes "
+                          "positional calls only)")
         if len(call.args) != len(site.params):
-            raise Blocker("PM603", call, f"{site.label} called with {len(call.args)} arguments")
+            raise Blocker("PM603", call, f"{site.label} called with {len(call.args)} of its "
+                          f"{len(site.params)} parameters (pmap fills the rest from defaults "
+                          "per call; one in_specs tuple needs every call to pass them all)")
         self._placement(site)
         if any(type(a) is int and a >= 1 for i, a in enumerate(site.in_axes)
                if i not in site.static) and not (self.module.can_stack_results(site)

@@ -389,19 +389,17 @@ def _site(name, node, statement, body, positional, keywords, decorated, constant
     args = body.args
     signature = [what for what, present in (
         ("*args", args.vararg), ("**kwargs", args.kwarg), ("keyword-only parameters", args.kwonlyargs),
-        ("positional-only parameters", args.posonlyargs), ("defaults", args.defaults and not bound))
-        if present]
+        ("positional-only parameters", args.posonlyargs)) if present]
     if signature:
         raise Blocker("PM602", node, f"the mapped function has {', '.join(signature)}: pmap maps "
-                      "keyword arguments and fills defaults per call, so one in_specs tuple "
-                      "does not describe every call")
+                      "them per call, so one in_specs tuple does not describe every call")
+    # Defaults are fine: every call must pass every parameter (checked at the calls), so the
+    # defaults are never used.
     params = [a.arg for a in args.args]
     if bound:
         if any(b not in params for b in bound) or params[len(params) - len(bound):] != list(bound):
             raise Blocker("PM602", node, "functools.partial binds parameters other than the last")
         params = params[:len(params) - len(bound)]
-        if len(args.defaults) > len(bound):
-            raise Blocker("PM602", node, "the mapped function has defaults")
     in_axes = _in_axes(options.get("in_axes"), len(params), node, body)
     donate = options.get("donate_argnums")
     if donate is not None and not _literal_ints(donate):
