@@ -10,17 +10,17 @@ from transforms.global_view.sites import Blocker, Site, dotted
 from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
     CONSTANT_FILLS,
-    quoted,
     DEVICE_COUNT,
     DEVICES,
-    REPL,
     NONE_OUT,
+    REPL,
     REPLICATED_OUT,
     SAME,
     STACKED_OUT,
     Kind,
-    stacked_at,
     _describe,
+    quoted,
+    stacked_at,
 )
 
 
