@@ -1,9 +1,8 @@
-"""PM602: static_broadcasted_argnums is not handled by the global style yet."""
-import functools
-
+"""PM602: in_axes=1 on a lambda. shard_map hands the body a (rows, 1) block where pmap hands
+it a squeezed (rows,) column, and a lambda has no statement to drop that axis in."""
 import jax
-import jax.numpy as jnp
 import numpy as np
+from jax.sharding import PartitionSpec as P
 
 
 # pmap-migrate: helper (plain JAX, safe to keep; see the pmap-migrate rules reference)
@@ -209,11 +208,7 @@ def _pmap_style_shard_map(
     return call
 
 
-@functools.partial(_pmap_style_shard_map, axis_name="i", static_argnums=1)
-def power(x, k):
-    return jax.lax.psum(x ** k, "i")
-
-
 def run():
     n = jax.local_device_count()
-    return {"p": np.asarray(power(np.ones((n, 2), np.float32), 2))}
+    x = np.arange(4 * n, dtype=np.float32).reshape(4, n)
+    return {"softmax": np.asarray(_pmap_style_shard_map(lambda c: jax.nn.softmax(c), axis_name="_pmap_axis", in_specs=P(None, "_pmap_axis"))(x))}
