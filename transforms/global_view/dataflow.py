@@ -28,6 +28,7 @@ from transforms.global_view.values import (
     Kind,
     _describe,
     _layouts_of,
+    least_rank,
     list_of,
 )
 
@@ -76,8 +77,25 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
         self.returns: list[tuple[ast.AST, Kind]] = []
         self._changed = False
 
+    merge_outputs = True  # per-device results with a leading axis come back merged (P(axis))
+
     # -- driver ---------------------------------------------------------------------------
     def run(self) -> CallerResult:
+        """Per-device results merged where every consumer follows them; if some consumer
+        does not, the same function with those results in pmap's stacked layout."""
+        try:
+            return self._run()
+        except Blocker as merged_blocker:
+            if self.depth:
+                raise
+            stacked = type(self)(self.function, self.all_sites, self.module)
+            stacked.merge_outputs = False
+            try:
+                return stacked._run()
+            except Blocker as stacked_blocker:  # name the one that got further
+                raise max(merged_blocker, stacked_blocker, key=_position) from None
+
+    def _run(self) -> CallerResult:
         if any(isinstance(n, ast.Name) and n.id == "mesh" for n in ast.walk(self.function)) or \
                 any(a.arg == "mesh" for a in ast.walk(self.function) if isinstance(a, ast.arg)):
             raise Blocker("PM605", self.function, "the name `mesh` the global style binds is "
@@ -103,6 +121,9 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
             return old
         if old.tag == new.tag == "same":
             return old if old.rank == new.rank else SAME
+        if old.tag == new.tag == "merged" and old.axis == new.axis:  # ranks differ: keep the bound
+            return Kind("merged", old.axis, rank=old.rank if old.rank == new.rank else None,
+                        least=min(least_rank(old), least_rank(new)))
         if old.tag == "empty_list" and new.tag in ("list", "same"):
             return new
         if new.tag == "empty_list" and old.tag in ("list", "same"):
@@ -271,3 +292,5 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
         return found.pop() if found else ()
 
 
+def _position(blocker: Blocker) -> tuple[int, int]:
+    return getattr(blocker.node, "lineno", 0), getattr(blocker.node, "col_offset", 0)

@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import ast
 
+from transforms.global_view.ranks import least_result_ranks
 from transforms.global_view.sites import Blocker, Site, dotted
 from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
     DEVICE_COUNT,
     DEVICES,
     REPL,
+    MERGED_OUT,
     REPLICATED_OUT,
     SAME,
     STACKED_OUT,
     Kind,
     _describe,
+    least_rank,
 )
 
 
@@ -248,9 +251,11 @@ class ExpressionsMixin:
             raise Blocker("PM603", call, f"{site.label} called with keywords or *args")
         if len(call.args) != len(site.params):
             raise Blocker("PM603", call, f"{site.label} called with {len(call.args)} arguments")
-        specs, replicated = [], set()
+        specs, replicated, ranks = [], set(), {}
         for position, (argument, axis) in enumerate(zip(call.args, site.in_axes)):
             kind = self.eval(argument)
+            if axis is not None and kind.tag == "merged" and least_rank(kind):
+                ranks[site.params[position]] = least_rank(kind) - 1
             if axis is None:
                 if kind.changed:
                     raise Blocker("PM604", argument, f"argument {position} of {site.label} is "
@@ -277,8 +282,12 @@ class ExpressionsMixin:
         if self.specs.setdefault(site.key, specs) != specs:
             raise Blocker("PM604", call, f"{site.label} is called with different layouts")
         varying = self.module.body_analysis(site).first_varying_output(replicated)
+        least = least_result_ranks(site, ranks, self.module.imported) if varying is not None \
+            and self.merge_outputs and not site.out_none else None
         if varying is None:
             mode = REPLICATED_OUT
+        elif least and min(least) >= 1:
+            mode = MERGED_OUT  # every device's result has a leading axis to merge into
         elif site.out_none:
             raise Blocker("PM606", varying, f"{site.label} has out_axes=None but a result "
                           "is not provably the same on every device")
@@ -293,5 +302,17 @@ class ExpressionsMixin:
                           "calls and per-device results for others")
         if mode == STACKED_OUT or site.out_none:
             return SAME  # the original's layout: stacked per-device rows, or out_axes=None
+        if mode == MERGED_OUT:
+            return self._site_output(site, Kind("merged", least=min(least) + 1))
         return REPL
+
+    def _site_output(self, site: Site, leaf: Kind) -> Kind:
+        """A tuple literal returned by the body is a tuple of results: its elements can be
+        unpacked or indexed one by one."""
+        body = site.body
+        value = body.body if isinstance(body, ast.Lambda) else \
+            next((s.value for s in body.body if isinstance(s, ast.Return)), None)
+        if isinstance(value, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in value.elts):
+            return Kind("fields", fields=tuple((f"[{i}]", leaf) for i in range(len(value.elts))))
+        return leaf
 

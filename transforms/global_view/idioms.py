@@ -17,6 +17,7 @@ from transforms.global_view.values import (
     REPLICATE,
     RNG_DRAWS,
     SAME,
+    SHAPED_LIKE,
     SHARD,
     STACK,
     TO_SCALAR,
@@ -170,6 +171,14 @@ class IdiomsMixin:
             for argument in [*call.args[1:], *(k.value for k in call.keywords)]:
                 self._need_same(argument)
             return Kind("same", rank=0)
+        if name in SHAPED_LIKE and len(call.args) == 1 and all(
+                k.arg == "dtype" for k in call.keywords):
+            kind = self.eval(call.args[0])  # filled rows of the same shapes: the same layout
+            for argument in call.keywords:
+                self._need_same(argument.value)
+            if kind.tag in ("repl", "merged"):
+                return kind
+            return None
         if name in AS_ARRAY and call.args:
             kind = self.eval(call.args[0])
             for argument in [*call.args[1:], *(k.value for k in call.keywords)]:

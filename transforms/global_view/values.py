@@ -25,6 +25,7 @@ SHARD = {"flax.training.common_utils.shard"}
 # numpy random draws fill their `size` in C order, so (n, b, ...) and (n * b, ...) draw the
 # same numbers: the merged batch is the same data.
 RNG_DRAWS = {"normal", "uniform", "standard_normal", "random", "integers", "randint", "rand"}
+SHAPED_LIKE = {f"{m}.{f}" for m in ("numpy", "jax.numpy") for f in ("zeros_like", "ones_like")}
 TO_SCALAR = {"builtins.float", "builtins.int", "builtins.bool"}
 # Constant stacks: every row is the same, so they are replicated by construction.
 CONSTANT_FILLS = {f"{m}.{f}" for m in ("numpy", "jax.numpy") for f in ("zeros", "ones", "full")}
@@ -35,12 +36,17 @@ class Kind:
     tag: str  # same | repl | merged | list | empty_list | devcount | devices | fields
     axis: int = 0
     rank: int | None = None  # merged: the original's rank, where known
+    least: int = 0  # merged: a lower bound of the original's rank, where only that is known
     element: Kind | None = None  # list: the kind of its elements
     fields: tuple = ()  # fields: ((key path step, Kind), ...) of a dict or tuple literal
 
     @property
     def changed(self) -> bool:
         return self.tag in ("repl", "merged", "list", "fields")
+
+
+def least_rank(kind: Kind) -> int:
+    return kind.rank if kind.rank is not None else kind.least
 
 
 SAME = Kind("same")
@@ -52,7 +58,7 @@ def list_of(element: Kind) -> Kind:
 
 
 DEFAULT_AXIS = "devices"  # the mesh axis when no site called names one
-REPLICATED_OUT, STACKED_OUT = "replicated", "stacked"
+REPLICATED_OUT, STACKED_OUT, MERGED_OUT = "replicated", "stacked", "merged"
 
 
 def _layouts_of(kind: Kind, path: str, node) -> list[OutputLayout]:
