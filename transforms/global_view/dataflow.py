@@ -75,6 +75,13 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
             if name in self.loaded:
                 self.kinds[name] = kind
         self.returns: list[tuple[ast.AST, Kind]] = []
+        self.yields: list[tuple[ast.AST, Kind]] = []  # a followed generator's yielded values
+        # `x[i]["key"]`: x[i] is a container (an array row has no string keys), so x is a
+        # list or tuple of trees and x[i] one of them, not a row of the device axis.
+        self.container_rows = {id(n.value) for n in ast.walk(function)
+                               if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Subscript)
+                               and isinstance(n.slice, ast.Constant) and isinstance(n.slice.value, str)
+                               and isinstance(n.value.slice, (ast.Constant, ast.UnaryOp))}
         self._changed = False
 
     merge_outputs = True  # per-device results with a leading axis come back merged (P(axis))
@@ -175,7 +182,7 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
         elif isinstance(s, ast.For):
             def head():
                 iterated = self.eval(s.iter)
-                if iterated.tag == "list":
+                if iterated.tag in ("list", "iterator"):
                     self._bind(s.target, iterated.element, s.iter)
                 elif iterated.changed:
                     raise Blocker("PM605", s.iter, "a loop over the device axis")
@@ -254,7 +261,18 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
             elif element.changed:
                 raise Blocker("PM605", call, f"`{name}` is not a list made in this function")
             return
+        if isinstance(value, ast.Yield) and self.depth and value.value is not None:
+            yielded = value.value  # a tuple literal stays a tuple: `x, y = next(batches)`
+            kind = self._tuple_fields(yielded) if isinstance(yielded, ast.Tuple) else self.eval(yielded)
+            self.yields.append((value, kind))
+            return
         self.eval(value)
+
+    def _tuple_fields(self, node: ast.Tuple) -> Kind:
+        kinds = [self.eval(e) for e in node.elts]
+        if any(isinstance(e, ast.Starred) for e in node.elts) or not any(k.changed for k in kinds):
+            return self.eval(node)
+        return Kind("fields", fields=tuple((f"[{i}]", k) for i, k in enumerate(kinds)))
 
     def _same(self, node) -> None:
         kind = self.eval(node)

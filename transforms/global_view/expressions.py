@@ -19,6 +19,7 @@ from transforms.global_view.values import (
     Kind,
     _describe,
     least_rank,
+    list_of,
 )
 
 
@@ -82,6 +83,12 @@ class ExpressionsMixin:
             return Kind("devcount")
         if name in DEVICES and not call.args:
             return Kind("devices")
+        if (name == "builtins.next" or (isinstance(func, ast.Name) and func.id == "next"
+                                        and "next" not in self.module.table.bound_otherwise)) \
+                and len(call.args) == 1 and not call.keywords:
+            kind = self.eval(call.args[0])
+            if kind.tag == "iterator":
+                return kind.element
         if name == "builtins.len" or (isinstance(func, ast.Name) and func.id == "len"):
             if len(call.args) == 1 and self.eval(call.args[0]).tag == "devices":
                 return Kind("devcount")
@@ -128,6 +135,17 @@ class ExpressionsMixin:
         self.edits.update(analysis.edits)
         self.helpers.add(name)
         result = None
+        if _is_generator(helper):
+            own = {id(s.value) for s in ast.walk(helper) if isinstance(s, ast.Expr)}
+            if any(isinstance(n, ast.YieldFrom) or (isinstance(n, ast.Yield) and (
+                    id(n) not in own or n.value is None)) for n in ast.walk(helper)):
+                raise Blocker("PM605", call, f"`{name}` is a generator whose yields are not all "
+                              "`yield value` statements")
+            if any(node.value is not None for node, _ in analysis.returns):
+                raise Blocker("PM605", call, f"`{name}` is a generator that also returns a value")
+            for node, kind in analysis.yields:
+                result = self._join(result, kind, f"what {name} yields", node)
+            return Kind("iterator", element=result) if result and result.changed else SAME
         for node, kind in analysis.returns:
             result = self._join(result, kind, f"the result of {name}", node)
         return result or SAME
@@ -151,6 +169,8 @@ class ExpressionsMixin:
         if kind.tag == "same":
             self._need_same(index)
             return SAME
+        if id(node) in self.container_rows and kind.tag in ("repl", "merged"):
+            return kind  # one tree of a list of trees: the same layout
         if kind.tag == "repl" and kind.axis == 0 and isinstance(index, ast.Constant) \
                 and type(index.value) is int and index.value == 0:
             self._edit(node, self.render(node.value))
@@ -223,8 +243,8 @@ class ExpressionsMixin:
         try:
             for generator in node.generators:
                 iterated = self.eval(generator.iter)
-                element = iterated.element if iterated.tag == "list" else SAME
-                if iterated.changed and iterated.tag != "list":
+                element = iterated.element if iterated.tag in ("list", "iterator") else SAME
+                if iterated.changed and iterated.tag not in ("list", "iterator"):
                     raise Blocker("PM605", generator.iter, "a comprehension over the device axis")
                 for name in ast.walk(generator.target):
                     if isinstance(name, ast.Name):
@@ -235,6 +255,9 @@ class ExpressionsMixin:
             kinds = [self.eval(p) for p in parts]
         finally:
             self.kinds = saved
+        if isinstance(node, ast.ListComp) and kinds[0].tag in ("repl", "merged") \
+                and len(node.generators) == 1:
+            return list_of(kinds[0])  # `[np.asarray(l) for l in losses]`: a list of them
         if any(k.changed for k in kinds):
             raise Blocker("PM605", node, "a comprehension that builds per-device values")
         return SAME
@@ -304,7 +327,7 @@ class ExpressionsMixin:
             return SAME  # the original's layout: stacked per-device rows, or out_axes=None
         if mode == MERGED_OUT:
             return self._site_output(site, Kind("merged", least=min(least) + 1))
-        return REPL
+        return self._site_output(site, REPL)
 
     def _site_output(self, site: Site, leaf: Kind) -> Kind:
         """A tuple literal returned by the body is a tuple of results: its elements can be
@@ -316,3 +339,14 @@ class ExpressionsMixin:
             return Kind("fields", fields=tuple((f"[{i}]", leaf) for i in range(len(value.elts))))
         return leaf
 
+
+def _is_generator(function: ast.FunctionDef) -> bool:
+    """A `def` with a yield of its own (not one of a function or lambda nested in it)."""
+    stack = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    return False

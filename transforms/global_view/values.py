@@ -33,16 +33,16 @@ CONSTANT_FILLS = {f"{m}.{f}" for m in ("numpy", "jax.numpy") for f in ("zeros", 
 
 @dataclasses.dataclass(frozen=True)
 class Kind:
-    tag: str  # same | repl | merged | list | empty_list | devcount | devices | fields
+    tag: str  # same | repl | merged | list | empty_list | devcount | devices | fields | iterator
     axis: int = 0
     rank: int | None = None  # merged: the original's rank, where known
     least: int = 0  # merged: a lower bound of the original's rank, where only that is known
-    element: Kind | None = None  # list: the kind of its elements
+    element: Kind | None = None  # list, iterator (a followed generator): its elements' kind
     fields: tuple = ()  # fields: ((key path step, Kind), ...) of a dict or tuple literal
 
     @property
     def changed(self) -> bool:
-        return self.tag in ("repl", "merged", "list", "fields")
+        return self.tag in ("repl", "merged", "list", "fields", "iterator")
 
 
 def least_rank(kind: Kind) -> int:
@@ -68,8 +68,8 @@ def _layouts_of(kind: Kind, path: str, node) -> list[OutputLayout]:
         return [OutputLayout(path, MERGED, kind.axis)]
     if kind.tag == "fields":
         return [layout for step, field in kind.fields for layout in _layouts_of(field, path + step, node)]
-    if kind.tag == "list":
-        raise Blocker("PM605", node, "returns a list of per-device values")
+    if kind.tag in ("list", "iterator"):
+        raise Blocker("PM605", node, f"returns {_describe(kind)}")
     return []
 
 
@@ -152,6 +152,7 @@ def _describe(kind: Kind) -> str:
         "repl": "a replicated stack (pmap's device axis)",
         "merged": "a per-device batch",
         "list": "a list of per-device values",
+        "iterator": "a generator of per-device values",
         "empty_list": "a list",
         "devcount": "the device count",
         "devices": "the device list",
