@@ -130,7 +130,8 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
             return old if old.rank == new.rank else SAME
         if old.tag == new.tag == "merged" and old.axis == new.axis:  # ranks differ: keep the bound
             return Kind("merged", old.axis, rank=old.rank if old.rank == new.rank else None,
-                        least=min(least_rank(old), least_rank(new)))
+                        least=min(least_rank(old), least_rank(new)),
+                        placed=old.placed and new.placed)
         if old.tag == "empty_list" and new.tag in ("list", "same"):
             return new
         if new.tag == "empty_list" and old.tag in ("list", "same"):

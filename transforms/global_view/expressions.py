@@ -39,6 +39,12 @@ class ExpressionsMixin:
         if isinstance(node, ast.Subscript):
             return self._subscript(node)
         if isinstance(node, ast.Attribute):
+            shard = _shard_data(node)
+            if shard is not None:
+                return self._shard_data(node, shard, None)
+            if node.attr == "shape" and isinstance(node.value, ast.Attribute) \
+                    and _shard_data(node.value) is not None:
+                return self._shard_data(node.value, _shard_data(node.value), node)
             if self.eval(node.value).changed:
                 raise Blocker("PM605", node, f"`.{node.attr}` of {_describe(self.eval(node.value))}"
                               " (its layout changes)")
@@ -67,6 +73,25 @@ class ExpressionsMixin:
             if isinstance(child, ast.expr) and self.eval(child).changed:
                 raise Blocker("PM605", child, f"{_describe(self.eval(child))} in a "
                               f"{type(node).__name__} expression")
+        return SAME
+
+    def _shard_data(self, node: ast.Attribute, array, shape: ast.Attribute | None) -> Kind:
+        """`x.addressable_shards[k].data`: pmap's shard k is the (1, ...) row k of its stack.
+        Of a replicated stack that row is the migrated value itself. Of a batch placed with
+        P(axis) the migrated shard k is block k without the leading 1: its `.shape` is given
+        back as `(1, *shape)` (an op on the one-device shard would not run under the mesh)."""
+        kind = self.eval(array)
+        if kind.tag == "repl":
+            return kind
+        if kind.tag == "merged" and kind.axis == 0 and kind.placed and least_rank(kind) >= 2:
+            if shape is None:
+                raise Blocker("PM605", node, "a shard of a per-device batch: the migrated shard "
+                              "is the device's block without pmap's leading axis of 1")
+            self._edit(shape, f"(1, *{self.render(shape)})")
+            return SAME
+        if kind.changed:
+            raise Blocker("PM605", node, f"`.addressable_shards` of {_describe(kind)} that is "
+                          "not known to be placed with P(axis) (its layout changes)")
         return SAME
 
     def _qualified(self, func) -> str:
@@ -128,6 +153,15 @@ class ExpressionsMixin:
             raise Blocker("PM605", call, f"the device count or a per-device value is passed to "
                           f"`{name}`, which the global style cannot follow (called elsewhere "
                           "too, with keywords, or calling pmap sites itself)")
+        generator = _is_generator(helper)
+        if generator:
+            own = {id(s.value) for s in ast.walk(helper) if isinstance(s, ast.Expr)}
+            odd = next((n for n in ast.walk(helper) if isinstance(n, ast.YieldFrom) or (
+                isinstance(n, ast.Yield) and (id(n) not in own or n.value is None))), None)
+            if odd is not None:
+                raise Blocker("PM605", odd, f"`{name}` is a generator given the device count or "
+                              "per-device values, and this yield is not a `yield value` "
+                              "statement, so what it hands out is not followed")
         parameters = {a.arg: self.eval(value) for a, value in zip(arguments.args, call.args)}
         analysis = type(self)(helper, self.all_sites, self.module, parameters, self.depth + 1)
         analysis.sites, analysis.inline, analysis.local_builds = {}, {}, set()
@@ -135,12 +169,7 @@ class ExpressionsMixin:
         self.edits.update(analysis.edits)
         self.helpers.add(name)
         result = None
-        if _is_generator(helper):
-            own = {id(s.value) for s in ast.walk(helper) if isinstance(s, ast.Expr)}
-            if any(isinstance(n, ast.YieldFrom) or (isinstance(n, ast.Yield) and (
-                    id(n) not in own or n.value is None)) for n in ast.walk(helper)):
-                raise Blocker("PM605", call, f"`{name}` is a generator whose yields are not all "
-                              "`yield value` statements")
+        if generator:
             if any(node.value is not None for node, _ in analysis.returns):
                 raise Blocker("PM605", call, f"`{name}` is a generator that also returns a value")
             for node, kind in analysis.yields:
@@ -326,7 +355,7 @@ class ExpressionsMixin:
         if mode == STACKED_OUT or site.out_none:
             return SAME  # the original's layout: stacked per-device rows, or out_axes=None
         if mode == MERGED_OUT:
-            return self._site_output(site, Kind("merged", least=min(least) + 1))
+            return self._site_output(site, Kind("merged", least=min(least) + 1, placed=True))
         return self._site_output(site, REPL)
 
     def _site_output(self, site: Site, leaf: Kind) -> Kind:
@@ -350,3 +379,13 @@ def _is_generator(function: ast.FunctionDef) -> bool:
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             stack.extend(ast.iter_child_nodes(node))
     return False
+
+
+def _shard_data(node: ast.Attribute) -> ast.AST | None:
+    """x of `x.addressable_shards[k].data` (k a literal int), else None."""
+    row = node.value
+    if node.attr == "data" and isinstance(row, ast.Subscript) \
+            and isinstance(row.value, ast.Attribute) and row.value.attr == "addressable_shards" \
+            and isinstance(row.slice, ast.Constant) and type(row.slice.value) is int:
+        return row.value.value
+    return None

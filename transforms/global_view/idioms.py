@@ -80,7 +80,7 @@ class IdiomsMixin:
             self._need_same(call.args[0])
             self._edit(call, f"{module.jax}.device_put({self.render(call.args[0])}, "
                              f"P({AXIS_PLACEHOLDER}))")
-            return Kind("merged")
+            return Kind("merged", least=2, placed=True)  # shard: a reshape to (n, -1, ...)
         if isinstance(call.func, ast.Attribute) and call.func.attr == "reshape" \
                 and len(call.args) >= 2 and not call.keywords and self._is_devcount(call.args[0]):
             self._need_same(call.func.value)
@@ -153,7 +153,7 @@ class IdiomsMixin:
                           "a batch the tool can merge")
         self._edit(call, f"{self.module.jax}.device_put({self.render(pieces.elt)}, "
                          f"P({AXIS_PLACEHOLDER}))")
-        return kind
+        return dataclasses.replace(kind, placed=True)
 
     _rows: dict = {}
 

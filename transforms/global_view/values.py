@@ -37,6 +37,7 @@ class Kind:
     axis: int = 0
     rank: int | None = None  # merged: the original's rank, where known
     least: int = 0  # merged: a lower bound of the original's rank, where only that is known
+    placed: bool = False  # merged: a jax.Array sharded P(axis) over the mesh (not host data)
     element: Kind | None = None  # list, iterator (a followed generator): its elements' kind
     fields: tuple = ()  # fields: ((key path step, Kind), ...) of a dict or tuple literal
 
