@@ -100,7 +100,18 @@ class ExpressionsMixin:
     def _call(self, call: ast.Call) -> Kind:
         func = call.func
         name = self._qualified(func)
+        if isinstance(func, ast.Call) and isinstance(func.func, ast.Name) \
+                and func.func.id in self.sites and self.sites[func.func.id].factory:
+            for argument in [*func.args, *(k.value for k in func.keywords)]:
+                kind = self.eval(argument.value if isinstance(argument, ast.Starred) else argument)
+                if kind.changed:
+                    raise Blocker("PM605", argument, f"{_describe(kind)} passed to the pmap "
+                                  f"factory `{func.func.id}`")
+            return self._site_call(call, self.sites[func.func.id])
         if isinstance(func, ast.Name) and func.id in self.sites:
+            if self.sites[func.id].factory:
+                raise Blocker("PM603", call, f"the pmap factory `{func.id}` called other than "
+                              f"as `{func.id}(...)(...)`")
             return self._site_call(call, self.sites[func.id])
         if id(func) in self.inline:
             return self._site_call(call, self.inline[id(func)])
@@ -268,6 +279,9 @@ class ExpressionsMixin:
         return Kind("fields", fields=tuple(fields))
 
     def _comprehension(self, node) -> Kind:
+        per_field = self._over_fields(node)
+        if per_field is not None:
+            return per_field
         saved = dict(self.kinds)
         try:
             for generator in node.generators:
@@ -290,6 +304,44 @@ class ExpressionsMixin:
         if any(k.changed for k in kinds):
             raise Blocker("PM605", node, "a comprehension that builds per-device values")
         return SAME
+
+    def _over_fields(self, node) -> Kind | None:
+        """`{k: f(v) for k, v in tree.items()}` over a dict of values of mixed layouts: `f` is
+        followed once per entry, and must read the same (edits included) for each."""
+        if not (isinstance(node, ast.DictComp) and len(node.generators) == 1):
+            return None
+        generator = node.generators[0]
+        iterated, target = generator.iter, generator.target
+        if not (isinstance(iterated, ast.Call) and isinstance(iterated.func, ast.Attribute)
+                and iterated.func.attr == "items" and not iterated.args and not iterated.keywords
+                and isinstance(target, ast.Tuple) and len(target.elts) == 2
+                and all(isinstance(e, ast.Name) for e in target.elts)
+                and not generator.ifs and not generator.is_async
+                and isinstance(node.key, ast.Name) and node.key.id == target.elts[0].id):
+            return None
+        tree = self.eval(iterated.func.value) if not isinstance(iterated.func.value, ast.Attribute) \
+            else SAME
+        if tree.tag != "fields" or not all(step.startswith("['") for step, _ in tree.fields):
+            return None
+        key, value = target.elts[0].id, target.elts[1].id
+        if any(isinstance(n, ast.Name) and n.id == key for n in ast.walk(node.value)):
+            raise Blocker("PM605", node, "a comprehension over per-device values that reads "
+                          "their keys")
+        saved, span = dict(self.kinds), self.module.span(node.value)
+        before = dict(self.edits)
+        fields, texts = [], set()
+        try:
+            for step, field in tree.fields:
+                self.edits = dict(before)
+                self.kinds[value] = field
+                fields.append((step, self.eval(node.value)))
+                texts.add(self.render(node.value))
+        finally:
+            self.kinds = saved
+        if len(texts) > 1:
+            raise Blocker("PM605", node.value, "a comprehension whose migrated form differs "
+                          "between entries of different layouts")
+        return Kind("fields", fields=tuple(fields))
 
     def _need_same(self, node) -> Kind:
         kind = self.eval(node)
@@ -323,7 +375,7 @@ class ExpressionsMixin:
                 raise Blocker("PM604", argument, f"argument {position} of {site.label} "
                               f"(`{ast.unparse(argument)}`): its producer is not recognised as "
                               "a replicated value or a per-device batch")
-        if site.function_node is not None:
+        if site.function_node is not None and not site.factory:
             # A closure or partial keyword sees the caller's value as it is: it must keep
             # its layout.
             for node in ast.walk(site.function_node):
