@@ -75,6 +75,7 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
             if name in self.loaded:
                 self.kinds[name] = kind
         self.returns: list[tuple[ast.AST, Kind]] = []
+        self.producers: dict[str, ast.AST] = {}
         self.yields: list[tuple[ast.AST, Kind]] = []  # a followed generator's yielded values
         # `x[i]["key"]`: x[i] is a container (an array row has no string keys), so x is a
         # list or tuple of trees and x[i] one of them, not a row of the device axis.
@@ -169,6 +170,9 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
         if isinstance(s, ast.Assign):
             if id(s.value) in self.local_builds:
                 return  # `p = jax.pmap(...)`: p is a site of this function
+            for target in s.targets:  # only for findings: what a name was last built by
+                if isinstance(target, ast.Name):
+                    self.producers[target.id] = s.value
             kind = self.eval(s.value)
             for target in s.targets:
                 self._bind(target, kind, s.value)

@@ -94,6 +94,27 @@ class ExpressionsMixin:
                           "not known to be placed with P(axis) (its layout changes)")
         return SAME
 
+    def _unmergeable(self, argument) -> str | None:
+        """Why a mapped argument built from the device count cannot be merged, if it is:
+        `jax.random.split(key, n)` or `np.arange(n)` give one key or one scalar per device,
+        and a per-device key or scalar has no batch axis to merge the device axis into."""
+        producer = self.producers.get(argument.id) if isinstance(argument, ast.Name) else argument
+        if not isinstance(producer, ast.Call) or not any(
+                isinstance(n, ast.Name) and self.kinds.get(n.id, SAME).tag == "devcount"
+                for a in producer.args for n in ast.walk(a)):
+            return None
+        text = ast.unparse(producer)
+        text = text if len(text) <= 60 else text[:57] + "..."
+        if self._qualified(producer.func) in ("jax.random.split", "jax.random.key_split"):
+            return (f"per-device RNG keys (`{text}`, line {producer.lineno}): a key per device "
+                    "has no batch axis to merge the device axis into")
+        if self._qualified(producer.func) in ("numpy.arange", "jax.numpy.arange"):
+            return (f"per-device scalars (`{text}`, line {producer.lineno}): one number per "
+                    "device has no batch axis to merge the device axis into")
+        return (f"`{text}` (line {producer.lineno}) is built from the device count, but not by "
+                "a producer the tool recognises as a per-device batch (a reshape to "
+                "(n, -1, ...), shard, device_put_sharded, a random draw of size (n, ...))")
+
     def _qualified(self, func) -> str:
         return dotted(func, self.module.imported)
 
@@ -372,9 +393,10 @@ class ExpressionsMixin:
             elif kind.tag == "merged" and kind.axis == 0:
                 specs.append(f"P({AXIS_PLACEHOLDER})")
             else:
+                why = self._unmergeable(argument)
                 raise Blocker("PM604", argument, f"argument {position} of {site.label} "
-                              f"(`{ast.unparse(argument)}`): its producer is not recognised as "
-                              "a replicated value or a per-device batch")
+                              f"(`{ast.unparse(argument)}`): " + (why or "its producer is not "
+                              "recognised as a replicated value or a per-device batch"))
         if site.function_node is not None and not site.factory:
             # A closure or partial keyword sees the caller's value as it is: it must keep
             # its layout.

@@ -166,6 +166,11 @@ class IdiomsMixin:
         if name in TREE_MAP and len(call.args) == 2 and isinstance(call.args[0], ast.Lambda) \
                 and _is_row_zero_lambda(call.args[0]):
             return self._row_zero(call, call.args[1])
+        if name in TREE_MAP and len(call.args) == 2 and not call.keywords \
+                and isinstance(call.args[0], ast.Lambda):
+            per_leaf = self._tree_map_lambda(call.args[0], call.args[1])
+            if per_leaf is not None:
+                return per_leaf
         if name in CONSTANT_FILLS and call.args and isinstance(call.args[0], ast.Tuple) \
                 and not call.args[0].elts:
             for argument in [*call.args[1:], *(k.value for k in call.keywords)]:
@@ -227,6 +232,28 @@ class IdiomsMixin:
                 raise Blocker("PM605", call, "a reduction over the batch or device axis of a "
                               "per-device batch")
         return None
+
+    def _tree_map_lambda(self, function: ast.Lambda, tree) -> Kind | None:
+        """`tree_map(lambda x: ..., stacks)`: the lambda sees one leaf, an array of the tree's
+        layout, and is followed as code on that leaf (its `x[0]` is row 0, its edits kept);
+        the result is a tree of what it gives back."""
+        arguments = function.args
+        if len(arguments.args) != 1 or arguments.defaults or arguments.vararg or arguments.kwarg \
+                or arguments.kwonlyargs or arguments.posonlyargs:
+            return None
+        kind = self.eval(tree)
+        if kind.tag not in ("repl", "merged"):
+            return None
+        saved = dict(self.kinds)
+        try:
+            self.kinds[arguments.args[0].arg] = kind
+            leaf = self.eval(function.body)
+        finally:
+            self.kinds = saved
+        if leaf.tag not in ("same", "repl", "merged"):
+            raise Blocker("PM605", function, f"a tree_map whose function gives back "
+                          f"{_describe(leaf)}")
+        return SAME if leaf.tag == "same" else leaf
 
     def _row_zero(self, call: ast.Call, operand) -> Kind:
         kind = self.eval(operand)
