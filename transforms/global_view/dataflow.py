@@ -128,7 +128,7 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
         if new is None:
             return old
         if old.tag == new.tag == "same":
-            return old if old.rank == new.rank else SAME
+            return Kind("same", rank=old.rank) if old.rank == new.rank else SAME
         if old.tag == new.tag == "merged" and old.axis == new.axis:  # ranks differ: keep the bound
             return Kind("merged", old.axis, rank=old.rank if old.rank == new.rank else None,
                         least=min(least_rank(old), least_rank(new)),

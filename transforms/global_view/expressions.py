@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from transforms.global_view.ranks import least_result_ranks
+from transforms.global_view.ranks import leading_axis_transparent, least_result_ranks
 from transforms.global_view.sites import Blocker, Site, dotted
 from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
@@ -15,6 +15,7 @@ from transforms.global_view.values import (
     MERGED_OUT,
     REPLICATED_OUT,
     SAME,
+    SCALARS_OUT,
     STACKED_OUT,
     Kind,
     _describe,
@@ -376,7 +377,7 @@ class ExpressionsMixin:
             raise Blocker("PM603", call, f"{site.label} called with keywords or *args")
         if len(call.args) != len(site.params):
             raise Blocker("PM603", call, f"{site.label} called with {len(call.args)} arguments")
-        specs, replicated, ranks = [], set(), {}
+        specs, replicated, ranks, scalars = [], set(), {}, False
         for position, (argument, axis) in enumerate(zip(call.args, site.in_axes)):
             kind = self.eval(argument)
             if axis is not None and kind.tag == "merged" and least_rank(kind):
@@ -392,6 +393,9 @@ class ExpressionsMixin:
                 replicated.add(site.params[position])
             elif kind.tag == "merged" and kind.axis == 0:
                 specs.append(f"P({AXIS_PLACEHOLDER})")
+            elif kind.scalars and leading_axis_transparent(site, self.module.imported):
+                specs.append(f"P({AXIS_PLACEHOLDER})")  # each device sees its number as (1,)
+                scalars = True
             else:
                 why = self._unmergeable(argument)
                 raise Blocker("PM604", argument, f"argument {position} of {site.label} "
@@ -407,6 +411,8 @@ class ExpressionsMixin:
         specs = tuple(specs)
         if self.specs.setdefault(site.key, specs) != specs:
             raise Blocker("PM604", call, f"{site.label} is called with different layouts")
+        if scalars:
+            return self._scalars_call(call, site, tuple(specs))
         varying = self.module.body_analysis(site).first_varying_output(replicated)
         least = least_result_ranks(site, ranks, self.module.imported) if varying is not None \
             and self.merge_outputs and not site.out_none else None
@@ -431,6 +437,24 @@ class ExpressionsMixin:
         if mode == MERGED_OUT:
             return self._site_output(site, Kind("merged", least=min(least) + 1, placed=True))
         return self._site_output(site, REPL)
+
+    def _scalars_call(self, call: ast.Call, site: Site, specs) -> Kind:
+        """One number per device, into a body that only combines numbers elementwise (and
+        with psum-like collectives): each device computes on its (1,) block what pmap
+        computed on the number, and out_specs P(axis) gives back pmap's (n,) layout."""
+        if any(s == "P()" for s in specs):
+            raise Blocker("PM604", call, f"{site.label} mixes per-device scalars with "
+                          "replicated arguments")
+        if self.specs.setdefault(site.key, specs) != specs:
+            raise Blocker("PM604", call, f"{site.label} is called with different layouts")
+        if self.modes.setdefault(site.key, SCALARS_OUT) != SCALARS_OUT:
+            raise Blocker("PM606", call, f"{site.label} returns replicated results for some "
+                          "calls and per-device results for others")
+        for argument in call.args:
+            if not self.eval(argument).scalars:
+                raise Blocker("PM604", argument, f"{site.label} mixes per-device scalars with "
+                              "other arguments")
+        return SAME  # pmap's layout: one result per device along the leading axis
 
     def _site_output(self, site: Site, leaf: Kind) -> Kind:
         """A tuple literal returned by the body is a tuple of results: its elements can be

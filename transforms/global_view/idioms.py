@@ -104,6 +104,11 @@ class IdiomsMixin:
                 text = ", ".join(merged) + ("," if len(merged) == 1 else "")
                 self._edit(size, f"({text})")
                 return Kind("merged", rank=len(size.elts))
+        if name in ("numpy.arange", "jax.numpy.arange") and len(call.args) == 1 \
+                and self._is_devcount(call.args[0]) and all(k.arg == "dtype" for k in call.keywords):
+            for keyword in call.keywords:
+                self._need_same(keyword.value)
+            return Kind("same", rank=1, scalars=True)
         if name == "jax.device_put_sharded" and len(call.args) == 2:
             return self._device_put_sharded(call)
         return None

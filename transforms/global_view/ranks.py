@@ -114,3 +114,75 @@ def least_rank(node, ranks: dict[str, int], imported: dict[str, str]) -> int:
         if isinstance(node.func, ast.Attribute) and node.func.attr == "astype":
             return least_rank(node.func.value, ranks, imported)
     return 0
+
+
+# Functions of numbers that act on each element alone, so a (1,) block gives the (1,) result.
+COLLECTIVES = {f"jax.lax.{f}" for f in ("psum", "pmean", "pmax", "pmin")}
+
+
+def leading_axis_transparent(site: Site, imported: dict[str, str]) -> bool:
+    """Whether the body computes the same numbers from (1,) blocks as from scalars: its
+    results are built from its parameters only by arithmetic, elementwise functions and
+    psum / pmean / pmax / pmin (literal axis_index_groups allowed), each result from at least
+    one parameter (a constant result would stay a scalar)."""
+    body = site.body
+    params = set(site.params)
+    if isinstance(body, ast.Lambda):
+        statements, value = [], body.body
+    else:
+        statements = list(body.body)
+        if statements and isinstance(statements[0], ast.Expr) and isinstance(statements[0].value, ast.Constant):
+            statements = statements[1:]
+        if not statements or not isinstance(statements[-1], ast.Return) or statements[-1].value is None:
+            return False
+        statements, value = statements[:-1], statements[-1].value
+    derived = set(params)  # names holding blocks computed from parameters
+    plain: set[str] = set()  # names holding numbers computed from constants only
+    for statement in statements:
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name)):
+            return False
+        found = _elementwise(statement.value, derived, plain, imported)
+        if found is None:
+            return False
+        name = statement.targets[0].id
+        (derived if found else plain).add(name)
+        (plain if found else derived).discard(name)
+    leaves = value.elts if isinstance(value, ast.Tuple) else \
+        value.values if isinstance(value, ast.Dict) and None not in value.keys else [value]
+    return all(_elementwise(leaf, derived, plain, imported) for leaf in leaves)
+
+
+def _elementwise(node, derived: set[str], plain: set[str], imported) -> bool | None:
+    """None: not elementwise; True: built from a parameter; False: from constants only."""
+    if isinstance(node, ast.Name):
+        return True if node.id in derived else False if node.id in plain else None
+    if isinstance(node, ast.Constant):
+        return False if type(node.value) in (int, float) else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _elementwise(node.operand, derived, plain, imported)
+    if isinstance(node, ast.BinOp) and not isinstance(node.op, ast.MatMult):
+        parts = [_elementwise(node.left, derived, plain, imported),
+                 _elementwise(node.right, derived, plain, imported)]
+        return None if None in parts else any(parts)
+    if isinstance(node, ast.Call):
+        name = dotted(node.func, imported)
+        if name in COLLECTIVES and node.args and all(
+                k.arg in ("axis_name", "axis_index_groups") for k in node.keywords):
+            extra = [*node.args[1:], *(k.value for k in node.keywords)]
+            if not all(_literal(e) for e in extra):
+                return None
+            return _elementwise(node.args[0], derived, plain, imported)
+        if name in ELEMENTWISE and name not in COLLECTIVES and name != "jax.lax.ppermute" \
+                and not node.keywords:
+            parts = [_elementwise(a, derived, plain, imported) for a in node.args]
+            return None if None in parts or not parts else any(parts)
+    return None
+
+
+def _literal(node) -> bool:
+    try:
+        ast.literal_eval(node)
+    except ValueError:
+        return False
+    return True

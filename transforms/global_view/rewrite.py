@@ -24,7 +24,13 @@ from transforms.global_view.dataflow import CallerAnalysis, CallerResult
 from transforms.global_view.layout import FunctionLayout
 from transforms.global_view.replication import BodyAnalysis
 from transforms.global_view.sites import Blocker, Site, _string_constants, dotted, find_sites
-from transforms.global_view.values import AXIS_PLACEHOLDER, MERGED_OUT, STACKED_OUT, quoted
+from transforms.global_view.values import (
+    AXIS_PLACEHOLDER,
+    MERGED_OUT,
+    SCALARS_OUT,
+    STACKED_OUT,
+    quoted,
+)
 from transforms.imports import apply_queued_imports
 from transforms.reading.names import ImportTable
 from transforms.target import TargetJax
@@ -200,12 +206,15 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
         edits.update({k: v.replace(AXIS_PLACEHOLDER, axis) for k, v in result.edits.items()})
     for site in global_sites:
         specs, mode, axis = _usage(next(results[c] for c in callers_of(site.key, callers)), site.key)
-        out_specs = f"P({quoted(axis)})" if mode in (STACKED_OUT, MERGED_OUT) else "P()"
+        out_specs = f"P({quoted(axis)})" if mode in (STACKED_OUT, MERGED_OUT, SCALARS_OUT) \
+            else "P()"
         edits.update(_site_edits(site, specs, out_specs, mode, module))
         kept = {STACKED_OUT: "; per-device results keep their device axis (expanded in the "
                              "body, P(axis))",
                 MERGED_OUT: "; per-device results come back merged into their leading axis "
-                            "(P(axis))"}.get(mode, "")
+                            "(P(axis))",
+                SCALARS_OUT: "; per-device numbers go in and come back as (1,) blocks of "
+                             "pmap's (n,) layout (P(axis))"}.get(mode, "")
         findings.append(Finding(
             "PM600", site.node.lineno, site.node.col_offset + 1,
             f"{site.label} migrated in the global style: jax.jit(jax.shard_map(...)) with "

@@ -38,6 +38,7 @@ class Kind:
     rank: int | None = None  # merged: the original's rank, where known
     least: int = 0  # merged: a lower bound of the original's rank, where only that is known
     placed: bool = False  # merged: a jax.Array sharded P(axis) over the mesh (not host data)
+    scalars: bool = False  # same: `arange(n)`, one number per device (pmap's layout, kept)
     element: Kind | None = None  # list, iterator (a followed generator): its elements' kind
     fields: tuple = ()  # fields: ((key path step, Kind), ...) of a dict or tuple literal
 
@@ -60,6 +61,7 @@ def list_of(element: Kind) -> Kind:
 
 DEFAULT_AXIS = "devices"  # the mesh axis when no site called names one
 REPLICATED_OUT, STACKED_OUT, MERGED_OUT = "replicated", "stacked", "merged"
+SCALARS_OUT = "scalars"  # per-device scalars in and out, as (1,) blocks of pmap's (n,) layout
 
 
 def _layouts_of(kind: Kind, path: str, node) -> list[OutputLayout]:
