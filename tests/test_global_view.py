@@ -7,6 +7,7 @@ Regenerate the fixtures with `python tests/regen_fixtures.py` and read the diff.
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 import subprocess
@@ -165,3 +166,105 @@ def test_cli_style_flag_and_config(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[tool.pmap-migrate]\nstyle = "globl"\n')
     bad = _cli("scan", str(program), cwd=tmp_path)
     assert bad.returncode == 2 and "style" in bad.stderr
+
+
+# -- caller dataflow: merged results, generators, factories, per-device scalars ------------
+
+def _global(source: str):
+    return migrate_source(source.encode(), style="global")
+
+
+_DOUBLE = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@jax.pmap
+def double(x):
+    return x * 2.0
+
+
+def run():
+    n = jax.local_device_count()
+    x = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
+    h = double(x)
+    return {"h": CONSUMER}
+'''
+
+
+def test_a_result_with_a_leading_axis_comes_back_merged():
+    result = _global(_DOUBLE.replace("CONSUMER", "np.asarray(h)"))
+    text = result.source.decode()
+    assert 'out_specs=P("devices")' in text and "expand_dims" not in text
+    assert [o.kind for f in result.layouts for o in f.outputs] == [MERGED]
+
+
+def test_a_consumer_of_the_device_axis_keeps_the_stacked_layout():
+    """`h[0, 1]` reads device 0's row of pmap's stack: with merged results it would read
+    another element, so the caller is analysed again with the stacked layout."""
+    result = _global(_DOUBLE.replace("CONSUMER", "np.asarray(h[0, 1])"))
+    text = result.source.decode()
+    assert "expand_dims" in text and "h[0, 1]" in text
+    assert "PM600" in {f.code for f in result.findings}
+
+
+def test_least_ranks_of_results():
+    from transforms.global_view.ranks import least_result_ranks
+    from transforms.global_view.sites import find_sites
+    from transforms.reading.names import ImportTable
+
+    source = '''import jax
+import jax.numpy as jnp
+
+
+@jax.pmap
+def f(x, w):
+    h = jnp.tanh(x @ w)
+    return h, jnp.sum(h), jax.lax.all_gather(jnp.mean(x), "i"), jnp.zeros(x.shape)
+'''
+    tree = ast.parse(source)
+    sites, _ = find_sites(tree, ImportTable.from_tree(tree).imported)
+    imported = ImportTable.from_tree(tree).imported
+    assert least_result_ranks(sites[0], {"x": 2}, imported) == [1, 0, 1, 2]
+    assert least_result_ranks(sites[0], {}, imported) == [0, 0, 1, 0]
+
+
+def test_a_tuple_result_indexed_by_position_is_not_device_zero():
+    case = GLOBAL_FIXTURES / "consumer_tuple_and_list_trees"
+    text = (case / "after.py").read_text()
+    assert "jax.device_get(out[0])" in text and 'params[0]["b"]' in text
+    assert "np.stack" not in text.split("def run", 1)[1]
+
+
+def test_a_generator_is_followed_only_when_its_caller_is_its_only_user():
+    source = (GLOBAL_FIXTURES / "producer_generator" / "before.py").read_text()
+    assert "reshape(n * PER_DEVICE, -1)" in _global(source).source.decode()
+    twice = source.replace("    data = batches(x, y, n)\n",
+                           "    data = batches(x, y, n)\n    again = batches(x, y, n)\n")
+    result = _global(twice)
+    assert "reshape(n, PER_DEVICE, -1)" in result.source.decode()
+    assert any(f.code == "PM605" and "`batches`" in f.message for f in result.findings)
+
+
+def test_a_factory_used_as_a_value_stays_faithful():
+    source = (GLOBAL_FIXTURES / "inline_factory" / "before.py").read_text()
+    assert "PM601" not in {f.code for f in _global(source).findings}
+    kept = source.replace('"shifted": ring_shift(n)(x)', '"shifted": shift(x)').replace(
+        "    out = {", "    shift = ring_shift(n)\n    out = {")
+    assert "PM601" in {f.code for f in _global(kept).findings}
+
+
+def test_per_device_scalars_need_an_elementwise_body():
+    from transforms.global_view.ranks import leading_axis_transparent
+    from transforms.global_view.sites import find_sites
+    from transforms.reading.names import ImportTable
+
+    def transparent(body: str) -> bool:
+        tree = ast.parse(f"import jax\nimport jax.numpy as jnp\n\n@jax.pmap\ndef f(x):\n{body}\n")
+        imported = ImportTable.from_tree(tree).imported
+        return leading_axis_transparent(find_sites(tree, imported)[0][0], imported)
+
+    assert transparent("    t = jax.lax.psum(x, 'i')\n    return x / t, jnp.maximum(x, 0.0)")
+    assert not transparent("    return x * jnp.ones(3)")  # builds an array from the number
+    assert not transparent("    return jnp.sum(x)")  # a reduction drops the (1,) axis
+    assert not transparent("    return x, 1.0")  # a constant result stays a scalar
