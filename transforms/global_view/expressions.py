@@ -388,7 +388,7 @@ class ExpressionsMixin:
                                   "not mapped (in_axes None) but holds a per-device value")
                 specs.append("P()")
                 replicated.add(site.params[position])
-            elif kind.tag == "repl" and kind.axis == 0:
+            elif (kind.tag == "repl" and kind.axis == 0) or _all_replicated(kind):
                 specs.append("P()")
                 replicated.add(site.params[position])
             elif kind.tag == "merged" and kind.axis == 0:
@@ -462,7 +462,8 @@ class ExpressionsMixin:
         body = site.body
         value = body.body if isinstance(body, ast.Lambda) else \
             next((s.value for s in body.body if isinstance(s, ast.Return)), None)
-        if isinstance(value, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in value.elts):
+        if isinstance(value, (ast.Tuple, ast.List)) and not any(
+                isinstance(e, ast.Starred) for e in value.elts):
             return Kind("fields", fields=tuple((f"[{i}]", leaf) for i in range(len(value.elts))))
         return leaf
 
@@ -487,3 +488,9 @@ def _shard_data(node: ast.Attribute) -> ast.AST | None:
             and isinstance(row.slice, ast.Constant) and type(row.slice.value) is int:
         return row.value.value
     return None
+
+
+def _all_replicated(kind: Kind) -> bool:
+    """A tuple or list of replicated stacks (`replicate((w, b))`, a step's tuple result)."""
+    return kind.tag == "fields" and all(
+        field.tag == "repl" and field.axis == 0 or _all_replicated(field) for _, field in kind.fields)

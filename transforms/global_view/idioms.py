@@ -46,7 +46,7 @@ class IdiomsMixin:
                               "not all local devices")
             self._need_same(call.args[0])
             self._edit(call, f"{module.jax}.device_put({self.render(call.args[0])}, P())")
-            return REPL
+            return _replicated_tree(call.args[0])
         value = replicated_operand(call, name, self._is_devcount, self._rank_of)
         if value is not None:
             self._need_same(value)
@@ -62,7 +62,7 @@ class IdiomsMixin:
                 if isinstance(operand, ast.Name) and operand.id == params[0]:
                     self._need_same(tree)
                     self._edit(call, self.render(tree))
-                    return REPL
+                    return _replicated_tree(tree)
         if name in CONSTANT_FILLS and call.args and not any(k.arg == "shape" for k in call.keywords):
             shape = call.args[0]
             rest = None
@@ -267,3 +267,13 @@ class IdiomsMixin:
                           "output's row 0 becomes direct use")
         self._edit(call, self.render(operand))
         return SAME
+
+
+def _replicated_tree(tree) -> Kind:
+    """The stacks of a tree literal's elements: a tuple or list literal stays one, so that
+    `params[0]` is its first element, not device 0's row."""
+    if isinstance(tree, (ast.Tuple, ast.List)) and tree.elts and not any(
+            isinstance(e, ast.Starred) for e in tree.elts):
+        return Kind("fields", fields=tuple((f"[{i}]", _replicated_tree(e))
+                                           for i, e in enumerate(tree.elts)))
+    return REPL
