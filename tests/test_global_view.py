@@ -268,3 +268,13 @@ def test_per_device_scalars_need_an_elementwise_body():
     assert not transparent("    return x * jnp.ones(3)")  # builds an array from the number
     assert not transparent("    return jnp.sum(x)")  # a reduction drops the (1,) axis
     assert not transparent("    return x, 1.0")  # a constant result stays a scalar
+
+
+def test_a_function_called_in_the_module_gives_back_pmap_layouts():
+    """`forward()` returns a step's per-device result to `run()`: merged it would change what
+    `run` receives, so `forward` keeps pmap's stacked layout and both stay correct."""
+    source = _DOUBLE.replace("def run():", "def forward():").replace(
+        '    return {"h": CONSUMER}\n', "    return h\n\n\ndef run():\n    return {\"h\": np.asarray(forward())}\n")
+    result = _global(source)
+    assert "expand_dims" in result.source.decode() and result.layouts == ()
+    assert "PM600" in {f.code for f in result.findings}

@@ -92,16 +92,26 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
         """Per-device results merged where every consumer follows them; if some consumer
         does not, the same function with those results in pmap's stacked layout."""
         try:
-            return self._run()
+            merged = self._run()
         except Blocker as merged_blocker:
             if self.depth:
                 raise
-            stacked = type(self)(self.function, self.all_sites, self.module)
-            stacked.merge_outputs = False
             try:
-                return stacked._run()
+                return self._stacked()._run()
             except Blocker as stacked_blocker:  # name the one that got further
                 raise max(merged_blocker, stacked_blocker, key=_position) from None
+        if merged.layouts and self.module.loads.get(self.function.name):
+            # Module code calls this function: it must give back pmap's layouts if it can.
+            try:
+                return self._stacked()._run()
+            except Blocker:
+                pass
+        return merged
+
+    def _stacked(self) -> "CallerAnalysis":
+        stacked = type(self)(self.function, self.all_sites, self.module)
+        stacked.merge_outputs = False
+        return stacked
 
     def _run(self) -> CallerResult:
         if any(isinstance(n, ast.Name) and n.id == "mesh" for n in ast.walk(self.function)) or \
