@@ -91,7 +91,13 @@ class IdiomsMixin:
             else:
                 merged = [f"{self.render(call.args[0])} * {_operand(self.render(first))}",
                           *(self.render(a) for a in rest[1:])]
-            self._edit(call, f"{_operand(self.render(call.func.value))}.reshape({', '.join(merged)})")
+            flat = self._flat_count(call.func.value)
+            if len(rest) == 1 and flat is not None and (_is_minus_one(first) or (
+                    ast.dump(flat[0]) == ast.dump(call.args[0]) and ast.dump(flat[1]) == ast.dump(first))):
+                self._edit(call, self.render(call.func.value))  # already the merged 1-D batch
+            else:
+                self._edit(call, f"{_operand(self.render(call.func.value))}"
+                                 f".reshape({', '.join(merged)})")
             return Kind("merged", rank=len(call.args))
         if isinstance(call.func, ast.Attribute) and call.func.attr in RNG_DRAWS:
             size = next((k.value for k in call.keywords if k.arg == "size"), None)
@@ -112,6 +118,24 @@ class IdiomsMixin:
         if name == "jax.device_put_sharded" and len(call.args) == 2:
             return self._device_put_sharded(call)
         return None
+
+    def _flat_count(self, node) -> tuple | None:
+        """(a, b) of `np.arange(a * b, ...)` or `np.linspace(start, stop, a * b, ...)`: a 1-D
+        array of a * b elements, which `.reshape(a, b)` splits and the merge joins again
+        ((count, None) for another count; None if `node` is not such a 1-D array)."""
+        if not isinstance(node, ast.Call):
+            return None
+        name = self._qualified(node.func)
+        count = None
+        if name in ("numpy.arange", "jax.numpy.arange") and len(node.args) == 1 \
+                and all(k.arg == "dtype" for k in node.keywords):
+            count = node.args[0]
+        elif name in ("numpy.linspace", "jax.numpy.linspace") and len(node.args) == 3 \
+                and all(k.arg == "dtype" for k in node.keywords):
+            count = node.args[2]
+        if isinstance(count, ast.BinOp) and isinstance(count.op, ast.Mult):
+            return count.left, count.right
+        return None if count is None else (count, None)
 
     def _device_put_sharded(self, call: ast.Call) -> Kind:
         pieces, devices = call.args

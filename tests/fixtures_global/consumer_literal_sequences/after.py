@@ -18,6 +18,6 @@ def run():
     with jax.set_mesh(mesh):
         n = jax.local_device_count()
         p = jax.device_put((jnp.arange(3.0), jnp.ones(2)), P())
-        x = np.arange(n * 2, dtype=np.float32).reshape(n * 2)
+        x = np.arange(n * 2, dtype=np.float32)
         out = step(p, x)
         return {"a": np.asarray(out[0]), "b": np.asarray(p[1])}

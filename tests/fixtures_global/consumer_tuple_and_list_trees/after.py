@@ -20,7 +20,7 @@ def run():
         n = jax.local_device_count()
         layers = [{"w": np.ones((2, 2), np.float32), "b": np.zeros(2, np.float32)}] * 2
         params = layers
-        x = np.arange(n * 3, dtype=np.float32).reshape(n * 3)
+        x = np.arange(n * 3, dtype=np.float32)
         out = step(params, x)
         params = jax.device_get(out[0])
         return {"total": np.asarray(out[1]), "b0": params[0]["b"], "w1": params[-1]["w"]}

@@ -25,6 +25,6 @@ def run():
     mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
     with jax.set_mesh(mesh):
         n = jax.local_device_count()
-        x = np.arange(n * 3, dtype=np.float32).reshape(n * 3)
+        x = np.arange(n * 3, dtype=np.float32)
         out = {"total": total(x), "shifted": ring_shift(n)(x)}
         return {k: np.asarray(v) for k, v in out.items()}
