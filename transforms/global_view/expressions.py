@@ -59,9 +59,8 @@ class ExpressionsMixin:
             if isinstance(node, ast.List) and not node.elts:
                 return Kind("empty_list")
             if any(k.changed for k in kinds):
-                if len(set(kinds)) == 1 and kinds[0].tag in ("repl", "merged"):
-                    return kinds[0]  # a tuple of stacks of one layout is a tree of them
-                if isinstance(node, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in node.elts):
+                # A tuple or list of stacks stays a sequence: its `[0]` is its first element.
+                if not any(isinstance(e, ast.Starred) for e in node.elts):
                     return Kind("fields", fields=tuple((f"[{i}]", k) for i, k in enumerate(kinds)))
                 raise Blocker("PM605", node, "a per-device value inside a list")
             return SAME

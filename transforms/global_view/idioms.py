@@ -217,6 +217,14 @@ class IdiomsMixin:
             kind = self.eval(call.args[0])
             for argument in [*call.args[1:], *(k.value for k in call.keywords)]:
                 self._need_same(argument)
+            if name == "jax.device_get":
+                return kind  # keeps the tree: a list stays a list
+            if kind.tag == "fields" and all(step.startswith("[") and step[1:-1].isdigit()
+                                            for step, _ in kind.fields):
+                elements = {field for _, field in kind.fields}  # np.asarray((a, b)) stacks them
+                kind = Kind("list", element=elements.pop()) if len(elements) == 1 else None
+                if kind is None:
+                    raise Blocker("PM605", call, "an array of per-device values of mixed layout")
             if kind.tag == "list":
                 element = kind.element
                 if element.tag not in ("repl", "merged"):
