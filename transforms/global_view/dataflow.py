@@ -143,6 +143,8 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
             return Kind("merged", old.axis, rank=old.rank if old.rank == new.rank else None,
                         least=min(least_rank(old), least_rank(new)),
                         placed=old.placed and new.placed)
+        if old.tag == new.tag == "repl" and old.axis == new.axis:  # one may be a sequence
+            return Kind("repl", old.axis, tree=old.tree or new.tree)
         if old.tag == "empty_list" and new.tag in ("list", "same"):
             return new
         if new.tag == "empty_list" and old.tag in ("list", "same"):

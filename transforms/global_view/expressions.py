@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import ast
 
-from transforms.global_view.ranks import leading_axis_transparent, least_result_ranks
+from transforms.global_view.ranks import (
+    array_results,
+    leading_axis_transparent,
+    least_result_ranks,
+)
 from transforms.global_view.sites import Blocker, Site, dotted
 from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
@@ -234,6 +238,10 @@ class ExpressionsMixin:
             return kind  # one tree of a list of trees: the same layout
         if kind.tag == "repl" and kind.axis == 0 and isinstance(index, ast.Constant) \
                 and type(index.value) is int and index.value == 0:
+            if kind.tree:
+                raise Blocker("PM605", node, f"`{ast.unparse(node)}`: the step's result may be a "
+                              "tuple or list of stacks (then this is its first element, not "
+                              "device 0's row); its code does not show one array")
             self._edit(node, self.render(node.value))
             return SAME
         if kind.tag in ("repl", "merged") and isinstance(index, ast.Constant) \
@@ -435,7 +443,14 @@ class ExpressionsMixin:
             return SAME  # the original's layout: stacked per-device rows, or out_axes=None
         if mode == MERGED_OUT:
             return self._site_output(site, Kind("merged", least=min(least) + 1, placed=True))
-        return self._site_output(site, REPL)
+        arrays = array_results(site, self.module.imported, self.module.functions)
+        if arrays is not None:  # a tree shaped like a parameter: like that argument's stacks
+            given = dict(zip(site.params, map(self.eval, call.args)))
+            arrays = [shown if not isinstance(shown, str) else
+                      given.get(shown, SAME).tag == "repl" and not given[shown].tree
+                      for shown in arrays]
+        shown = arrays is not None and all(arrays)
+        return self._site_output(site, REPL if shown else Kind("repl", tree=True), arrays)
 
     def _scalars_call(self, call: ast.Call, site: Site, specs) -> Kind:
         """One number per device, into a body that only combines numbers elementwise (and
@@ -455,14 +470,18 @@ class ExpressionsMixin:
                               "other arguments")
         return SAME  # pmap's layout: one result per device along the leading axis
 
-    def _site_output(self, site: Site, leaf: Kind) -> Kind:
+    def _site_output(self, site: Site, leaf: Kind, arrays: list[bool] | None = None) -> Kind:
         """A tuple literal returned by the body is a tuple of results: its elements can be
-        unpacked or indexed one by one."""
+        unpacked or indexed one by one (`arrays`: which of them the body shows are arrays)."""
         body = site.body
         value = body.body if isinstance(body, ast.Lambda) else \
             next((s.value for s in body.body if isinstance(s, ast.Return)), None)
         if isinstance(value, (ast.Tuple, ast.List)) and not any(
                 isinstance(e, ast.Starred) for e in value.elts):
+            if arrays is not None and len(arrays) == len(value.elts):
+                return Kind("fields", fields=tuple(
+                    (f"[{i}]", REPL if shown else Kind("repl", tree=True))
+                    for i, shown in enumerate(arrays)))
             return Kind("fields", fields=tuple((f"[{i}]", leaf) for i in range(len(value.elts))))
         return leaf
 

@@ -283,7 +283,7 @@ class IdiomsMixin:
             return None
         saved = dict(self.kinds)
         try:
-            self.kinds[arguments.args[0].arg] = kind
+            self.kinds[arguments.args[0].arg] = dataclasses.replace(kind, tree=False)  # a leaf
             leaf = self.eval(function.body)
         finally:
             self.kinds = saved

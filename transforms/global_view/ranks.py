@@ -23,6 +23,13 @@ ELEMENTWISE = {f"jax.numpy.{f}" for f in (
     "cosh", "float32", "int32")} | {f"jax.nn.{f}" for f in (
     "relu", "sigmoid", "softplus", "gelu", "silu", "elu", "leaky_relu", "tanh")} | {
     "jax.lax.psum", "jax.lax.pmean", "jax.lax.pmax", "jax.lax.pmin", "jax.lax.ppermute"}
+# Functions that give back one array (never a tuple of them).
+ARRAY_FUNCTIONS = {f"jax.numpy.{f}" for f in (
+    "sum", "mean", "max", "min", "prod", "std", "var", "dot", "matmul", "einsum", "stack",
+    "concatenate", "reshape", "transpose", "argmax", "argmin", "any", "all", "asarray", "array",
+    "square", "linalg.norm", "cumsum", "take", "expand_dims", "squeeze", "ravel")} | {
+    f"jax.random.{f}" for f in ("normal", "uniform", "bernoulli", "randint", "fold_in",
+                                "categorical", "permutation")}
 SHAPED_LIKE = {f"jax.numpy.{f}" for f in ("zeros_like", "ones_like", "full_like", "empty_like")}
 FILLS = {f"{m}.{f}" for m in ("jax.numpy", "numpy") for f in ("zeros", "ones", "full", "empty")}
 
@@ -186,3 +193,90 @@ def _literal(node) -> bool:
     except ValueError:
         return False
     return True
+
+
+def array_results(site: Site, imported: dict[str, str], functions=None) -> list | None:
+    """For each leaf the body returns (tuple / list / dict literals split), whether its code
+    shows it is one array, not a tuple or list of them (True), or that it is a tree shaped
+    like one of the parameters (that parameter's name, from `tree_map(f, param, ...)`), or
+    neither (False): so that the caller's `out[0]` can only be device 0's row. None when the
+    body's results cannot be read this way. `functions`: module functions it may call."""
+    body = site.body
+    if isinstance(body, ast.Lambda):
+        value, statements = body.body, []
+    else:
+        statements = [s for s in body.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        if not statements or not isinstance(statements[-1], ast.Return) or statements[-1].value is None:
+            return None
+        statements, value = statements[:-1], statements[-1].value
+    arrays: dict = {}
+    context = (imported, functions or {}, set(site.params))
+    for statement in statements:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = node.targets[0]
+                if isinstance(target, ast.Name):
+                    shown = _is_array(node.value, arrays, context)
+                    arrays[target.id] = arrays.get(target.id, True) and shown
+                elif isinstance(target, ast.Tuple) and target.elts \
+                        and isinstance(target.elts[0], ast.Name) and _value_and_grad(node.value, context[0]):
+                    arrays[target.elts[0].id] = arrays.get(target.elts[0].id, True)  # the loss
+                    for element in target.elts[1:]:
+                        for name in ast.walk(element):
+                            if isinstance(name, ast.Name):
+                                arrays[name.id] = False
+                else:
+                    for name in ast.walk(target):
+                        if isinstance(name, ast.Name):
+                            arrays[name.id] = False
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.With, ast.NamedExpr)):
+                for name in ast.walk(getattr(node, "target", node)):
+                    if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Store):
+                        arrays[name.id] = False
+    if isinstance(value, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in value.elts):
+        return [_is_array(e, arrays, context) for e in value.elts]
+    if isinstance(value, ast.Dict) and None not in value.keys:
+        return [_is_array(v, arrays, context) for v in value.values]
+    return [_is_array(value, arrays, context)]
+
+
+def _value_and_grad(node, imported) -> bool:
+    """`jax.value_and_grad(f)(...)` without has_aux: its first result is the scalar loss."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Call)
+            and dotted(node.func.func, imported) == "jax.value_and_grad"
+            and not any(k.arg == "has_aux" for k in node.func.keywords))
+
+
+def _is_array(node, arrays: dict, context, depth: int = 0):
+    """True: one array; a parameter's name: a tree shaped like it; False: not shown."""
+    imported, functions, params = context
+    if isinstance(node, ast.Name):
+        return arrays.get(node.id, node.id if node.id in params else False)
+    if isinstance(node, ast.Constant):
+        return type(node.value) in (int, float, bool)
+    if isinstance(node, ast.BinOp):
+        return _is_array(node.left, arrays, context, depth) is True or \
+            _is_array(node.right, arrays, context, depth) is True
+    if isinstance(node, ast.UnaryOp):
+        return _is_array(node.operand, arrays, context, depth)
+    if isinstance(node, ast.Call):
+        name = dotted(node.func, imported)
+        if name in COLLECTIVES | {"jax.lax.all_gather", "jax.lax.ppermute", "jax.lax.psum_scatter",
+                                  "jax.lax.all_to_all"}:
+            return bool(node.args) and _is_array(node.args[0], arrays, context, depth)
+        if name == "jax.lax.axis_index":
+            return True
+        if name in ELEMENTWISE | SHAPED_LIKE | FILLS | ARRAY_FUNCTIONS:
+            return True
+        if name in ("jax.tree_util.tree_map", "jax.tree.map") and len(node.args) >= 2:
+            tree = _is_array(node.args[1], arrays, context, depth)
+            return tree if tree is True or isinstance(tree, str) else False
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "astype":
+            return _is_array(node.func.value, arrays, context, depth) is True
+        if isinstance(node.func, ast.Name) and node.func.id in functions and depth < 2:
+            function = functions[node.func.id]  # a module function: all its returns arrays
+            returns = [r.value for r in ast.walk(function) if isinstance(r, ast.Return)]
+            inner = (imported, functions, set())
+            return bool(returns) and all(
+                r is not None and _is_array(r, {}, inner, depth + 1) is True for r in returns)
+    return False

@@ -39,6 +39,7 @@ class Kind:
     least: int = 0  # merged: a lower bound of the original's rank, where only that is known
     placed: bool = False  # merged: a jax.Array sharded P(axis) over the mesh (not host data)
     scalars: bool = False  # same: `arange(n)`, one number per device (pmap's layout, kept)
+    tree: bool = False  # repl: may be a tuple or list of stacks (a step's result of unknown shape)
     element: Kind | None = None  # list, iterator (a followed generator): its elements' kind
     fields: tuple = ()  # fields: ((key path step, Kind), ...) of a dict or tuple literal
 
