@@ -7,6 +7,7 @@ Regenerate the fixtures with `python tests/regen_fixtures.py` and read the diff.
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 import subprocess
@@ -227,6 +228,22 @@ def total(x):
     return jax.lax.psum(x, Cfg.axis)
 
 
+# -- caller dataflow: merged results, generators, factories, per-device scalars ------------
+
+def _global_result(source: str):
+    return migrate_source(source.encode(), style="global")
+
+
+_DOUBLE = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@jax.pmap
+def double(x):
+    return x * 2.0
+
+
 def run():
     n = jax.local_device_count()
     return np.asarray(jax.pmap(total, axis_name=Cfg.axis)(np.arange(n * 2.0).reshape(n, 2))[0])
@@ -310,3 +327,97 @@ def test_in_axes_one_squeezes_in_the_body_and_checks_the_axis_size():
 def test_different_axis_names_in_one_caller_name_both():
     findings = (GLOBAL_FIXTURES / "fallback_axis_names" / "findings.txt").read_text()
     assert '"i" at line 19, "j" at line 20' in findings
+
+
+    x = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
+    h = double(x)
+    return {"h": CONSUMER}
+'''
+
+
+def test_a_result_with_a_leading_axis_comes_back_merged():
+    result = _global_result(_DOUBLE.replace("CONSUMER", "np.asarray(h)"))
+    text = result.source.decode()
+    assert 'out_specs=P("devices")' in text and "expand_dims" not in text
+    assert [o.kind for f in result.layouts for o in f.outputs] == [MERGED]
+
+
+def test_a_consumer_of_the_device_axis_keeps_the_stacked_layout():
+    """`h[0, 1]` reads device 0's row of pmap's stack: with merged results it would read
+    another element, so the caller is analysed again with the stacked layout."""
+    result = _global_result(_DOUBLE.replace("CONSUMER", "np.asarray(h[0, 1])"))
+    text = result.source.decode()
+    assert "expand_dims" in text and "h[0, 1]" in text
+    assert "PM600" in {f.code for f in result.findings}
+
+
+def test_least_ranks_of_results():
+    from transforms.global_view.ranks import least_result_ranks
+    from transforms.global_view.sites import find_sites
+    from transforms.reading.names import ImportTable
+
+    source = '''import jax
+import jax.numpy as jnp
+
+
+@jax.pmap
+def f(x, w):
+    h = jnp.tanh(x @ w)
+    return h, jnp.sum(h), jax.lax.all_gather(jnp.mean(x), "i"), jnp.zeros(x.shape)
+'''
+    tree = ast.parse(source)
+    sites, _ = find_sites(tree, ImportTable.from_tree(tree).imported)
+    imported = ImportTable.from_tree(tree).imported
+    assert least_result_ranks(sites[0], {"x": 2}, imported) == [1, 0, 1, 2]
+    assert least_result_ranks(sites[0], {}, imported) == [0, 0, 1, 0]
+
+
+def test_a_tuple_result_indexed_by_position_is_not_device_zero():
+    case = GLOBAL_FIXTURES / "consumer_tuple_and_list_trees"
+    text = (case / "after.py").read_text()
+    assert "jax.device_get(out[0])" in text and 'params[0]["b"]' in text
+    assert "np.stack" not in text.split("def run", 1)[1]
+
+
+def test_a_generator_is_followed_only_when_its_caller_is_its_only_user():
+    source = (GLOBAL_FIXTURES / "producer_generator" / "before.py").read_text()
+    assert "reshape(n * PER_DEVICE, -1)" in _global_result(source).source.decode()
+    twice = source.replace("    data = batches(x, y, n)\n",
+                           "    data = batches(x, y, n)\n    again = batches(x, y, n)\n")
+    result = _global_result(twice)
+    assert "reshape(n, PER_DEVICE, -1)" in result.source.decode()
+    assert any(f.code == "PM605" and "`batches`" in f.message for f in result.findings)
+
+
+def test_a_factory_used_as_a_value_stays_faithful():
+    source = (GLOBAL_FIXTURES / "inline_factory" / "before.py").read_text()
+    assert "PM601" not in {f.code for f in _global_result(source).findings}
+    kept = source.replace('"shifted": ring_shift(n)(x)', '"shifted": shift(x)').replace(
+        "    out = {", "    shift = ring_shift(n)\n    out = {")
+    assert "PM601" in {f.code for f in _global_result(kept).findings}
+
+
+def test_per_device_scalars_need_an_elementwise_body():
+    from transforms.global_view.ranks import leading_axis_transparent
+    from transforms.global_view.sites import find_sites
+    from transforms.reading.names import ImportTable
+
+    def transparent(body: str) -> bool:
+        tree = ast.parse(f"import jax\nimport jax.numpy as jnp\n\n@jax.pmap\ndef f(x):\n{body}\n")
+        imported = ImportTable.from_tree(tree).imported
+        return leading_axis_transparent(find_sites(tree, imported)[0][0], imported)
+
+    assert transparent("    t = jax.lax.psum(x, 'i')\n    return x / t, jnp.maximum(x, 0.0)")
+    assert not transparent("    return x * jnp.ones(3)")  # builds an array from the number
+    assert not transparent("    return jnp.sum(x)")  # a reduction drops the (1,) axis
+    assert not transparent("    return x, 1.0")  # a constant result stays a scalar
+
+
+def test_a_function_called_in_the_module_gives_back_pmap_layouts():
+    """`forward()` returns a step's per-device result to `run()`: merged it would change what
+    `run` receives, so `forward` keeps pmap's stacked layout and both stay correct."""
+    source = _DOUBLE.replace("def run():", "def forward():").replace(
+        '    return {"h": CONSUMER}\n', "    return h\n\n\ndef run():\n    return {\"h\": np.asarray(forward())}\n")
+    result = _global_result(source)
+    assert "expand_dims" in result.source.decode() and result.layouts == ()
+    assert "PM600" in {f.code for f in result.findings}

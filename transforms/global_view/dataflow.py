@@ -28,6 +28,7 @@ from transforms.global_view.values import (
     Kind,
     _describe,
     _layouts_of,
+    least_rank,
     list_of,
 )
 
@@ -74,10 +75,45 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
             if name in self.loaded:
                 self.kinds[name] = kind
         self.returns: list[tuple[ast.AST, Kind]] = []
+        self.producers: dict[str, ast.AST] = {}
+        self.yields: list[tuple[ast.AST, Kind]] = []  # a followed generator's yielded values
+        # `x[i]["key"]`: x[i] is a container (an array row has no string keys), so x is a
+        # list or tuple of trees and x[i] one of them, not a row of the device axis.
+        self.container_rows = {id(n.value) for n in ast.walk(function)
+                               if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Subscript)
+                               and isinstance(n.slice, ast.Constant) and isinstance(n.slice.value, str)
+                               and isinstance(n.value.slice, (ast.Constant, ast.UnaryOp))}
         self._changed = False
+
+    merge_outputs = True  # per-device results with a leading axis come back merged (P(axis))
 
     # -- driver ---------------------------------------------------------------------------
     def run(self) -> CallerResult:
+        """Per-device results merged where every consumer follows them; if some consumer
+        does not, the same function with those results in pmap's stacked layout."""
+        try:
+            merged = self._run()
+        except Blocker as merged_blocker:
+            if self.depth:
+                raise
+            try:
+                return self._stacked()._run()
+            except Blocker as stacked_blocker:  # name the one that got further
+                raise max(merged_blocker, stacked_blocker, key=_position) from None
+        if merged.layouts and self.module.loads.get(self.function.name):
+            # Module code calls this function: it must give back pmap's layouts if it can.
+            try:
+                return self._stacked()._run()
+            except Blocker:
+                pass
+        return merged
+
+    def _stacked(self) -> "CallerAnalysis":
+        stacked = type(self)(self.function, self.all_sites, self.module)
+        stacked.merge_outputs = False
+        return stacked
+
+    def _run(self) -> CallerResult:
         if any(isinstance(n, ast.Name) and n.id == "mesh" for n in ast.walk(self.function)) or \
                 any(a.arg == "mesh" for a in ast.walk(self.function) if isinstance(a, ast.arg)):
             raise Blocker("PM605", self.function, "the name `mesh` the global style binds is "
@@ -109,7 +145,13 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
         if new is None:
             return old
         if old.tag == new.tag == "same":
-            return old if old.rank == new.rank else SAME
+            return Kind("same", rank=old.rank) if old.rank == new.rank else SAME
+        if old.tag == new.tag == "merged" and old.axis == new.axis:  # ranks differ: keep the bound
+            return Kind("merged", old.axis, rank=old.rank if old.rank == new.rank else None,
+                        least=min(least_rank(old), least_rank(new)),
+                        placed=old.placed and new.placed)
+        if old.tag == new.tag == "repl" and old.axis == new.axis:  # one may be a sequence
+            return Kind("repl", old.axis, tree=old.tree or new.tree)
         if old.tag == "empty_list" and new.tag in ("list", "same"):
             return new
         if new.tag == "empty_list" and old.tag in ("list", "same"):
@@ -147,6 +189,9 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
         if isinstance(s, ast.Assign):
             if id(s.value) in self.local_builds:
                 return  # `p = jax.pmap(...)`: p is a site of this function
+            for target in s.targets:  # only for findings: what a name was last built by
+                if isinstance(target, ast.Name):
+                    self.producers[target.id] = s.value
             kind = self.eval(s.value)
             for target in s.targets:
                 self._bind(target, kind, s.value)
@@ -161,7 +206,7 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
         elif isinstance(s, ast.For):
             def head():
                 iterated = self.eval(s.iter)
-                if iterated.tag == "list":
+                if iterated.tag in ("list", "iterator"):
                     self._bind(s.target, iterated.element, s.iter)
                 elif iterated.changed:
                     raise Blocker("PM605", s.iter, "a loop over the device axis")
@@ -240,7 +285,18 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
             elif element.changed:
                 raise Blocker("PM605", call, f"`{name}` is not a list made in this function")
             return
+        if isinstance(value, ast.Yield) and self.depth and value.value is not None:
+            yielded = value.value  # a tuple literal stays a tuple: `x, y = next(batches)`
+            kind = self._tuple_fields(yielded) if isinstance(yielded, ast.Tuple) else self.eval(yielded)
+            self.yields.append((value, kind))
+            return
         self.eval(value)
+
+    def _tuple_fields(self, node: ast.Tuple) -> Kind:
+        kinds = [self.eval(e) for e in node.elts]
+        if any(isinstance(e, ast.Starred) for e in node.elts) or not any(k.changed for k in kinds):
+            return self.eval(node)
+        return Kind("fields", fields=tuple((f"[{i}]", k) for i, k in enumerate(kinds)))
 
     def _same(self, node) -> None:
         kind = self.eval(node)
@@ -278,3 +334,5 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
         return found.pop() if found else ()
 
 
+def _position(blocker: Blocker) -> tuple[int, int]:
+    return getattr(blocker.node, "lineno", 0), getattr(blocker.node, "col_offset", 0)

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import ast
 
+from transforms.global_view.ranks import (
+    array_results,
+    leading_axis_transparent,
+    least_result_ranks,
+)
 from transforms.global_view.replication import NotProvable
 from transforms.global_view.sites import Blocker, Site, dotted
 from transforms.global_view.values import (
@@ -14,11 +19,15 @@ from transforms.global_view.values import (
     DEVICES,
     NONE_OUT,
     REPL,
+    MERGED_OUT,
     REPLICATED_OUT,
     SAME,
+    SCALARS_OUT,
     STACKED_OUT,
     Kind,
     _describe,
+    least_rank,
+    list_of,
     quoted,
     stacked_at,
 )
@@ -40,6 +49,12 @@ class ExpressionsMixin:
         if isinstance(node, ast.Subscript):
             return self._subscript(node)
         if isinstance(node, ast.Attribute):
+            shard = _shard_data(node)
+            if shard is not None:
+                return self._shard_data(node, shard, None)
+            if node.attr == "shape" and isinstance(node.value, ast.Attribute) \
+                    and _shard_data(node.value) is not None:
+                return self._shard_data(node.value, _shard_data(node.value), node)
             if self.eval(node.value).changed:
                 raise Blocker("PM605", node, f"`.{node.attr}` of {_describe(self.eval(node.value))}"
                               " (its layout changes)")
@@ -53,9 +68,8 @@ class ExpressionsMixin:
             if isinstance(node, ast.List) and not node.elts:
                 return Kind("empty_list")
             if any(k.changed for k in kinds):
-                if len(set(kinds)) == 1 and kinds[0].tag in ("repl", "merged"):
-                    return kinds[0]  # a tuple of stacks of one layout is a tree of them
-                if isinstance(node, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in node.elts):
+                # A tuple or list of stacks stays a sequence: its `[0]` is its first element.
+                if not any(isinstance(e, ast.Starred) for e in node.elts):
                     return Kind("fields", fields=tuple((f"[{i}]", k) for i, k in enumerate(kinds)))
                 raise Blocker("PM605", node, "a per-device value inside a list")
             return SAME
@@ -70,13 +84,64 @@ class ExpressionsMixin:
                               f"{type(node).__name__} expression")
         return SAME
 
+    def _shard_data(self, node: ast.Attribute, array, shape: ast.Attribute | None) -> Kind:
+        """`x.addressable_shards[k].data`: pmap's shard k is the (1, ...) row k of its stack.
+        Of a replicated stack that row is the migrated value itself. Of a batch placed with
+        P(axis) the migrated shard k is block k without the leading 1: its `.shape` is given
+        back as `(1, *shape)` (an op on the one-device shard would not run under the mesh)."""
+        kind = self.eval(array)
+        if kind.tag == "repl":
+            return kind
+        if kind.tag == "merged" and kind.axis == 0 and kind.placed and least_rank(kind) >= 2:
+            if shape is None:
+                raise Blocker("PM605", node, "a shard of a per-device batch: the migrated shard "
+                              "is the device's block without pmap's leading axis of 1")
+            self._edit(shape, f"(1, *{self.render(shape)})")
+            return SAME
+        if kind.changed:
+            raise Blocker("PM605", node, f"`.addressable_shards` of {_describe(kind)} that is "
+                          "not known to be placed with P(axis) (its layout changes)")
+        return SAME
+
+    def _unmergeable(self, argument) -> str | None:
+        """Why a mapped argument built from the device count cannot be merged, if it is:
+        `jax.random.split(key, n)` or `np.arange(n)` give one key or one scalar per device,
+        and a per-device key or scalar has no batch axis to merge the device axis into."""
+        producer = self.producers.get(argument.id) if isinstance(argument, ast.Name) else argument
+        if not isinstance(producer, ast.Call) or not any(
+                isinstance(n, ast.Name) and self.kinds.get(n.id, SAME).tag == "devcount"
+                for a in producer.args for n in ast.walk(a)):
+            return None
+        text = ast.unparse(producer)
+        text = text if len(text) <= 60 else text[:57] + "..."
+        if self._qualified(producer.func) in ("jax.random.split", "jax.random.key_split"):
+            return (f"per-device RNG keys (`{text}`, line {producer.lineno}): a key per device "
+                    "has no batch axis to merge the device axis into")
+        if self._qualified(producer.func) in ("numpy.arange", "jax.numpy.arange"):
+            return (f"per-device scalars (`{text}`, line {producer.lineno}): one number per "
+                    "device has no batch axis to merge the device axis into")
+        return (f"`{text}` (line {producer.lineno}) is built from the device count, but not by "
+                "a producer the tool recognises as a per-device batch (a reshape to "
+                "(n, -1, ...), shard, device_put_sharded, a random draw of size (n, ...))")
+
     def _qualified(self, func) -> str:
         return dotted(func, self.module.imported)
 
     def _call(self, call: ast.Call) -> Kind:
         func = call.func
         name = self._qualified(func)
+        if isinstance(func, ast.Call) and isinstance(func.func, ast.Name) \
+                and func.func.id in self.sites and self.sites[func.func.id].factory:
+            for argument in [*func.args, *(k.value for k in func.keywords)]:
+                kind = self.eval(argument.value if isinstance(argument, ast.Starred) else argument)
+                if kind.changed:
+                    raise Blocker("PM605", argument, f"{_describe(kind)} passed to the pmap "
+                                  f"factory `{func.func.id}`")
+            return self._site_call(call, self.sites[func.func.id])
         if isinstance(func, ast.Name) and func.id in self.sites:
+            if self.sites[func.id].factory:
+                raise Blocker("PM603", call, f"the pmap factory `{func.id}` called other than "
+                              f"as `{func.id}(...)(...)`")
             return self._site_call(call, self.sites[func.id])
         if id(func) in self.inline:
             return self._site_call(call, self.inline[id(func)])
@@ -84,6 +149,12 @@ class ExpressionsMixin:
             return Kind("devcount")
         if name in DEVICES and not call.args:
             return Kind("devices")
+        if (name == "builtins.next" or (isinstance(func, ast.Name) and func.id == "next"
+                                        and "next" not in self.module.table.bound_otherwise)) \
+                and len(call.args) == 1 and not call.keywords:
+            kind = self.eval(call.args[0])
+            if kind.tag == "iterator":
+                return kind.element
         if name == "builtins.len" or (isinstance(func, ast.Name) and func.id == "len"):
             if len(call.args) == 1 and self.eval(call.args[0]).tag == "devices":
                 return Kind("devcount")
@@ -123,6 +194,15 @@ class ExpressionsMixin:
             raise Blocker("PM605", call, f"the device count or a per-device value is passed to "
                           f"`{name}`, which the global style cannot follow (called elsewhere "
                           "too, with keywords, or calling pmap sites itself)")
+        generator = _is_generator(helper)
+        if generator:
+            own = {id(s.value) for s in ast.walk(helper) if isinstance(s, ast.Expr)}
+            odd = next((n for n in ast.walk(helper) if isinstance(n, ast.YieldFrom) or (
+                isinstance(n, ast.Yield) and (id(n) not in own or n.value is None))), None)
+            if odd is not None:
+                raise Blocker("PM605", odd, f"`{name}` is a generator given the device count or "
+                              "per-device values, and this yield is not a `yield value` "
+                              "statement, so what it hands out is not followed")
         parameters = {a.arg: self.eval(value) for a, value in zip(arguments.args, call.args)}
         analysis = type(self)(helper, self.all_sites, self.module, parameters, self.depth + 1)
         analysis.sites, analysis.inline, analysis.local_builds = {}, {}, set()
@@ -130,6 +210,12 @@ class ExpressionsMixin:
         self.edits.update(analysis.edits)
         self.helpers.add(name)
         result = None
+        if generator:
+            if any(node.value is not None for node, _ in analysis.returns):
+                raise Blocker("PM605", call, f"`{name}` is a generator that also returns a value")
+            for node, kind in analysis.yields:
+                result = self._join(result, kind, f"what {name} yields", node)
+            return Kind("iterator", element=result) if result and result.changed else SAME
         for node, kind in analysis.returns:
             result = self._join(result, kind, f"the result of {name}", node)
         return result or SAME
@@ -153,8 +239,14 @@ class ExpressionsMixin:
         if kind.tag == "same":
             self._need_same(index)
             return SAME
+        if id(node) in self.container_rows and kind.tag in ("repl", "merged"):
+            return kind  # one tree of a list of trees: the same layout
         if kind.tag == "repl" and kind.axis == 0 and isinstance(index, ast.Constant) \
                 and type(index.value) is int and index.value == 0:
+            if kind.tree:
+                raise Blocker("PM605", node, f"`{ast.unparse(node)}`: the step's result may be a "
+                              "tuple or list of stacks (then this is its first element, not "
+                              "device 0's row); its code does not show one array")
             self._edit(node, self.render(node.value))
             return SAME
         if kind.tag in ("repl", "merged") and isinstance(index, ast.Constant) \
@@ -230,12 +322,15 @@ class ExpressionsMixin:
         return Kind("fields", fields=tuple(fields))
 
     def _comprehension(self, node) -> Kind:
+        per_field = self._over_fields(node)
+        if per_field is not None:
+            return per_field
         saved = dict(self.kinds)
         try:
             for generator in node.generators:
                 iterated = self.eval(generator.iter)
-                element = iterated.element if iterated.tag == "list" else SAME
-                if iterated.changed and iterated.tag != "list":
+                element = iterated.element if iterated.tag in ("list", "iterator") else SAME
+                if iterated.changed and iterated.tag not in ("list", "iterator"):
                     raise Blocker("PM605", generator.iter, "a comprehension over the device axis")
                 for name in ast.walk(generator.target):
                     if isinstance(name, ast.Name):
@@ -246,9 +341,50 @@ class ExpressionsMixin:
             kinds = [self.eval(p) for p in parts]
         finally:
             self.kinds = saved
+        if isinstance(node, ast.ListComp) and kinds[0].tag in ("repl", "merged") \
+                and len(node.generators) == 1:
+            return list_of(kinds[0])  # `[np.asarray(l) for l in losses]`: a list of them
         if any(k.changed for k in kinds):
             raise Blocker("PM605", node, "a comprehension that builds per-device values")
         return SAME
+
+    def _over_fields(self, node) -> Kind | None:
+        """`{k: f(v) for k, v in tree.items()}` over a dict of values of mixed layouts: `f` is
+        followed once per entry, and must read the same (edits included) for each."""
+        if not (isinstance(node, ast.DictComp) and len(node.generators) == 1):
+            return None
+        generator = node.generators[0]
+        iterated, target = generator.iter, generator.target
+        if not (isinstance(iterated, ast.Call) and isinstance(iterated.func, ast.Attribute)
+                and iterated.func.attr == "items" and not iterated.args and not iterated.keywords
+                and isinstance(target, ast.Tuple) and len(target.elts) == 2
+                and all(isinstance(e, ast.Name) for e in target.elts)
+                and not generator.ifs and not generator.is_async
+                and isinstance(node.key, ast.Name) and node.key.id == target.elts[0].id):
+            return None
+        tree = self.eval(iterated.func.value) if not isinstance(iterated.func.value, ast.Attribute) \
+            else SAME
+        if tree.tag != "fields" or not all(step.startswith("['") for step, _ in tree.fields):
+            return None
+        key, value = target.elts[0].id, target.elts[1].id
+        if any(isinstance(n, ast.Name) and n.id == key for n in ast.walk(node.value)):
+            raise Blocker("PM605", node, "a comprehension over per-device values that reads "
+                          "their keys")
+        saved = dict(self.kinds)
+        before = dict(self.edits)
+        fields, texts = [], set()
+        try:
+            for step, field in tree.fields:
+                self.edits = dict(before)
+                self.kinds[value] = field
+                fields.append((step, self.eval(node.value)))
+                texts.add(self.render(node.value))
+        finally:
+            self.kinds = saved
+        if len(texts) > 1:
+            raise Blocker("PM605", node.value, "a comprehension whose migrated form differs "
+                          "between entries of different layouts")
+        return Kind("fields", fields=tuple(fields))
 
     def _need_same(self, node) -> Kind:
         kind = self.eval(node)
@@ -274,21 +410,27 @@ class ExpressionsMixin:
                           "than 0 and its function is shared with other code (or its first "
                           "statement shares a line), so the body cannot be given the statement "
                           "that drops that axis")
-        specs, replicated = [], set()
+        specs, replicated, ranks, scalars = [], set(), {}, False
         for position, (argument, axis) in enumerate(zip(call.args, site.in_axes)):
             kind = self.eval(argument)
+            if axis is not None and kind.tag == "merged" and least_rank(kind):
+                ranks[site.params[position]] = least_rank(kind) - 1
             if position in site.static:  # jit's static argument: no spec, a plain value
                 if kind.changed:
                     raise Blocker("PM604", argument, f"static argument {position} of "
                                   f"{site.label} holds {_describe(kind)}")
                 replicated.add(site.params[position])
+            elif axis == 0 and kind.scalars and leading_axis_transparent(
+                    site, self.module.imported):
+                specs.append(f"P({AXIS_PLACEHOLDER})")  # each device sees its number as (1,)
+                scalars = True
             else:
                 spec, whole = self._argument_spec(argument, kind, axis, f"argument {position} "
                                                   f"of {site.label}")
                 specs.append(spec)
                 if whole:
                     replicated.add(site.params[position])
-        if site.function_node is not None:
+        if site.function_node is not None and not site.factory:
             # A closure or partial keyword sees the caller's value as it is: it must keep
             # its layout.
             for node in ast.walk(site.function_node):
@@ -298,11 +440,20 @@ class ExpressionsMixin:
         specs = tuple(specs)
         if self.specs.setdefault(site.key, specs) != specs:
             raise Blocker("PM604", call, f"{site.label} is called with different layouts")
+        if scalars:
+            if site.out_tree is not None:
+                raise Blocker("PM602", site.node, f"{site.label} has out_axes and takes one "
+                              "number per device")
+            return self._scalars_call(call, site, tuple(specs))
         if site.out_tree is not None:
             return self._result_tree(call, site, replicated)
         varying = self.module.body_analysis(site).first_varying_output(replicated)
+        least = least_result_ranks(site, ranks, self.module.imported) if varying is not None \
+            and self.merge_outputs and not site.out_none else None
         if varying is None:
             mode = REPLICATED_OUT
+        elif least and min(least) >= 1:
+            mode = MERGED_OUT  # every device's result has a leading axis to merge into
         elif site.out_none:
             raise Blocker("PM606", varying, f"{site.label} has out_axes=None but a result "
                           "is not provably the same on every device")
@@ -317,13 +468,23 @@ class ExpressionsMixin:
                           "calls and per-device results for others")
         if mode == STACKED_OUT or site.out_none:
             return SAME  # the original's layout: stacked per-device rows, or out_axes=None
-        return REPL
-
+        if mode == MERGED_OUT:
+            return self._site_output(site, Kind("merged", least=min(least) + 1, placed=True))
+        arrays = array_results(site, self.module.imported, self.module.functions)
+        if arrays is not None:  # a tree shaped like a parameter: like that argument's stacks
+            given = dict(zip(site.params, map(self.eval, call.args)))
+            arrays = [shown if not isinstance(shown, str) else
+                      given.get(shown, SAME).tag == "repl" and not given[shown].tree
+                      for shown in arrays]
+        shown = arrays is not None and all(arrays)
+        return self._site_output(site, REPL if shown else Kind("repl", tree=True), arrays)
 
     def _argument_spec(self, argument, kind: Kind, axis, what: str) -> tuple[str, bool]:
         """(in_specs text, the same on every device) of one argument whose in_axes entry is
         `axis`: 0 / None, or a dict / tuple tree of them matched against the argument's
         fields (a dict or tuple literal of values of known layouts)."""
+        if axis == 0 and _all_replicated(kind):  # a tuple / list of replicated stacks
+            return "P()", True
         if isinstance(axis, (dict, tuple)):
             if isinstance(axis, dict):
                 steps = [(f"[{key!r}]", key, sub) for key, sub in axis.items()]
@@ -370,8 +531,9 @@ class ExpressionsMixin:
                 raise Blocker("PM604", argument, f"{what} is mapped on axis {axis}, which is "
                               "not provably the device count (the mesh's size)")
             return f"P({'None, ' * axis}{AXIS_PLACEHOLDER})", False
-        raise Blocker("PM604", argument, f"{what} (`{ast.unparse(argument)}`): its producer "
-                      "is not recognised as a replicated value or a per-device batch")
+        why = self._unmergeable(argument)
+        raise Blocker("PM604", argument, f"{what} (`{ast.unparse(argument)}`): " + (
+            why or "its producer is not recognised as a replicated value or a per-device batch"))
 
     def _sized_by_devcount(self, node, axis: int) -> bool:
         """`node` is built here with the device count at `axis` of its shape: a numpy draw
@@ -456,7 +618,68 @@ class ExpressionsMixin:
             return SAME
         return Kind("fields", fields=tuple(fields))
 
+    def _scalars_call(self, call: ast.Call, site: Site, specs) -> Kind:
+        """One number per device, into a body that only combines numbers elementwise (and
+        with psum-like collectives): each device computes on its (1,) block what pmap
+        computed on the number, and out_specs P(axis) gives back pmap's (n,) layout."""
+        if any(s == "P()" for s in specs):
+            raise Blocker("PM604", call, f"{site.label} mixes per-device scalars with "
+                          "replicated arguments")
+        if self.specs.setdefault(site.key, specs) != specs:
+            raise Blocker("PM604", call, f"{site.label} is called with different layouts")
+        if self.modes.setdefault(site.key, SCALARS_OUT) != SCALARS_OUT:
+            raise Blocker("PM606", call, f"{site.label} returns replicated results for some "
+                          "calls and per-device results for others")
+        for argument in call.args:
+            if not self.eval(argument).scalars:
+                raise Blocker("PM604", argument, f"{site.label} mixes per-device scalars with "
+                              "other arguments")
+        return SAME  # pmap's layout: one result per device along the leading axis
+
+    def _site_output(self, site: Site, leaf: Kind, arrays: list[bool] | None = None) -> Kind:
+        """A tuple literal returned by the body is a tuple of results: its elements can be
+        unpacked or indexed one by one (`arrays`: which of them the body shows are arrays)."""
+        body = site.body
+        value = body.body if isinstance(body, ast.Lambda) else \
+            next((s.value for s in body.body if isinstance(s, ast.Return)), None)
+        if isinstance(value, (ast.Tuple, ast.List)) and not any(
+                isinstance(e, ast.Starred) for e in value.elts):
+            if arrays is not None and len(arrays) == len(value.elts):
+                return Kind("fields", fields=tuple(
+                    (f"[{i}]", REPL if shown else Kind("repl", tree=True))
+                    for i, shown in enumerate(arrays)))
+            return Kind("fields", fields=tuple((f"[{i}]", leaf) for i in range(len(value.elts))))
+        return leaf
+
 
 def _is_full_slice(node) -> bool:
     return isinstance(node, ast.Slice) and node.lower is None and node.upper is None \
         and node.step is None
+
+
+def _is_generator(function: ast.FunctionDef) -> bool:
+    """A `def` with a yield of its own (not one of a function or lambda nested in it)."""
+    stack = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _shard_data(node: ast.Attribute) -> ast.AST | None:
+    """x of `x.addressable_shards[k].data` (k a literal int), else None."""
+    row = node.value
+    if node.attr == "data" and isinstance(row, ast.Subscript) \
+            and isinstance(row.value, ast.Attribute) and row.value.attr == "addressable_shards" \
+            and isinstance(row.slice, ast.Constant) and type(row.slice.value) is int:
+        return row.value.value
+    return None
+
+
+def _all_replicated(kind: Kind) -> bool:
+    """A tuple or list of replicated stacks (`replicate((w, b))`, a step's tuple result)."""
+    return kind.tag == "fields" and all(
+        field.tag == "repl" and field.axis == 0 or _all_replicated(field) for _, field in kind.fields)

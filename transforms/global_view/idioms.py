@@ -17,6 +17,7 @@ from transforms.global_view.values import (
     REPLICATE,
     RNG_DRAWS,
     SAME,
+    SHAPED_LIKE,
     SHARD,
     STACK,
     TO_SCALAR,
@@ -45,7 +46,7 @@ class IdiomsMixin:
                               "not all local devices")
             self._need_same(call.args[0])
             self._edit(call, f"{module.jax}.device_put({self.render(call.args[0])}, P())")
-            return REPL
+            return _replicated_tree(call.args[0])
         value = replicated_operand(call, name, self._is_devcount, self._rank_of)
         if value is not None:
             self._need_same(value)
@@ -61,7 +62,7 @@ class IdiomsMixin:
                 if isinstance(operand, ast.Name) and operand.id == params[0]:
                     self._need_same(tree)
                     self._edit(call, self.render(tree))
-                    return REPL
+                    return _replicated_tree(tree)
         if name in CONSTANT_FILLS and call.args and not any(k.arg == "shape" for k in call.keywords):
             shape = call.args[0]
             rest = None
@@ -79,7 +80,7 @@ class IdiomsMixin:
             self._need_same(call.args[0])
             self._edit(call, f"{module.jax}.device_put({self.render(call.args[0])}, "
                              f"P({AXIS_PLACEHOLDER}))")
-            return Kind("merged")
+            return Kind("merged", least=2, placed=True)  # shard: a reshape to (n, -1, ...)
         if isinstance(call.func, ast.Attribute) and call.func.attr == "reshape" \
                 and len(call.args) >= 2 and not call.keywords and self._is_devcount(call.args[0]):
             self._need_same(call.func.value)
@@ -90,7 +91,13 @@ class IdiomsMixin:
             else:
                 merged = [f"{self.render(call.args[0])} * {_operand(self.render(first))}",
                           *(self.render(a) for a in rest[1:])]
-            self._edit(call, f"{_operand(self.render(call.func.value))}.reshape({', '.join(merged)})")
+            flat = self._flat_count(call.func.value)
+            if len(rest) == 1 and flat is not None and (_is_minus_one(first) or (
+                    ast.dump(flat[0]) == ast.dump(call.args[0]) and ast.dump(flat[1]) == ast.dump(first))):
+                self._edit(call, self.render(call.func.value))  # already the merged 1-D batch
+            else:
+                self._edit(call, f"{_operand(self.render(call.func.value))}"
+                                 f".reshape({', '.join(merged)})")
             return Kind("merged", rank=len(call.args))
         if isinstance(call.func, ast.Attribute) and call.func.attr in RNG_DRAWS:
             size = next((k.value for k in call.keywords if k.arg == "size"), None)
@@ -103,9 +110,32 @@ class IdiomsMixin:
                 text = ", ".join(merged) + ("," if len(merged) == 1 else "")
                 self._edit(size, f"({text})")
                 return Kind("merged", rank=len(size.elts))
+        if name in ("numpy.arange", "jax.numpy.arange") and len(call.args) == 1 \
+                and self._is_devcount(call.args[0]) and all(k.arg == "dtype" for k in call.keywords):
+            for keyword in call.keywords:
+                self._need_same(keyword.value)
+            return Kind("same", rank=1, scalars=True)
         if name == "jax.device_put_sharded" and len(call.args) == 2:
             return self._device_put_sharded(call)
         return None
+
+    def _flat_count(self, node) -> tuple | None:
+        """(a, b) of `np.arange(a * b, ...)` or `np.linspace(start, stop, a * b, ...)`: a 1-D
+        array of a * b elements, which `.reshape(a, b)` splits and the merge joins again
+        ((count, None) for another count; None if `node` is not such a 1-D array)."""
+        if not isinstance(node, ast.Call):
+            return None
+        name = self._qualified(node.func)
+        count = None
+        if name in ("numpy.arange", "jax.numpy.arange") and len(node.args) == 1 \
+                and all(k.arg == "dtype" for k in node.keywords):
+            count = node.args[0]
+        elif name in ("numpy.linspace", "jax.numpy.linspace") and len(node.args) == 3 \
+                and all(k.arg == "dtype" for k in node.keywords):
+            count = node.args[2]
+        if isinstance(count, ast.BinOp) and isinstance(count.op, ast.Mult):
+            return count.left, count.right
+        return None if count is None else (count, None)
 
     def _device_put_sharded(self, call: ast.Call) -> Kind:
         pieces, devices = call.args
@@ -152,7 +182,7 @@ class IdiomsMixin:
                           "a batch the tool can merge")
         self._edit(call, f"{self.module.jax}.device_put({self.render(pieces.elt)}, "
                          f"P({AXIS_PLACEHOLDER}))")
-        return kind
+        return dataclasses.replace(kind, placed=True)
 
     _rows: dict = {}
 
@@ -165,15 +195,36 @@ class IdiomsMixin:
         if name in TREE_MAP and len(call.args) == 2 and isinstance(call.args[0], ast.Lambda) \
                 and _is_row_zero_lambda(call.args[0]):
             return self._row_zero(call, call.args[1])
+        if name in TREE_MAP and len(call.args) == 2 and not call.keywords \
+                and isinstance(call.args[0], ast.Lambda):
+            per_leaf = self._tree_map_lambda(call.args[0], call.args[1])
+            if per_leaf is not None:
+                return per_leaf
         if name in CONSTANT_FILLS and call.args and isinstance(call.args[0], ast.Tuple) \
                 and not call.args[0].elts:
             for argument in [*call.args[1:], *(k.value for k in call.keywords)]:
                 self._need_same(argument)
             return Kind("same", rank=0)
+        if name in SHAPED_LIKE and len(call.args) == 1 and all(
+                k.arg == "dtype" for k in call.keywords):
+            kind = self.eval(call.args[0])  # filled rows of the same shapes: the same layout
+            for argument in call.keywords:
+                self._need_same(argument.value)
+            if kind.tag in ("repl", "merged"):
+                return kind
+            return None
         if name in AS_ARRAY and call.args:
             kind = self.eval(call.args[0])
             for argument in [*call.args[1:], *(k.value for k in call.keywords)]:
                 self._need_same(argument)
+            if name == "jax.device_get":
+                return kind  # keeps the tree: a list stays a list
+            if kind.tag == "fields" and all(step.startswith("[") and step[1:-1].isdigit()
+                                            for step, _ in kind.fields):
+                elements = {field for _, field in kind.fields}  # np.asarray((a, b)) stacks them
+                kind = Kind("list", element=elements.pop()) if len(elements) == 1 else None
+                if kind is None:
+                    raise Blocker("PM605", call, "an array of per-device values of mixed layout")
             if kind.tag == "list":
                 element = kind.element
                 if element.tag not in ("repl", "merged"):
@@ -219,6 +270,28 @@ class IdiomsMixin:
                               "per-device batch")
         return None
 
+    def _tree_map_lambda(self, function: ast.Lambda, tree) -> Kind | None:
+        """`tree_map(lambda x: ..., stacks)`: the lambda sees one leaf, an array of the tree's
+        layout, and is followed as code on that leaf (its `x[0]` is row 0, its edits kept);
+        the result is a tree of what it gives back."""
+        arguments = function.args
+        if len(arguments.args) != 1 or arguments.defaults or arguments.vararg or arguments.kwarg \
+                or arguments.kwonlyargs or arguments.posonlyargs:
+            return None
+        kind = self.eval(tree)
+        if kind.tag not in ("repl", "merged"):
+            return None
+        saved = dict(self.kinds)
+        try:
+            self.kinds[arguments.args[0].arg] = dataclasses.replace(kind, tree=False)  # a leaf
+            leaf = self.eval(function.body)
+        finally:
+            self.kinds = saved
+        if leaf.tag not in ("same", "repl", "merged"):
+            raise Blocker("PM605", function, f"a tree_map whose function gives back "
+                          f"{_describe(leaf)}")
+        return SAME if leaf.tag == "same" else leaf
+
     def _row_zero(self, call: ast.Call, operand) -> Kind:
         kind = self.eval(operand)
         if kind.tag != "repl" or kind.axis != 0:
@@ -226,3 +299,13 @@ class IdiomsMixin:
                           "output's row 0 becomes direct use")
         self._edit(call, self.render(operand))
         return SAME
+
+
+def _replicated_tree(tree) -> Kind:
+    """The stacks of a tree literal's elements: a tuple or list literal stays one, so that
+    `params[0]` is its first element, not device 0's row."""
+    if isinstance(tree, (ast.Tuple, ast.List)) and tree.elts and not any(
+            isinstance(e, ast.Starred) for e in tree.elts):
+        return Kind("fields", fields=tuple((f"[{i}]", _replicated_tree(e))
+                                           for i, e in enumerate(tree.elts)))
+    return REPL

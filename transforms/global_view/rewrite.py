@@ -25,7 +25,13 @@ from transforms.global_view.dataflow import CallerAnalysis, CallerResult
 from transforms.global_view.layout import FunctionLayout
 from transforms.global_view.replication import BodyAnalysis, result_elements
 from transforms.global_view.sites import Blocker, Site, _string_constants, dotted, find_sites
-from transforms.global_view.values import AXIS_PLACEHOLDER, quoted, stacked_axis
+from transforms.global_view.values import (
+    AXIS_PLACEHOLDER,
+    MERGED_OUT,
+    SCALARS_OUT,
+    quoted,
+    stacked_axis,
+)
 from transforms.imports import apply_queued_imports
 from transforms.reading.names import ImportTable
 from transforms.target import TargetJax
@@ -220,8 +226,15 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
         modes = mode if isinstance(mode, tuple) else (mode,)
         out_specs = _out_specs(site, mode, axis)
         site_edits.update(_site_edits(site, specs, out_specs, mode, module))
-        kept = ("; per-device results keep their device axis (expanded in the body, P(axis))"
-                if any(stacked_axis(m) is not None for m in modes) else "")
+        if any(stacked_axis(m) is not None for m in modes):
+            kept = "; per-device results keep their device axis (expanded in the body, P(axis))"
+        elif MERGED_OUT in modes:
+            kept = "; per-device results come back merged into their leading axis (P(axis))"
+        elif SCALARS_OUT in modes:
+            kept = ("; per-device numbers go in and come back as (1,) blocks of pmap's (n,) "
+                    "layout (P(axis))")
+        else:
+            kept = ""
         if site.static:
             kept += f"; static arguments {', '.join(site.params[i] for i in site.static)} " \
                 "are jax.jit's static_argnums and reach the body by closure"
@@ -288,6 +301,8 @@ def _out_specs(site: Site, mode, axis: str) -> str:
     """out_specs text: P() for replicated results, P(axis) (after pmap's out_axes position of
     Nones) for results that keep their device axis; a tuple / dict of them for out_axes trees."""
     def spec(one_mode: str) -> str:
+        if one_mode in (MERGED_OUT, SCALARS_OUT):  # leading axis: the merged device axis
+            return f"P({quoted(axis)})"
         at = stacked_axis(one_mode)
         return "P()" if at is None else f"P({'None, ' * at}{quoted(axis)})"
 

@@ -44,6 +44,7 @@ class Site:
     owner: str | None = None  # the module function a local or inline site is built in
     inline: bool = False  # `jax.pmap(f, ...)(args)`: called where it is built
     function_node: ast.AST | None = None  # assigned / inline: the mapped function expression
+    factory: bool = False  # `def name(...): ...; return jax.pmap(...)`, only used as name(...)(x)
     static: tuple[int, ...] = ()  # static_broadcasted_argnums, pmap's numbering
     # devices= / axis_size=: exact only when they are all devices / the device count, which
     # the caller's analysis decides (the expression is evaluated where the site is built)
@@ -57,6 +58,8 @@ class Site:
     @property
     def label(self) -> str:
         """How findings name the site."""
+        if self.factory:
+            return f"the jax.pmap(...) `{self.name}` returns (line {self.node.lineno})"
         return f"the jax.pmap(...) called at line {self.node.lineno}" if self.inline else f"`{self.name}`"
 
     @property
@@ -97,7 +100,20 @@ def find_sites(tree: ast.Module, imported: dict[str, str]) -> tuple[list[Site], 
     sites, blockers, claimed = [], [], set()
     functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
     constants = _string_constants(tree)
+    factories = _called_on_the_spot(tree)
     for statement in tree.body:
+        if isinstance(statement, ast.FunctionDef) and statement.name in factories \
+                and not statement.decorator_list:
+            try:
+                site = _factory_site(statement, imported, functions, constants)
+            except Blocker as blocker:
+                blockers.append(blocker)
+                claimed.update(id(n) for n in ast.walk(blocker.node))
+                site = None
+            if site is not None:
+                sites.append(site)
+                claimed.update(id(n) for n in ast.walk(site.node.func))
+                continue
         if isinstance(statement, ast.FunctionDef) and not statement.decorator_list:
             local, local_blockers = _local_sites(statement, imported, functions, constants)
             sites += local
@@ -138,6 +154,36 @@ def find_sites(tree: ast.Module, imported: dict[str, str]) -> tuple[list[Site], 
                 ))
                 claimed.update(id(n) for n in ast.walk(node))
     return sites, blockers
+
+
+def _called_on_the_spot(tree: ast.Module) -> set[str]:
+    """Names whose every load is `name(...)(...)`: the result is called where it is made."""
+    spot = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Call) \
+                and isinstance(node.func.func, ast.Name):
+            spot.add(id(node.func.func))
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) in spot}
+    loads_elsewhere = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+                       and isinstance(n.ctx, ast.Load) and id(n) not in spot}
+    return names - loads_elsewhere
+
+
+def _factory_site(function: ast.FunctionDef, imported, functions, constants) -> Site | None:
+    """`def ring_shift(n): perm = ...; return jax.pmap(lambda x: ..., ...)` whose only pmap is
+    the one it returns, called as `ring_shift(n)(x)`: a site whose callers are those calls'
+    functions. It closes over the factory's own locals, never over a caller's values."""
+    last = function.body[-1] if function.body else None
+    if not (isinstance(last, ast.Return) and isinstance(last.value, ast.Call)
+            and dotted(last.value.func, imported) == PMAP):
+        return None
+    others = [n for n in ast.walk(function) if isinstance(n, (ast.Name, ast.Attribute))
+              and dotted(n, imported) == PMAP and n is not last.value.func]
+    if others or any(isinstance(n, ast.Return) for s in function.body[:-1] for n in ast.walk(s)):
+        return None
+    site = _assigned_site(function.name, last.value, function, imported, functions, constants)
+    site.factory = True
+    return site
 
 
 def _bound_names(tree: ast.Module) -> set[str]:

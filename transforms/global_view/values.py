@@ -25,6 +25,7 @@ SHARD = {"flax.training.common_utils.shard"}
 # numpy random draws fill their `size` in C order, so (n, b, ...) and (n * b, ...) draw the
 # same numbers: the merged batch is the same data.
 RNG_DRAWS = {"normal", "uniform", "standard_normal", "random", "integers", "randint", "rand"}
+SHAPED_LIKE = {f"{m}.{f}" for m in ("numpy", "jax.numpy") for f in ("zeros_like", "ones_like")}
 TO_SCALAR = {"builtins.float", "builtins.int", "builtins.bool"}
 # Constant stacks: every row is the same, so they are replicated by construction.
 CONSTANT_FILLS = {f"{m}.{f}" for m in ("numpy", "jax.numpy") for f in ("zeros", "ones", "full")}
@@ -32,15 +33,23 @@ CONSTANT_FILLS = {f"{m}.{f}" for m in ("numpy", "jax.numpy") for f in ("zeros", 
 
 @dataclasses.dataclass(frozen=True)
 class Kind:
-    tag: str  # same | repl | merged | list | empty_list | devcount | devices | fields
+    tag: str  # same | repl | merged | list | empty_list | devcount | devices | fields | iterator
     axis: int = 0
     rank: int | None = None  # merged: the original's rank, where known
-    element: Kind | None = None  # list: the kind of its elements
+    least: int = 0  # merged: a lower bound of the original's rank, where only that is known
+    placed: bool = False  # merged: a jax.Array sharded P(axis) over the mesh (not host data)
+    scalars: bool = False  # same: `arange(n)`, one number per device (pmap's layout, kept)
+    tree: bool = False  # repl: may be a tuple or list of stacks (a step's result of unknown shape)
+    element: Kind | None = None  # list, iterator (a followed generator): its elements' kind
     fields: tuple = ()  # fields: ((key path step, Kind), ...) of a dict or tuple literal
 
     @property
     def changed(self) -> bool:
-        return self.tag in ("repl", "merged", "list", "fields")
+        return self.tag in ("repl", "merged", "list", "fields", "iterator")
+
+
+def least_rank(kind: Kind) -> int:
+    return kind.rank if kind.rank is not None else kind.least
 
 
 SAME = Kind("same")
@@ -52,7 +61,8 @@ def list_of(element: Kind) -> Kind:
 
 
 DEFAULT_AXIS = "devices"  # the mesh axis when no site called names one
-REPLICATED_OUT, STACKED_OUT = "replicated", "stacked"
+REPLICATED_OUT, STACKED_OUT, MERGED_OUT = "replicated", "stacked", "merged"
+SCALARS_OUT = "scalars"  # per-device scalars in and out, as (1,) blocks of pmap's (n,) layout
 NONE_OUT = "unstacked"  # one result of out_axes=(..., None, ...): P(), as the original returns it
 
 
@@ -75,8 +85,8 @@ def _layouts_of(kind: Kind, path: str, node) -> list[OutputLayout]:
         return [OutputLayout(path, MERGED, kind.axis)]
     if kind.tag == "fields":
         return [layout for step, field in kind.fields for layout in _layouts_of(field, path + step, node)]
-    if kind.tag == "list":
-        raise Blocker("PM605", node, "returns a list of per-device values")
+    if kind.tag in ("list", "iterator"):
+        raise Blocker("PM605", node, f"returns {_describe(kind)}")
     return []
 
 
@@ -159,6 +169,7 @@ def _describe(kind: Kind) -> str:
         "repl": "a replicated stack (pmap's device axis)",
         "merged": "a per-device batch",
         "list": "a list of per-device values",
+        "iterator": "a generator of per-device values",
         "empty_list": "a list",
         "devcount": "the device count",
         "devices": "the device list",

@@ -18,6 +18,6 @@ def run():
     mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
     with jax.set_mesh(mesh):
         n = jax.local_device_count()
-        x = np.arange(n * 4, dtype=np.float32).reshape(n * 4)
-        w = np.linspace(0.5, 1.5, n * 4, dtype=np.float32).reshape(n * 4)
+        x = np.arange(n * 4, dtype=np.float32)
+        w = np.linspace(0.5, 1.5, n * 4, dtype=np.float32)
         return {"mean": np.asarray(weighted_mean(x, w))}

@@ -1,4 +1,4 @@
-"""PM601: a pmap built by a factory and returned as a value stays faithful."""
+"""PM601: a pmap built by a factory and kept as a value (bound to a name, not called on the spot as `make_step()(x)`) stays faithful."""
 import functools
 
 import jax
@@ -12,4 +12,5 @@ def make_step():
 
 def run():
     n = jax.local_device_count()
-    return {"s": np.asarray(make_step()(np.ones((n, 2), np.float32)))}
+    step = make_step()
+    return {"s": np.asarray(step(np.ones((n, 2), np.float32)))}

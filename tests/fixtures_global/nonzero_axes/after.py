@@ -51,7 +51,7 @@ def run():
         cols = column_softmax(rng.normal(size=(4, n)).astype(np.float32))
         scaled = scaled_columns(np.ones((3, n), np.float32), 2)
         a = np.ones((2,), np.float32)
-        b = np.arange(n * 2, dtype=np.float32).reshape(n * 2)
+        b = np.arange(n * 2, dtype=np.float32)
         p_summarize = jax.jit(jax.shard_map(
             summarize,
             in_specs=((P(), P("i")), P()),

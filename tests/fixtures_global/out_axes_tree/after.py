@@ -25,7 +25,7 @@ def run():
     mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
     with jax.set_mesh(mesh):
         n = jax.local_device_count()
-        x = np.arange(n * 4, dtype=np.float32).reshape(n * 4)
+        x = np.arange(n * 4, dtype=np.float32)
         p_normalize = jax.jit(jax.shard_map(
             normalize,
             in_specs=(P("i"),), out_specs=(P("i"), P()), check_vma=False,

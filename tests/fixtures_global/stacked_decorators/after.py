@@ -12,7 +12,7 @@ from jax.sharding import AxisType, PartitionSpec as P
 @jax.jit
 @functools.partial(jax.shard_map, in_specs=(P("i"),), out_specs=P("i"), check_vma=False)
 def normalized(x):
-    return jax.tree.map(lambda y: jnp.expand_dims(y, 0), x / jax.lax.psum(jnp.sum(x), "i"))
+    return x / jax.lax.psum(jnp.sum(x), "i")
 
 
 @jax.jit
@@ -23,14 +23,14 @@ def centered_total(x):
 
 
 def block(x):
-    return jax.tree.map(lambda y: jnp.expand_dims(y, 0), x + jax.lax.pmax(x, "i"))
+    return x + jax.lax.pmax(x, "i")
 
 
 def run():
     mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
     with jax.set_mesh(mesh):
         n = jax.local_device_count()
-        x = np.linspace(0.1, 1.0, n * 3, dtype=np.float32).reshape(n * 3)
+        x = np.linspace(0.1, 1.0, n * 3, dtype=np.float32)
         jitted_block = jax.jit(jax.shard_map(
             block,
             in_specs=(P("i"),), out_specs=P("i"), check_vma=False,

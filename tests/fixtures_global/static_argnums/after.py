@@ -46,7 +46,7 @@ def run():
     mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
     with jax.set_mesh(mesh):
         n = jax.local_device_count()
-        x = np.linspace(-1.0, 1.0, n * 3, dtype=np.float32).reshape(n * 3)
+        x = np.linspace(-1.0, 1.0, n * 3, dtype=np.float32)
         scale = np.full((), 2.0, np.float32)[None]
         two = power_sum(x, 2)
         four = power_sum(x, 4)

@@ -1,0 +1,29 @@
+"""`.addressable_shards[k].data` of pmap arrays: of a replicated result it is device k's (1, ...) row, so `[0]` of it becomes direct use; of a batch placed per device only its `.shape` is read, given back with pmap's leading 1."""
+# pmap-migrate-test: original needs legacy jax
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AxisType, PartitionSpec as P
+
+
+@jax.jit
+@functools.partial(jax.shard_map, in_specs=(P(), P("batch")), out_specs=P(), check_vma=False)
+def mean_loss(w, x):
+    return jax.lax.pmean(jnp.mean((x @ w) ** 2), "batch")
+
+
+def run():
+    mesh = jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(AxisType.Auto,))
+    with jax.set_mesh(mesh):
+        devices = jax.local_devices()
+        n = len(devices)
+        xs = np.linspace(-1.0, 1.0, n * 4 * 3, dtype=np.float32).reshape(n * 4, 3)
+        x = jax.device_put(xs, P("batch"))
+        w = jax.device_put(np.ones(3, np.float32), P())
+        loss = mean_loss(w, x)
+        return {
+            "loss": np.asarray(loss.addressable_shards[0].data),
+            "x_shard_shape": np.array((1, *x.addressable_shards[0].data.shape)),
+        }

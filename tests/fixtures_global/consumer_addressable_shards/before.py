@@ -1,0 +1,25 @@
+"""`.addressable_shards[k].data` of pmap arrays: of a replicated result it is device k's (1, ...) row, so `[0]` of it becomes direct use; of a batch placed per device only its `.shape` is read, given back with pmap's leading 1."""
+# pmap-migrate-test: original needs legacy jax
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@functools.partial(jax.pmap, axis_name="batch")
+def mean_loss(w, x):
+    return jax.lax.pmean(jnp.mean((x @ w) ** 2), "batch")
+
+
+def run():
+    devices = jax.local_devices()
+    n = len(devices)
+    xs = np.linspace(-1.0, 1.0, n * 4 * 3, dtype=np.float32).reshape(n, 4, 3)
+    x = jax.device_put_sharded([xs[i] for i in range(n)], devices)
+    w = jax.device_put_replicated(np.ones(3, np.float32), devices)
+    loss = mean_loss(w, x)
+    return {
+        "loss": np.asarray(loss.addressable_shards[0].data)[0],
+        "x_shard_shape": np.array(x.addressable_shards[0].data.shape),
+    }

@@ -1,0 +1,23 @@
+"""A tuple literal of replicated stacks stays a tuple (`pair[0]` is its first stack), `np.asarray((s, m))` stacks two results (the device axis moves to axis 1), and `jax.device_get` keeps a list."""
+import functools
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AxisType, PartitionSpec as P
+
+
+@jax.jit
+@functools.partial(jax.shard_map, in_specs=(P(), P(), P("i")), out_specs=P(), check_vma=False)
+def step(w, b, x):
+    return jax.lax.psum(jnp.sum(x * w) + b, "i"), jax.lax.pmax(jnp.max(x), "i")
+
+
+def run():
+    mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
+    with jax.set_mesh(mesh):
+        n = jax.local_device_count()
+        pair = (jnp.arange(3.0), jnp.ones(()))
+        x = np.arange(n * 2 * 3, dtype=np.float32).reshape(n * 2, 3)
+        s, m = step(pair[0], pair[1], x)
+        both = np.asarray((s, m))
+        return {"w": np.asarray(pair[0]), "both": both, "got": jax.device_get([s, m])[1]}

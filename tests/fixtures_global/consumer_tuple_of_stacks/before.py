@@ -1,0 +1,19 @@
+"""A tuple literal of replicated stacks stays a tuple (`pair[0]` is its first stack), `np.asarray((s, m))` stacks two results (the device axis moves to axis 1), and `jax.device_get` keeps a list."""
+import functools
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@functools.partial(jax.pmap, axis_name="i")
+def step(w, b, x):
+    return jax.lax.psum(jnp.sum(x * w) + b, "i"), jax.lax.pmax(jnp.max(x), "i")
+
+
+def run():
+    n = jax.local_device_count()
+    pair = (jnp.stack([jnp.arange(3.0)] * n), jnp.stack([jnp.ones(())] * n))
+    x = np.arange(n * 2 * 3, dtype=np.float32).reshape(n, 2, 3)
+    s, m = step(pair[0], pair[1], x)
+    both = np.asarray((s, m))
+    return {"w": np.asarray(pair[0]), "both": both, "got": jax.device_get([s, m])[1]}

@@ -1,0 +1,16 @@
+"""PM604: one number per device (`np.arange(n)`) into a body that builds arrays from it (`x * jnp.ones(3)`): a (1,) block would give other shapes, and a number has no batch axis to merge into."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@functools.partial(jax.pmap, axis_name="i")
+def spread(x):
+    return jax.lax.psum(x * jnp.ones(3), "i")
+
+
+def run():
+    n = jax.local_device_count()
+    return {"spread": np.asarray(spread(np.arange(n, dtype=np.float32)))}

@@ -1,0 +1,30 @@
+"""A factory returning a pmapped function, called where it is made (`ring_shift(n)(x)`), and a dict comprehension over results of mixed layouts (replicated, merged)."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AxisType, PartitionSpec as P
+
+
+@jax.jit
+@functools.partial(jax.shard_map, in_specs=(P("i"),), out_specs=P(), check_vma=False)
+def total(x):
+    return jax.lax.psum(x, "i")
+
+
+def ring_shift(n):
+    perm = [(i, (i + 1) % n) for i in range(n)]
+    return jax.jit(jax.shard_map(
+        lambda x: jax.lax.ppermute(x, "i", perm=perm),
+        in_specs=(P("i"),), out_specs=P("i"), check_vma=False,
+    ))
+
+
+def run():
+    mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
+    with jax.set_mesh(mesh):
+        n = jax.local_device_count()
+        x = np.arange(n * 3, dtype=np.float32)
+        out = {"total": total(x), "shifted": ring_shift(n)(x)}
+        return {k: np.asarray(v) for k, v in out.items()}
