@@ -77,8 +77,7 @@ class IdiomsMixin:
                 return REPL
         if name in SHARD and len(call.args) == 1 and not call.keywords:
             self._need_same(call.args[0])
-            self._edit(call, f"{module.jax}.device_put({self.render(call.args[0])}, "
-                             f"P({AXIS_PLACEHOLDER}))")
+            self._edit(call, self._placed_batch(self.render(call.args[0])))
             return Kind("merged")
         if isinstance(call.func, ast.Attribute) and call.func.attr == "reshape" \
                 and len(call.args) >= 2 and not call.keywords and self._is_devcount(call.args[0]):
@@ -150,11 +149,16 @@ class IdiomsMixin:
         if kind.tag != "merged":
             raise Blocker("PM604", pieces.elt, "the device_put_sharded pieces are not rows of "
                           "a batch the tool can merge")
-        self._edit(call, f"{self.module.jax}.device_put({self.render(pieces.elt)}, "
-                         f"P({AXIS_PLACEHOLDER}))")
+        self._edit(call, self._placed_batch(self.render(pieces.elt)))
         return kind
 
     _rows: dict = {}
+
+    def _placed_batch(self, text: str) -> str:
+        """A merged batch placed where the original placed its rows (`shard`,
+        `device_put_sharded`); multi-process callers leave it host-local (see
+        global_view/multiprocess.py)."""
+        return f"{self.module.jax}.device_put({text}, P({AXIS_PLACEHOLDER}))"
 
     def _consumer(self, call: ast.Call, name: str) -> Kind | None:
         func = call.func

@@ -22,6 +22,12 @@ from transforms.codes.findings import Finding
 from transforms.faithful.multiprocess import _first_evidence
 from transforms.global_view.dataflow import CallerAnalysis, CallerResult
 from transforms.global_view.layout import FunctionLayout
+from transforms.global_view.multiprocess import (
+    NAMES as MULTIPROCESS_NAMES,
+    MultiProcessCallerAnalysis,
+    ProcessDependence,
+    host_barrier_sites,
+)
 from transforms.global_view.replication import BodyAnalysis
 from transforms.global_view.sites import Blocker, Site, _string_constants, dotted, find_sites
 from transforms.global_view.values import AXIS_PLACEHOLDER, STACKED_OUT, quoted
@@ -123,13 +129,22 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
         return GlobalResult(source, [])
     table = ImportTable.from_tree(tree)
     sites, blockers = find_sites(tree, table.imported)
+    # Host barriers become sync_global_devices in the faithful rules, with no pmap left.
+    barriers = host_barrier_sites(sites, tree, table.imported)
+    barrier_pmaps = {id(n) for s in sites if s.key in barriers for n in ast.walk(s.node)}
+    sites = [s for s in sites if s.key not in barriers]
     if not sites and not blockers:
         return GlobalResult(source, [])
-    module_blocker = _module_blocker(tree, table, target)
+    multiprocess = _first_evidence(tree, table.imported) is not None
+    module_blocker = _module_blocker(tree, table, target, multiprocess)
     if module_blocker is not None:
         nodes = [s.node for s in sites] + [b.node for b in blockers]
         return GlobalResult(source, [_finding(Blocker("PM607", n, module_blocker)) for n in nodes])
     module = ModuleInfo(source, tree, table)
+    analysis = CallerAnalysis
+    if multiprocess:  # see global_view/multiprocess.py
+        module.process_dependence = ProcessDependence(tree, table.imported)
+        analysis = MultiProcessCallerAnalysis
     findings = [_finding(b) for b in blockers]
     by_name = {s.key: s for s in sites}
     faithful = {name: b for b in blockers for name in b.names}
@@ -148,11 +163,12 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
             failed = next((blocked[s] for s in sorted(called) if s in blocked), None)
             if failed is None:
                 try:
-                    result = CallerAnalysis(functions[caller], {s: by_name[s] for s in called},
-                                            module).run()
+                    result = analysis(functions[caller], {s: by_name[s] for s in called},
+                                      module).run()
                     faithful_call = _faithful_callee(
                         functions[caller], functions, callers, blocked_callers, table.imported,
-                        {s.name for s in sites if s.owner is None and s.key not in blocked})
+                        {s.name for s in sites if s.owner is None and s.key not in blocked},
+                        barrier_pmaps)
                     if faithful_call is not None:
                         raise Blocker("PM608", faithful_call, f"`{caller}` calls "
                                       f"`{faithful_call.id}`, which keeps pmap code in the "
@@ -215,6 +231,10 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     context = CodemodContext()
     AddImportsVisitor.add_needed_import(context, "jax.sharding", "AxisType")
     AddImportsVisitor.add_needed_import(context, "jax.sharding", "PartitionSpec", "P")
+    if "NamedSharding(mesh, " in text:
+        AddImportsVisitor.add_needed_import(context, "jax.sharding", "NamedSharding")
+    if "multihost_utils.global_array_to_host_local_array(" in text:
+        AddImportsVisitor.add_needed_import(context, "jax.experimental", "multihost_utils")
     if module.jax == "jax" and "jax" not in table.imported:
         AddImportsVisitor.add_needed_import(context, "jax")
     new_module = apply_queued_imports(new_module, context)
@@ -234,19 +254,16 @@ def callers_of(site: str, callers: dict[str, set[str]]) -> list[str]:
     return [c for c, called in callers.items() if site in called]
 
 
-def _module_blocker(tree, table: ImportTable, target: TargetJax) -> str | None:
+def _module_blocker(tree, table: ImportTable, target: TargetJax, multiprocess: bool) -> str | None:
     if target < MIN_TARGET:
         return (f"the global style needs jax.set_mesh (JAX {MIN_TARGET.major}.{MIN_TARGET.minor}"
                 f"); the target is {target}: kept in the faithful style")
-    if _first_evidence(tree, table.imported) is not None:
-        return ("the module uses several processes: kept in the faithful style, whose "
-                "multi-process helper keeps pmap's host-local contract (the global style is "
-                "one-process for now)")
     if table.needs_scope_analysis:
         return "the module's imports are ambiguous (a name bound twice, or a star import)"
-    for name in ("P", "AxisType"):
+    for name in ("P", "AxisType", *(MULTIPROCESS_NAMES if multiprocess else ())):
+        origin = "jax.experimental" if name == "multihost_utils" else "jax.sharding"
         if name in table.bound_otherwise or (
-                name in table.imported and not table.imported[name].startswith("jax.sharding")):
+                name in table.imported and not table.imported[name].startswith(origin)):
             return f"the name `{name}` the global style imports is already used in the module"
     return None
 
@@ -289,10 +306,12 @@ def _callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, Block
     return callers, blocked
 
 
-def _faithful_callee(function, functions, callers, blocked_callers, imported, seen):
+def _faithful_callee(function, functions, callers, blocked_callers, imported, seen,
+                     barrier_pmaps=frozenset()):
     """The first call in `function` of a module function that (itself or through its own
     calls) keeps pmap code faithful: a blocked caller, or one that mentions jax.pmap without
-    being a caller of global sites. Such code must not run under a global caller's mesh."""
+    being a caller of global sites. Such code must not run under a global caller's mesh.
+    `barrier_pmaps`: ids of the pmaps of host barriers, which the faithful rules remove."""
     seen.add(function.name)
     for node in ast.walk(function):
         if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
@@ -300,10 +319,12 @@ def _faithful_callee(function, functions, callers, blocked_callers, imported, se
             continue
         callee = functions[node.id]
         mentions_pmap = any(dotted(n, imported) == "jax.pmap" for n in ast.walk(callee)
-                            if isinstance(n, (ast.Name, ast.Attribute)))
+                            if isinstance(n, (ast.Name, ast.Attribute))
+                            and id(n) not in barrier_pmaps)
         if node.id in blocked_callers or (mentions_pmap and node.id not in callers):
             return node
-        if _faithful_callee(callee, functions, callers, blocked_callers, imported, seen):
+        if _faithful_callee(callee, functions, callers, blocked_callers, imported, seen,
+                            barrier_pmaps):
             return node
     return None
 

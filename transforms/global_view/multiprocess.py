@@ -1,0 +1,315 @@
+"""`--style global` in multi-process modules (research: jax_semantics.md §2.2 items 8-9, §6).
+
+Every process runs the same program. pmap took each process's host-local rows (leading axis
+its local device count), ran over the devices of all processes, and gave each process its
+host-local rows back. The global style keeps that contract with one mesh over all global
+devices (`jax.device_count()`, as in one process) and these edits in the callers:
+- a per-device batch is the process's own rows: it stays host-local, merged as in one process,
+  and becomes one global array at the step call with
+  `jax.make_array_from_process_local_data(NamedSharding(mesh, P(axis)), local_batch)`;
+- a replicated value is placed with `jax.device_put(value, P())`. That is exact only when every
+  process places the same value, so a value that can differ between processes (it reads
+  `jax.process_index()`, a device's `process_index`, a clock, the global numpy / stdlib random
+  state, the environment, a parameter, or a module function or name that does) keeps the
+  function faithful (PM607), never a guess;
+- replicated results are fully replicated global arrays: host reads stay plain reads;
+- per-device results (out_specs P(axis)) are global arrays of every process's rows, so they
+  are turned back into the process's own rows at the call with
+  `multihost_utils.global_array_to_host_local_array`, where the original read its host-local
+  rows;
+- a step called only on some processes (under `if jax.process_index() == 0:`) would wait for
+  the others in its collectives: that function stays faithful (PM607).
+Host barriers built from a pmapped psum are left to the faithful rule (PM503), which writes
+`multihost_utils.sync_global_devices` and no pmap, so they do not keep their caller faithful.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from transforms.global_view.dataflow import CallerAnalysis
+from transforms.global_view.sites import Blocker, Site, dotted
+from transforms.global_view.values import AXIS_PLACEHOLDER, DEVICE_COUNT, DEVICES, STACKED_OUT, Kind
+
+# Values that can differ from one process to the next.
+PROCESS_DEPENDENT = {"jax.process_index", "jax.host_id", "os.getpid", "os.environ", "os.getenv"}
+PROCESS_DEPENDENT_PREFIXES = ("time.", "random.", "uuid.", "secrets.", "datetime.")
+PROCESS_ATTRIBUTES = {"process_index", "host_id"}  # a device's own process
+# numpy.random functions that read or seed the global random state (draws from a
+# RandomState / Generator made with a fixed seed are the same on every process).
+NUMPY_RANDOM = "numpy.random."
+NUMPY_RANDOM_CONSTRUCTORS = {"RandomState", "default_rng", "Generator", "PCG64", "MT19937",
+                             "SeedSequence", "Philox", "SFC64", "BitGenerator"}
+PSUM = "jax.lax.psum"
+ONES = {"jax.numpy.ones", "numpy.ones"}
+WAITS = {"jax.block_until_ready", "jax.device_get"}
+NAMES = ("NamedSharding", "multihost_utils")  # names the multi-process edits use
+
+
+class ProcessDependence:
+    """Which module functions and names can hold a value that differs between processes."""
+
+    def __init__(self, tree: ast.Module, imported: dict[str, str]):
+        self.imported = imported
+        self.definitions = {s.name: s for s in tree.body
+                            if isinstance(s, (ast.FunctionDef, ast.ClassDef))}
+        self.functions: set[str] = set()
+        self.globals: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for name, definition in self.definitions.items():
+                if name not in self.functions and any(
+                        self._source(n, set()) for n in ast.walk(definition)):
+                    self.functions.add(name)
+                    changed = True
+            for statement in tree.body:
+                if not isinstance(statement, (ast.FunctionDef, ast.ClassDef)):
+                    found = _tainted_targets(statement, lambda e: self.depends(e, set()))
+                    if found - self.globals:
+                        self.globals |= found
+                        changed = True
+
+    def _source(self, node: ast.AST, local: set[str]) -> bool:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            return node.id in local or (node.id in self.globals and node.id not in local) or \
+                node.id in self.functions or dotted(node, self.imported) in PROCESS_DEPENDENT
+        if isinstance(node, ast.Attribute):
+            if node.attr in PROCESS_ATTRIBUTES:
+                return True
+            name = dotted(node, self.imported)
+            if name in PROCESS_DEPENDENT or name.startswith(PROCESS_DEPENDENT_PREFIXES):
+                return True
+            if name.startswith(NUMPY_RANDOM) and name[len(NUMPY_RANDOM):].split(".")[0] \
+                    not in NUMPY_RANDOM_CONSTRUCTORS:
+                return True
+        return False
+
+    def depends(self, node: ast.AST, local: set[str]) -> bool:
+        """Whether the expression can evaluate differently on two processes."""
+        return any(self._source(n, local) for n in ast.walk(node))
+
+    def tainted_names(self, function: ast.FunctionDef, steps=frozenset()) -> set[str]:
+        """The function's local names that can differ between processes (flow-insensitive,
+        to a fixpoint); its parameters count, since unseen callers give them. Results of the
+        global steps (`steps`: ids of their calls) are left to the caller analysis: their
+        replicated results are the same everywhere, the others are per-device kinds."""
+        tainted = {a.arg for a in ast.walk(function.args) if isinstance(a, ast.arg)}
+        changed = True
+        while changed:
+            changed = False
+            for node in ast.walk(function):
+                if node is function:
+                    continue
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                    found = {node.name} if self.depends(node, tainted) else set()
+                elif isinstance(node, ast.Assign) and id(node.value) in steps:
+                    continue
+                elif isinstance(node, ast.stmt):
+                    found = _tainted_targets(node, lambda e: self.depends(e, tainted))
+                else:
+                    continue
+                if found - tainted:
+                    tainted |= found
+                    changed = True
+        return tainted
+
+
+def _tainted_targets(statement: ast.stmt, depends) -> set[str]:
+    """Names a statement binds (or mutates) from a process-dependent value."""
+    if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        value = statement.value
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        if value is not None and (depends(value) or (
+                isinstance(statement, ast.AugAssign) and depends(statement.target))):
+            return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        # `x[i] = v` / `x.a = v` with a dependent index: x changes per process.
+        return {_base(t) for t in targets if isinstance(t, (ast.Subscript, ast.Attribute))
+                and depends(t)} - {None}
+    if isinstance(statement, (ast.For, ast.AsyncFor)) and depends(statement.iter):
+        return {n.id for n in ast.walk(statement.target) if isinstance(n, ast.Name)}
+    if isinstance(statement, ast.With):
+        return {n.id for item in statement.items if item.optional_vars is not None
+                and depends(item.context_expr)
+                for n in ast.walk(item.optional_vars) if isinstance(n, ast.Name)}
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call) \
+            and isinstance(statement.value.func, ast.Attribute) and depends(statement.value):
+        return {_base(statement.value.func.value)} - {None}  # rng.shuffle(x), xs.append(v)
+    return set()
+
+
+def _base(node) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def host_barrier_sites(sites: list[Site], tree: ast.Module, imported) -> set[str]:
+    """Keys of inline sites that are host barriers the faithful rule (host_barriers.py)
+    rewrites to `sync_global_devices`: `jax.pmap(lambda x: jax.lax.psum(x, axis), axis)(ones)`,
+    `ones` being `jnp.ones(jax.local_device_count())` (or a name bound to it just before in
+    the same block), its value thrown away (possibly through `.block_until_ready()`). A
+    subset of that rule's forms: anything else stays a site."""
+    found = set()
+    statements = {}
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list):
+                for index, statement in enumerate(block):
+                    statements[id(statement)] = (block, index)
+    for site in sites:
+        if not site.inline or not isinstance(site.statement, ast.Call):
+            continue
+        call = site.statement  # the inline site's statement is the call of the pmap
+        holder = next((s for s in ast.walk(tree) if isinstance(s, ast.Expr)
+                       and _waits_on(s.value, call, imported)), None)
+        if holder is None or id(holder) not in statements:
+            continue
+        if _is_psum_barrier(site, imported) and _is_local_ones(
+                call.args[0], statements[id(holder)], imported):
+            found.add(site.key)
+    return found
+
+
+def _waits_on(value, call, imported) -> bool:
+    if value is call:
+        return True
+    if isinstance(value, ast.Call) and not value.args and not value.keywords \
+            and isinstance(value.func, ast.Attribute) and value.func.attr == "block_until_ready":
+        return value.func.value is call
+    return isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords \
+        and value.args[0] is call and dotted(value.func, imported) in WAITS
+
+
+def _is_psum_barrier(site: Site, imported) -> bool:
+    body = site.body
+    options = site.node
+    return (isinstance(body, ast.Lambda) and len(site.params) == 1 and site.axis_name is not None
+            and site.donate is None and len(options.keywords) <= 1
+            and all(k.arg == "axis_name" for k in options.keywords)
+            and isinstance(body.body, ast.Call) and dotted(body.body.func, imported) == PSUM
+            and len(body.body.args) + len(body.body.keywords) == 2
+            and isinstance(body.body.args[0], ast.Name) and body.body.args[0].id == site.params[0]
+            and len(site.statement.args) == 1 and not site.statement.keywords)
+
+
+def _is_local_ones(value, where, imported) -> bool:
+    block, index = where
+    if isinstance(value, ast.Name):
+        assigned = None
+        for statement in block[:index]:
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                    and isinstance(statement.targets[0], ast.Name) \
+                    and statement.targets[0].id == value.id:
+                assigned = statement.value
+        value = assigned
+    if not (isinstance(value, ast.Call) and dotted(value.func, imported) in ONES
+            and len(value.args) == 1 and not value.keywords):
+        return False
+    size = value.args[0]
+    if isinstance(size, (ast.List, ast.Tuple)) and len(size.elts) == 1:
+        size = size.elts[0]
+    return isinstance(size, ast.Call) and not size.args and not size.keywords \
+        and dotted(size.func, imported) == "jax.local_device_count"
+
+
+class MultiProcessCallerAnalysis(CallerAnalysis):
+    """A caller in a multi-process module: `CallerAnalysis` with the edits and blockers above."""
+
+    def __init__(self, function, sites, module, parameters=None, depth=0):
+        super().__init__(function, sites, module, parameters, depth)
+        self.dependence: ProcessDependence = module.process_dependence
+        steps = {id(n) for n in ast.walk(function) if isinstance(n, ast.Call) and (
+            (isinstance(n.func, ast.Name) and n.func.id in self.sites) or id(n.func) in self.inline)}
+        self.tainted = self.dependence.tainted_names(function, steps)
+        self._conditional_on_process: ast.AST | None = None
+
+    # -- where the step runs --------------------------------------------------------------
+    def _statement(self, s) -> None:
+        if isinstance(s, (ast.If, ast.While)) and self._conditional_on_process is None \
+                and self.dependence.depends(s.test, self.tainted):
+            self._conditional_on_process = s
+            try:
+                super()._statement(s)
+            finally:
+                self._conditional_on_process = None
+            return
+        super()._statement(s)
+
+    # -- producers ------------------------------------------------------------------------
+    def _producer(self, call: ast.Call, name: str) -> Kind | None:
+        kind = super()._producer(call, name)
+        if kind is not None and kind.tag == "repl":
+            self._same_on_every_process(call)
+            text = self.render(call)
+            if not text.startswith(f"{self.module.jax}.device_put("):
+                self._edit(call, f"{self.module.jax}.device_put({text}, P())")
+        return kind
+
+    def _placed_batch(self, text: str) -> str:
+        return text  # host-local rows; made global where the step is called
+
+    def _same_on_every_process(self, node) -> None:
+        """`device_put(value, P())` assumes every process passes the same value."""
+        for child in ast.walk(node):
+            if isinstance(child, ast.Call) and dotted(child.func, self.module.imported) in (
+                    DEVICE_COUNT | DEVICES):
+                continue
+            if isinstance(child, ast.Name) and self.kinds.get(child.id) is not None \
+                    and self.kinds[child.id].tag in ("devcount", "devices"):
+                continue  # the count is gone once the value is unstacked
+            if isinstance(child, ast.Name) and child.id in self.kinds \
+                    and self.kinds[child.id].tag == "repl":
+                continue  # already placed, the same everywhere
+            if self.dependence._source(child, self.tainted):
+                raise Blocker("PM607", node, f"`{ast.unparse(node)}` is replicated in the "
+                              f"original, but `{ast.unparse(child)}` can differ between "
+                              "processes, so one value placed with P() is not proven: kept "
+                              "in the faithful style (multi-process)")
+
+    # -- the step -------------------------------------------------------------------------
+    def _site_call(self, call: ast.Call, site: Site) -> Kind:
+        if self._conditional_on_process is not None:
+            raise Blocker("PM607", call, f"{site.label} is called only on some processes (line "
+                          f"{self._conditional_on_process.lineno}): its collectives would wait "
+                          "for the others; kept in the faithful style (multi-process)")
+        kind = super()._site_call(call, site)
+        jax = self.module.jax
+        arguments = []
+        for argument, spec, axis in zip(call.args, self.specs[site.key], site.in_axes):
+            text = self.render(argument)
+            if spec == "P()":
+                if axis is None:
+                    self._same_on_every_process(argument)
+                    if self.eval(argument).tag != "repl":
+                        text = f"{jax}.device_put({text}, P())"
+            else:
+                text = f"{jax}.make_array_from_process_local_data(NamedSharding(mesh, {spec}), {text})"
+            arguments.append(text)
+        line = self.module.source.splitlines()[call.lineno - 1].decode("utf-8")
+        indent = line[:len(line) - len(line.lstrip())]
+        tail = len(line) - call.end_col_offset if call.end_lineno == call.lineno else 0
+        if self.modes[site.key] == STACKED_OUT:
+            # The process's own rows of every per-device result, as pmap returned them.
+            inner = _call_text(self.render(call.func), arguments, indent + "    ", len(indent) + 4, 1)
+            text = _call_text("multihost_utils.global_array_to_host_local_array",
+                              [inner, "mesh", f"P({AXIS_PLACEHOLDER})"], indent,
+                              call.col_offset, tail)
+        else:
+            text = _call_text(self.render(call.func), arguments, indent, call.col_offset, tail)
+        self._edit(call, text)
+        return kind
+
+
+LINE_LIMIT = 99
+
+
+def _call_text(function: str, arguments: list[str], indent: str, column: int, tail: int) -> str:
+    """`function(arguments)` on one line when it fits, else one argument per line."""
+    flat = f"{function}({', '.join(arguments)})"
+    if column + len(flat.replace(AXIS_PLACEHOLDER, '"axis"')) + tail <= LINE_LIMIT \
+            or "\n" in flat:
+        return flat
+    pad = indent + "    "
+    return f"{function}(\n" + "".join(f"{pad}{a},\n" for a in arguments) + f"{indent})"
