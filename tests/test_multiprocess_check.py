@@ -84,11 +84,11 @@ def trees(tmp_path_factory):
     return root
 
 
-def check(root: Path, names, processes: int, devices: int = 4, timeout: float = 60):
+def check(root: Path, names, processes: int, devices: int = 4, timeout: float = 60, extra=()):
     report, junit = root / f"report{processes}.json", root / f"report{processes}.xml"
     command = [
         sys.executable, "-m", "migrator.cli", "check", str(root / "orig"), str(root / "migrated"),
-        *[f"--entry={name}:run" for name in names], f"--devices={devices}",
+        *extra, *[f"--entry={name}:run" for name in names], f"--devices={devices}",
         f"--processes={processes}", f"--reference-python={legacy_python_or_skip()}",
         f"--timeout={timeout}", f"--report-json={report}", f"--junit={junit}",
     ]
@@ -158,3 +158,54 @@ def test_two_jobs_at_once_get_their_own_ports(trees):
     for job in outcomes:
         assert [o.ok for o in job] == [True, True], [o.error for o in job]
         assert [int(o.output["arrays"]["leaf1"]) for o in job] == [0, 1]
+
+
+# --style global (transforms/global_view/multiprocess.py): the fixture's migration, honest and
+# with a planted fault that only shows with several processes.
+GLOBAL_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_train"
+GLOBAL_FAULTS = {
+    # The process's rows placed as if they were the whole batch: each process's 16 rows are
+    # spread over all 8 devices, so every device sees other rows than pmap gave it.
+    "batch_put": ('jax.make_array_from_process_local_data(NamedSharding(mesh, P("batch")), x)',
+                  'jax.device_put(x, P("batch"))'),
+    # A mesh over this process's devices only: the collectives stop at the host.
+    "global_local_mesh": ("jax.make_mesh((jax.device_count(),)",
+                          "jax.make_mesh((jax.local_device_count(),)"),
+}
+
+
+@pytest.fixture(scope="module")
+def global_trees(tmp_path_factory):
+    root = tmp_path_factory.mktemp("multiprocess_global_check")
+    before = (GLOBAL_CASE / "before.py").read_bytes()
+    after = migrate_source(before, style="global").source
+    assert after == (GLOBAL_CASE / "after.py").read_bytes()
+    assert b"_pmap_style_shard_map" not in after and b"make_array_from_process_local_data" in after
+    for side in ("orig", "migrated"):
+        (root / side).mkdir()
+    for name, migrated in {"global_honest": after,
+                           **{k: planted(after, v) for k, v in GLOBAL_FAULTS.items()}}.items():
+        (root / "orig" / f"{name}.py").write_bytes(before)
+        (root / "migrated" / f"{name}.py").write_bytes(migrated)
+    return root
+
+
+def test_global_style_faults_show_only_with_two_processes(global_trees):
+    names = ["global_honest", *GLOBAL_FAULTS]
+    two, results, junit = check(global_trees, names, processes=2, devices=8, timeout=120,
+                                extra=["--style=global"])
+    assert two.returncode == 1, two.stdout[-3000:]
+    for process in (0, 1):
+        assert results[("global_honest", process)]["verdict"] == "equivalent", \
+            results[("global_honest", process)]
+        # Outputs compared through the layout map: the replicated params lost their device axis.
+        assert results[("global_honest", process)]["layout"]["verdict"] == "equivalent"
+        for fault in GLOBAL_FAULTS:
+            assert results[(fault, process)]["verdict"] == "different", (fault, process)
+    failed = {case.get("name") for case in junit.iter("testcase") if len(case)}
+    assert "batch_put:run[8 devices, process 1 of 2]" in failed
+    one, results, _ = check(global_trees, names, processes=1, devices=8, timeout=120,
+                            extra=["--style=global"])
+    assert one.returncode == 0, one.stdout[-3000:]
+    assert {r["verdict"] for r in results.values()} == {"equivalent"}
+    assert alive_under(global_trees) == []
