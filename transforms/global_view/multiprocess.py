@@ -29,6 +29,7 @@ import ast
 
 from transforms.global_view.dataflow import CallerAnalysis
 from transforms.global_view.sites import Blocker, Site, dotted
+from transforms.reading.snippets import shorten
 from transforms.global_view.values import AXIS_PLACEHOLDER, DEVICE_COUNT, DEVICES, STACKED_OUT, Kind
 
 # Values that can differ from one process to the next.
@@ -313,3 +314,53 @@ def _call_text(function: str, arguments: list[str], indent: str, column: int, ta
         return flat
     pad = indent + "    "
     return f"{function}(\n" + "".join(f"{pad}{a},\n" for a in arguments) + f"{indent})"
+
+
+def process_idiom_findings(function: ast.FunctionDef, module) -> list[tuple[ast.AST, str]]:
+    """(node, message) of the per-process idioms in a global caller (PM506, info), said for the
+    global style; the faithful rule (process_idioms.py) reports the same nodes in its terms."""
+    indices = {"jax.process_index", "jax.host_id"}
+    imported = module.imported
+    names = {t.id for s in ast.walk(function) if isinstance(s, ast.Assign)
+             and isinstance(s.value, ast.Call) and not s.value.args
+             and dotted(s.value.func, imported) in indices
+             for t in s.targets if isinstance(t, ast.Name)}
+
+    def is_index(node) -> bool:
+        return (isinstance(node, ast.Call) and not node.args
+                and dotted(node.func, imported) in indices) or (
+            isinstance(node, ast.Name) and node.id in names)
+
+    def mentions(node) -> bool:
+        return any(is_index(n) for n in ast.walk(node))
+
+    found = []
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call) and dotted(node.func, imported) == "jax.random.fold_in" \
+                and len(node.args) == 2 and mentions(node.args[1]):
+            found.append((node, "per-process RNG", (
+                "each process still draws its own stream; what it draws stays host-local "
+                "(a batch's rows), and a replicated value built from it keeps its function "
+                "faithful (PM607)")))
+        elif isinstance(node, ast.Subscript) and mentions(node.slice) or (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "shard" and any(mentions(a) for a in node.args)):
+            found.append((node, "per-process data selection", (
+                "these rows are this process's part of the global batch "
+                "(jax.make_array_from_process_local_data at the step call)")))
+        elif isinstance(node, ast.If) and isinstance(node.test, ast.Compare) \
+                and len(node.test.ops) == 1 and isinstance(node.test.ops[0], ast.Eq):
+            sides = (node.test.left, node.test.comparators[0])
+            if any(is_index(s) for s in sides) and any(
+                    isinstance(s, ast.Constant) and s.value == 0 and type(s.value) is int
+                    for s in sides):
+                found.append((node.test, "block run on process 0 only,", (
+                    "replicated results are fully replicated global arrays, so process 0 "
+                    "reads them without a collective; no step is called there")))
+    return [(node, f"{what} `{shorten(_text(module, node))}` kept: {why}")
+            for node, what, why in found]
+
+
+def _text(module, node) -> str:
+    start, end = module.span(node)
+    return module.source[start:end].decode("utf-8")

@@ -27,6 +27,7 @@ from transforms.global_view.multiprocess import (
     MultiProcessCallerAnalysis,
     ProcessDependence,
     host_barrier_sites,
+    process_idiom_findings,
 )
 from transforms.global_view.replication import BodyAnalysis
 from transforms.global_view.sites import Blocker, Site, _string_constants, dotted, find_sites
@@ -211,6 +212,9 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     if not global_sites:
         return GlobalResult(source, _dedupe(findings))
     edits: dict[tuple[int, int], str] = {}
+    for caller in sorted(results) if multiprocess else ():
+        findings += [Finding("PM506", node.lineno, node.col_offset + 1, message)
+                     for node, message in process_idiom_findings(functions[caller], module)]
     for caller, result in results.items():
         axis = quoted(result.axis)
         edits.update({k: v.replace(AXIS_PLACEHOLDER, axis) for k, v in result.edits.items()})
@@ -220,6 +224,11 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
         edits.update(_site_edits(site, specs, out_specs, mode, module))
         kept = ("; per-device results keep their device axis (expanded in the body, P(axis))"
                 if mode == STACKED_OUT else "")
+        if multiprocess:
+            kept += ("; multi-process: each process's rows become one global batch "
+                     "(jax.make_array_from_process_local_data), replicated values are the same "
+                     "on every process" + (", per-device results come back as the process's "
+                                           "own rows" if mode == STACKED_OUT else ""))
         findings.append(Finding(
             "PM600", site.node.lineno, site.node.col_offset + 1,
             f"{site.label} migrated in the global style: jax.jit(jax.shard_map(...)) with "
