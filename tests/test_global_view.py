@@ -258,3 +258,39 @@ def test_host_barrier_does_not_keep_its_caller_faithful():
     assert {"PM600", "PM503"} <= codes and "PM608" not in codes
     assert b"jax.pmap(" not in result.source and b"_pmap_style_shard_map" not in result.source
     assert b'multihost_utils.sync_global_devices("sync")' in result.source
+
+
+def test_per_device_results_given_back_with_in_axes_none_stay_faithful():
+    """A step's per-device results are each process's own rows: broadcasting them with
+    in_axes=None to another step is not one value for every process."""
+    source = b'''\
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@functools.partial(jax.pmap, axis_name="i")
+def rows(x):
+    return x * 2.0
+
+
+@functools.partial(jax.pmap, axis_name="i", in_axes=(0, None))
+def use(x, r):
+    return jax.lax.psum(jnp.sum(x) + jnp.sum(r), "i")
+
+
+def run():
+    n = jax.local_device_count()
+    x = np.random.RandomState(jax.process_index()).normal(size=(n, 2, 3)).astype(np.float32)
+    r = rows(x)
+    return np.asarray(use(x, r))
+'''
+    result = migrate_source(source, style="global")
+    assert any(f.code == "PM607" and "`r` is given to every device (in_axes None)" in f.message
+               for f in result.findings)
+    assert "PM600" not in {f.code for f in result.findings}
+    # One process: the same program goes global (the results are then one process's rows).
+    single = migrate_source(source.replace(b"jax.process_index()", b"0"), style="global")
+    assert "PM600" in {f.code for f in single.findings}

@@ -30,7 +30,14 @@ import ast
 from transforms.global_view.dataflow import CallerAnalysis
 from transforms.global_view.sites import Blocker, Site, dotted
 from transforms.reading.snippets import shorten
-from transforms.global_view.values import AXIS_PLACEHOLDER, DEVICE_COUNT, DEVICES, STACKED_OUT, Kind
+from transforms.global_view.values import (
+    AXIS_PLACEHOLDER,
+    DEVICE_COUNT,
+    DEVICES,
+    REPLICATED_OUT,
+    STACKED_OUT,
+    Kind,
+)
 
 # Values that can differ from one process to the next.
 PROCESS_DEPENDENT = {"jax.process_index", "jax.host_id", "os.getpid", "os.environ", "os.getenv"}
@@ -221,10 +228,26 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
     def __init__(self, function, sites, module, parameters=None, depth=0):
         super().__init__(function, sites, module, parameters, depth)
         self.dependence: ProcessDependence = module.process_dependence
-        steps = {id(n) for n in ast.walk(function) if isinstance(n, ast.Call) and (
-            (isinstance(n.func, ast.Name) and n.func.id in self.sites) or id(n.func) in self.inline)}
-        self.tainted = self.dependence.tainted_names(function, steps)
+        self._tainted: dict[frozenset, set[str]] = {}
         self._conditional_on_process: ast.AST | None = None
+
+    @property
+    def tainted(self) -> set[str]:
+        """Names that can differ between processes. A step's results count as the same
+        everywhere only once its calls are known to return replicated results (P(), fully
+        replicated); per-device results come back as each process's own rows."""
+        replicated = []
+        for node in ast.walk(self.function):
+            if not isinstance(node, ast.Call):
+                continue
+            site = self.sites.get(node.func.id) if isinstance(node.func, ast.Name) else None
+            site = site or self.inline.get(id(node.func))
+            if site is not None and (site.out_none or self.modes.get(site.key) == REPLICATED_OUT):
+                replicated.append(id(node))
+        key = frozenset(replicated)
+        if key not in self._tainted:
+            self._tainted[key] = self.dependence.tainted_names(self.function, key)
+        return self._tainted[key]
 
     # -- where the step runs --------------------------------------------------------------
     def _statement(self, s) -> None:
@@ -251,7 +274,7 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
     def _placed_batch(self, text: str) -> str:
         return text  # host-local rows; made global where the step is called
 
-    def _same_on_every_process(self, node) -> None:
+    def _same_on_every_process(self, node, what="is replicated in the original") -> None:
         """`device_put(value, P())` assumes every process passes the same value."""
         for child in ast.walk(node):
             if isinstance(child, ast.Call) and dotted(child.func, self.module.imported) in (
@@ -264,8 +287,8 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                     and self.kinds[child.id].tag == "repl":
                 continue  # already placed, the same everywhere
             if self.dependence._source(child, self.tainted):
-                raise Blocker("PM607", node, f"`{ast.unparse(node)}` is replicated in the "
-                              f"original, but `{ast.unparse(child)}` can differ between "
+                raise Blocker("PM607", node, f"`{ast.unparse(node)}` {what}, but "
+                              f"`{ast.unparse(child)}` can differ between "
                               "processes, so one value placed with P() is not proven: kept "
                               "in the faithful style (multi-process)")
 
@@ -282,7 +305,8 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
             text = self.render(argument)
             if spec == "P()":
                 if axis is None:
-                    self._same_on_every_process(argument)
+                    self._same_on_every_process(
+                        argument, "is given to every device (in_axes None) in the original")
                     if self.eval(argument).tag != "repl":
                         text = f"{jax}.device_put({text}, P())"
             else:
