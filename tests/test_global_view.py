@@ -294,3 +294,34 @@ def run():
     # One process: the same program goes global (the results are then one process's rows).
     single = migrate_source(source.replace(b"jax.process_index()", b"0"), style="global")
     assert "PM600" in {f.code for f in single.findings}
+
+
+def test_a_caller_run_on_process_0_only_stays_faithful():
+    """Its placements and collectives would wait for processes that never call it."""
+    source = b'''\
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@functools.partial(jax.pmap, axis_name="i")
+def total(x):
+    return jax.lax.psum(jnp.sum(x), "i")
+
+
+def evaluate():
+    n = jax.local_device_count()
+    x = np.random.RandomState(0).normal(size=(n, 2, 3)).astype(np.float32)
+    return np.asarray(total(x))
+
+
+def run():
+    result = evaluate() if jax.process_index() == 0 else None
+    return {"r": result}
+'''
+    result = migrate_source(source, style="global")
+    assert any(f.code == "PM607" and f.line == 20 and "`evaluate` runs only where "
+               "`jax.process_index() == 0` holds" in f.message for f in result.findings)
+    assert "PM600" not in {f.code for f in result.findings}

@@ -123,6 +123,52 @@ class ProcessDependence:
         return tainted
 
 
+    def conditional_calls(self, function: ast.FunctionDef, tainted: set[str]) -> dict[int, ast.AST]:
+        """id of each call in `function` that runs only where a process-dependent condition
+        holds (`if`, `while`, `a if c else b`, `c and f()`) -> that condition."""
+        found = {}
+
+        def under(condition, parts):
+            for part in parts:
+                for node in ast.walk(part):
+                    if isinstance(node, ast.Call):
+                        found.setdefault(id(node), condition)
+
+        for node in ast.walk(function):
+            if isinstance(node, (ast.If, ast.While, ast.IfExp)) and self.depends(node.test, tainted):
+                parts = node.body if isinstance(node.body, list) else [node.body]
+                under(node.test, [*parts, *(node.orelse if isinstance(node.orelse, list)
+                                            else [node.orelse])])
+            elif isinstance(node, ast.BoolOp):
+                for index, value in enumerate(node.values[:-1]):
+                    if self.depends(value, tainted):
+                        under(value, node.values[index + 1:])
+                        break
+        return found
+
+    def sometimes_called(self) -> dict[str, ast.AST]:
+        """Module functions some process may not call (called under a process-dependent
+        condition, or from such a function) -> the condition."""
+        found: dict[str, ast.AST] = {}
+        functions = {n: d for n, d in self.definitions.items() if isinstance(d, ast.FunctionDef)}
+        calls = {}
+        for name, function in functions.items():
+            conditional = self.conditional_calls(function, self.tainted_names(function))
+            calls[name] = [(n, conditional.get(id(n))) for n in ast.walk(function)
+                           if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                           and n.func.id in functions]
+        changed = True
+        while changed:
+            changed = False
+            for name, listed in calls.items():
+                for call, condition in listed:
+                    reason = condition if condition is not None else found.get(name)
+                    if reason is not None and call.func.id not in found:
+                        found[call.func.id] = reason
+                        changed = True
+        return found
+
+
 def _tainted_targets(statement: ast.stmt, depends) -> set[str]:
     """Names a statement binds (or mutates) from a process-dependent value."""
     if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
@@ -229,7 +275,6 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
         super().__init__(function, sites, module, parameters, depth)
         self.dependence: ProcessDependence = module.process_dependence
         self._tainted: dict[frozenset, set[str]] = {}
-        self._conditional_on_process: ast.AST | None = None
 
     @property
     def tainted(self) -> set[str]:
@@ -250,16 +295,14 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
         return self._tainted[key]
 
     # -- where the step runs --------------------------------------------------------------
-    def _statement(self, s) -> None:
-        if isinstance(s, (ast.If, ast.While)) and self._conditional_on_process is None \
-                and self.dependence.depends(s.test, self.tainted):
-            self._conditional_on_process = s
-            try:
-                super()._statement(s)
-            finally:
-                self._conditional_on_process = None
-            return
-        super()._statement(s)
+    def run(self):
+        condition = self.module.sometimes_called.get(self.function.name)
+        if condition is not None:
+            raise Blocker("PM607", condition, f"`{self.function.name}` runs only where "
+                          f"`{ast.unparse(condition)}` holds (line {condition.lineno}), so the "
+                          "other processes would not join its steps' collectives and "
+                          "placements: kept in the faithful style (multi-process)")
+        return super().run()
 
     # -- producers ------------------------------------------------------------------------
     def _producer(self, call: ast.Call, name: str) -> Kind | None:
@@ -294,10 +337,11 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
 
     # -- the step -------------------------------------------------------------------------
     def _site_call(self, call: ast.Call, site: Site) -> Kind:
-        if self._conditional_on_process is not None:
-            raise Blocker("PM607", call, f"{site.label} is called only on some processes (line "
-                          f"{self._conditional_on_process.lineno}): its collectives would wait "
-                          "for the others; kept in the faithful style (multi-process)")
+        condition = self.dependence.conditional_calls(self.function, self.tainted).get(id(call))
+        if condition is not None:
+            raise Blocker("PM607", call, f"{site.label} is called only on some processes (under "
+                          f"`{ast.unparse(condition)}`, line {condition.lineno}): its collectives "
+                          "would wait for the others; kept in the faithful style (multi-process)")
         kind = super()._site_call(call, site)
         jax = self.module.jax
         arguments = []

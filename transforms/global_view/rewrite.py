@@ -145,6 +145,7 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     analysis = CallerAnalysis
     if multiprocess:  # see global_view/multiprocess.py
         module.process_dependence = ProcessDependence(tree, table.imported)
+        module.sometimes_called = module.process_dependence.sometimes_called()
         analysis = MultiProcessCallerAnalysis
     findings = [_finding(b) for b in blockers]
     by_name = {s.key: s for s in sites}
