@@ -17,8 +17,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, legacy_python_or_skip
+
 from equivalence.multiprocess import run_entry_processes
 from transforms.pipeline import migrate_source
 
@@ -180,8 +180,8 @@ GLOBAL_FAULTS = {
     # mesh now holds process 1's first row, so axis_index picks other data (silently).
     "process_order": (
         'jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(AxisType.Auto,))',
-        'jax.sharding.Mesh(np.array([d for p in reversed(range(jax.process_count())) '
-        'for d in jax.local_devices(p)]), ("batch",), axis_types=(AxisType.Auto,))'),
+        ('jax.sharding.Mesh(np.array([d for p in reversed(range(jax.process_count())) '
+         'for d in jax.local_devices(p)]), ("batch",), axis_types=(AxisType.Auto,))')),
 }
 
 

@@ -25,10 +25,10 @@ from transforms.global_view.layout import FunctionLayout
 from transforms.global_view.multiprocess import (
     NAMES as MULTIPROCESS_NAMES,
     MultiProcessCallerAnalysis,
-    ProcessDependence,
     host_barrier_sites,
     process_idiom_findings,
 )
+from transforms.global_view.process_dependence import ProcessDependence
 from transforms.global_view.replication import BodyAnalysis
 from transforms.global_view.sites import Blocker, Site, _string_constants, dotted, find_sites
 from transforms.global_view.values import AXIS_PLACEHOLDER, STACKED_OUT, quoted
