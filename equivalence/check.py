@@ -143,9 +143,12 @@ def _check_processes(original_root, migrated_root, entries, options, same_jax):
                 ]
                 original, migrated = (run.result() for run in runs)
                 seconds = time.perf_counter() - start
+                # --style global: a process's host-local rows in the original against what
+                # the migrated program returns in that process, through the same layout map.
+                layouts = None if options.layouts is None else options.layouts.get(entry, ())
                 for process, (before, after) in enumerate(zip(original, migrated)):
                     report = compare_runs(entry, devices, before, after, same_jax=same_jax,
-                                          seconds=seconds)
+                                          seconds=seconds, layouts=layouts)
                     report.process, report.processes = process, options.processes
                     yield report
 

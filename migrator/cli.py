@@ -437,9 +437,6 @@ def check(
     if processes > 1 and function:
         raise typer.BadParameter("property mode runs one process", param_hint="--processes")
     style = _config(paths[:1], None, style=style).style
-    if processes > 1 and style == "global":
-        raise typer.BadParameter(
-            "--style global is checked in one process for now", param_hint="--processes")
     options = CheckOptions(devices=counts, timeout=timeout, rng_compat=rng_compat,
                            processes=processes)
     if reference_python:

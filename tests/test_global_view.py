@@ -228,22 +228,6 @@ def total(x):
     return jax.lax.psum(x, Cfg.axis)
 
 
-# -- caller dataflow: merged results, generators, factories, per-device scalars ------------
-
-def _global_result(source: str):
-    return migrate_source(source.encode(), style="global")
-
-
-_DOUBLE = '''import jax
-import jax.numpy as jnp
-import numpy as np
-
-
-@jax.pmap
-def double(x):
-    return x * 2.0
-
-
 def run():
     n = jax.local_device_count()
     return np.asarray(jax.pmap(total, axis_name=Cfg.axis)(np.arange(n * 2.0).reshape(n, 2))[0])
@@ -329,6 +313,24 @@ def test_different_axis_names_in_one_caller_name_both():
     assert '"i" at line 19, "j" at line 20' in findings
 
 
+# -- caller dataflow: merged results, generators, factories, per-device scalars ------------
+
+def _global_result(source: str):
+    return migrate_source(source.encode(), style="global")
+
+
+_DOUBLE = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@jax.pmap
+def double(x):
+    return x * 2.0
+
+
+def run():
+    n = jax.local_device_count()
     x = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
     h = double(x)
     return {"h": CONSUMER}
@@ -421,3 +423,163 @@ def test_a_function_called_in_the_module_gives_back_pmap_layouts():
     result = _global_result(source)
     assert "expand_dims" in result.source.decode() and result.layouts == ()
     assert "PM600" in {f.code for f in result.findings}
+
+
+# -- multi-process modules (transforms/global_view/multiprocess.py) ---------------------------
+MULTIPROCESS_PROGRAM = '''\
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+{prelude}
+
+@functools.partial(jax.pmap, axis_name="batch")
+def step(params, x):
+    return jax.lax.pmean(jnp.sum(x * params), "batch")
+
+
+def run({parameters}):
+    n = jax.local_device_count()
+    rng = np.random.RandomState(jax.process_index())
+    params = jnp.stack([{value}] * n)
+    x = rng.normal(size=(n, 2, 3)).astype(np.float32)
+{call}
+    return np.asarray(loss)
+'''
+PLAIN_CALL = "    loss = step(params, x)"
+
+
+def _multiprocess(value="jnp.ones(3)", prelude="", parameters="", call=PLAIN_CALL):
+    source = MULTIPROCESS_PROGRAM.format(value=value, prelude=prelude, parameters=parameters,
+                                         call=call)
+    return migrate_source(source.encode(), style="global")
+
+
+def test_multiprocess_module_goes_global_with_process_local_batches():
+    result = _multiprocess()
+    text = result.source.decode()
+    assert {"PM600"} <= {f.code for f in result.findings} and "PM607" not in {
+        f.code for f in result.findings}
+    assert "_pmap_style_shard_map" not in text
+    assert "jax.make_mesh((jax.device_count(),)" in text
+    # The per-process rows (the RNG is seeded by process_index) stay host-local, merged...
+    assert "rng.normal(size=(n * 2, 3))" in text
+    # ...and become one global array at the call; the constant stack is placed once with P().
+    assert 'jax.make_array_from_process_local_data(NamedSharding(mesh, P("batch")), x)' in text
+    assert "params = jax.device_put(jnp.ones(3), P())" in text
+    assert "from jax.sharding import AxisType, PartitionSpec as P, NamedSharding" in text
+
+
+@pytest.mark.parametrize("value, prelude, parameters, blamed", [
+    ("jnp.ones(3) * jax.process_index()", "", "", "jax.process_index"),
+    ("jnp.ones(3) * offset()", "\n\ndef offset():\n    return float(jax.process_index())\n",
+     "", "offset"),
+    ("jnp.ones(3) * OFFSET", "\nOFFSET = jax.process_index()\n", "", "OFFSET"),
+    ("jnp.ones(3) * scale", "", "scale=1.0", "scale"),
+    ("jnp.ones(3) * time.time()", "import time\n", "", "time.time"),
+    ("jnp.asarray(np.random.normal(size=3))", "", "", "np.random.normal"),
+    ("jnp.asarray(rng.normal(size=3))", "", "", "rng"),
+], ids=["process_index", "module_function", "module_name", "parameter", "clock",
+        "global_rng", "process_seeded_rng"])
+def test_a_replicated_value_that_can_differ_between_processes_stays_faithful(
+        value, prelude, parameters, blamed):
+    result = _multiprocess(value, prelude, parameters)
+    blockers = [f for f in result.findings if f.code == "PM607"]
+    assert blockers and f"`{blamed}` can differ between processes" in blockers[0].message
+    assert "PM600" not in {f.code for f in result.findings}
+    assert b"make_array_from_process_local_data" not in result.source
+
+
+def test_a_step_called_on_process_0_only_stays_faithful():
+    call = "    loss = 0.0\n    if jax.process_index() == 0:\n        loss = step(params, x)"
+    result = _multiprocess(call=call)
+    assert any(f.code == "PM607" and "called only on some processes" in f.message
+               for f in result.findings)
+    assert "PM600" not in {f.code for f in result.findings}
+
+
+def test_multiprocess_per_device_results_come_back_host_local():
+    text = (GLOBAL_FIXTURES / "multiprocess_per_device_results" / "after.py").read_text()
+    assert "multihost_utils.global_array_to_host_local_array(" in text
+    assert 'mesh,\n            P("i"),' in text
+
+
+def test_host_barrier_does_not_keep_its_caller_faithful():
+    """Single-process too: the faithful rule writes sync_global_devices, no pmap is left."""
+    source = (GLOBAL_FIXTURES / "producer_stack" / "before.py").read_text()
+    source = source.replace("def run():", 'def sync():\n    jax.pmap(lambda x: jax.lax.psum('
+                            'x, "i"), "i")(jnp.ones(jax.local_device_count())).block_until_ready()'
+                            '\n\n\ndef run():\n    sync()', 1)
+    result = migrate_source(source.encode(), style="global")
+    codes = {f.code for f in result.findings}
+    assert {"PM600", "PM503"} <= codes and "PM608" not in codes
+    assert b"jax.pmap(" not in result.source and b"_pmap_style_shard_map" not in result.source
+    assert b'multihost_utils.sync_global_devices("sync")' in result.source
+
+
+def test_per_device_results_given_back_with_in_axes_none_stay_faithful():
+    """A step's per-device results are each process's own rows: broadcasting them with
+    in_axes=None to another step is not one value for every process."""
+    source = b'''\
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@functools.partial(jax.pmap, axis_name="i")
+def rows(x):
+    return x * 2.0
+
+
+@functools.partial(jax.pmap, axis_name="i", in_axes=(0, None))
+def use(x, r):
+    return jax.lax.psum(jnp.sum(x) + jnp.sum(r), "i")
+
+
+def run():
+    n = jax.local_device_count()
+    x = np.random.RandomState(jax.process_index()).normal(size=(n, 2, 3)).astype(np.float32)
+    r = rows(x)
+    return np.asarray(use(x, r))
+'''
+    result = migrate_source(source, style="global")
+    assert any(f.code == "PM607" and "`r` is given to every device (in_axes None)" in f.message
+               for f in result.findings)
+    assert "PM600" not in {f.code for f in result.findings}
+    # One process: the same program goes global (the results are then one process's rows).
+    single = migrate_source(source.replace(b"jax.process_index()", b"0"), style="global")
+    assert "PM600" in {f.code for f in single.findings}
+
+
+def test_a_caller_run_on_process_0_only_stays_faithful():
+    """Its placements and collectives would wait for processes that never call it."""
+    source = b'''\
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@functools.partial(jax.pmap, axis_name="i")
+def total(x):
+    return jax.lax.psum(jnp.sum(x), "i")
+
+
+def evaluate():
+    n = jax.local_device_count()
+    x = np.random.RandomState(0).normal(size=(n, 2, 3)).astype(np.float32)
+    return np.asarray(total(x))
+
+
+def run():
+    result = evaluate() if jax.process_index() == 0 else None
+    return {"r": result}
+'''
+    result = migrate_source(source, style="global")
+    assert any(f.code == "PM607" and f.line == 20 and "`evaluate` runs only where "
+               "`jax.process_index() == 0` holds" in f.message for f in result.findings)
+    assert "PM600" not in {f.code for f in result.findings}

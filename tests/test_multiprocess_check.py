@@ -17,8 +17,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, legacy_python_or_skip
+
 from equivalence.multiprocess import run_entry_processes
 from transforms.pipeline import migrate_source
 
@@ -84,11 +84,11 @@ def trees(tmp_path_factory):
     return root
 
 
-def check(root: Path, names, processes: int, devices: int = 4, timeout: float = 60):
+def check(root: Path, names, processes: int, devices: int = 4, timeout: float = 60, extra=()):
     report, junit = root / f"report{processes}.json", root / f"report{processes}.xml"
     command = [
         sys.executable, "-m", "migrator.cli", "check", str(root / "orig"), str(root / "migrated"),
-        *[f"--entry={name}:run" for name in names], f"--devices={devices}",
+        *extra, *[f"--entry={name}:run" for name in names], f"--devices={devices}",
         f"--processes={processes}", f"--reference-python={legacy_python_or_skip()}",
         f"--timeout={timeout}", f"--report-json={report}", f"--junit={junit}",
     ]
@@ -158,3 +158,75 @@ def test_two_jobs_at_once_get_their_own_ports(trees):
     for job in outcomes:
         assert [o.ok for o in job] == [True, True], [o.error for o in job]
         assert [int(o.output["arrays"]["leaf1"]) for o in job] == [0, 1]
+
+
+# --style global (transforms/global_view/multiprocess.py): the fixture's migration, honest and
+# with a planted fault that only shows with several processes.
+GLOBAL_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_train"
+PER_DEVICE_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_per_device_results"
+# Per-device results returned as the global array (every process's rows) where pmap gave each
+# process its own rows.
+GLOBAL_READ_FAULT = ("multihost_utils.global_array_to_host_local_array(",
+                     "(lambda out, mesh, spec: out)(")
+GLOBAL_FAULTS = {
+    # The process's rows placed as if they were the whole batch: each process's 16 rows are
+    # spread over all 8 devices, so every device sees other rows than pmap gave it.
+    "batch_put": ('jax.make_array_from_process_local_data(NamedSharding(mesh, P("batch")), x)',
+                  'jax.device_put(x, P("batch"))'),
+    # A mesh over this process's devices only: the collectives stop at the host.
+    "global_local_mesh": ("jax.make_mesh((jax.device_count(),)",
+                          "jax.make_mesh((jax.local_device_count(),)"),
+    # The processes' blocks of the mesh in the wrong order: no error, but device 0 of the
+    # mesh now holds process 1's first row, so axis_index picks other data (silently).
+    "process_order": (
+        'jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(AxisType.Auto,))',
+        ('jax.sharding.Mesh(np.array([d for p in reversed(range(jax.process_count())) '
+         'for d in jax.local_devices(p)]), ("batch",), axis_types=(AxisType.Auto,))')),
+}
+
+
+@pytest.fixture(scope="module")
+def global_trees(tmp_path_factory):
+    root = tmp_path_factory.mktemp("multiprocess_global_check")
+    before = (GLOBAL_CASE / "before.py").read_bytes()
+    after = migrate_source(before, style="global").source
+    assert after == (GLOBAL_CASE / "after.py").read_bytes()
+    assert b"_pmap_style_shard_map" not in after and b"make_array_from_process_local_data" in after
+    for side in ("orig", "migrated"):
+        (root / side).mkdir()
+    per_device = (PER_DEVICE_CASE / "before.py").read_bytes()
+    per_device_after = (PER_DEVICE_CASE / "after.py").read_bytes()
+    modules = {"global_honest": (before, after),
+               **{k: (before, planted(after, v)) for k, v in GLOBAL_FAULTS.items()},
+               "per_device_honest": (per_device, per_device_after),
+               "per_device_global_read": (per_device, planted(per_device_after, GLOBAL_READ_FAULT))}
+    for name, (original, migrated) in modules.items():
+        (root / "orig" / f"{name}.py").write_bytes(original)
+        (root / "migrated" / f"{name}.py").write_bytes(migrated)
+    return root
+
+
+def test_global_style_faults_show_only_with_two_processes(global_trees):
+    names = ["global_honest", *GLOBAL_FAULTS, "per_device_honest", "per_device_global_read"]
+    two, results, junit = check(global_trees, names, processes=2, devices=8, timeout=120,
+                                extra=["--style=global"])
+    assert two.returncode == 1, two.stdout[-3000:]
+    for process in (0, 1):
+        for honest in ("global_honest", "per_device_honest"):
+            assert results[(honest, process)]["verdict"] == "equivalent", results[(honest, process)]
+        # Outputs compared through the layout map: the replicated params lost their device axis.
+        assert results[("global_honest", process)]["layout"]["verdict"] == "equivalent"
+        for fault in [*GLOBAL_FAULTS, "per_device_global_read"]:
+            assert results[(fault, process)]["verdict"] == "different", (fault, process)
+    # The silent one is caught by the comparison of outputs, not by an error.
+    for process in (0, 1):
+        order = results[("process_order", process)]
+        assert order["migrated"]["ok"] and order["outputs"]["verdict"] == "different"
+        assert any(d.startswith("['first']") for d in order["outputs"]["differences"]), order
+    failed = {case.get("name") for case in junit.iter("testcase") if len(case)}
+    assert "batch_put:run[8 devices, process 1 of 2]" in failed
+    one, results, _ = check(global_trees, names, processes=1, devices=8, timeout=120,
+                            extra=["--style=global"])
+    assert one.returncode == 0, one.stdout[-3000:]
+    assert {r["verdict"] for r in results.values()} == {"equivalent"}
+    assert alive_under(global_trees) == []

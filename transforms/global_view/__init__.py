@@ -10,7 +10,8 @@ rules, with a PM6xx finding naming the blocker.
 Modules: `sites` (which pmap sites and options qualify), `replication` (which outputs are
 provably the same on every device), `dataflow` (the callers: producers, consumers, edits),
 `rewrite` (applying the edits), `layout` (the layout map `check --style global` compares
-through).
+through), `multiprocess` and `process_dependence` (multi-process modules: process-local batches
+made global, replicated values only where every process has the same one).
 """
 
 from transforms.global_view.rewrite import GlobalResult, migrate_global

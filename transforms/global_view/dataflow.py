@@ -86,6 +86,8 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
         self._changed = False
 
     merge_outputs = True  # per-device results with a leading axis come back merged (P(axis))
+    per_device_scalars = True  # arange(n) into an elementwise body: (1,) blocks of P(axis)
+    batches_placed = True  # shard / device_put_sharded batches become jax.Arrays on P(axis)
 
     # -- driver ---------------------------------------------------------------------------
     def run(self) -> CallerResult:

@@ -420,8 +420,8 @@ class ExpressionsMixin:
                     raise Blocker("PM604", argument, f"static argument {position} of "
                                   f"{site.label} holds {_describe(kind)}")
                 replicated.add(site.params[position])
-            elif axis == 0 and kind.scalars and leading_axis_transparent(
-                    site, self.module.imported):
+            elif axis == 0 and kind.scalars and self.per_device_scalars \
+                    and leading_axis_transparent(site, self.module.imported):
                 specs.append(f"P({AXIS_PLACEHOLDER})")  # each device sees its number as (1,)
                 scalars = True
             else:

@@ -78,9 +78,9 @@ class IdiomsMixin:
                 return REPL
         if name in SHARD and len(call.args) == 1 and not call.keywords:
             self._need_same(call.args[0])
-            self._edit(call, f"{module.jax}.device_put({self.render(call.args[0])}, "
-                             f"P({AXIS_PLACEHOLDER}))")
-            return Kind("merged", least=2, placed=True)  # shard: a reshape to (n, -1, ...)
+            self._edit(call, self._placed_batch(self.render(call.args[0])))
+            # shard: a reshape to (n, -1, ...)
+            return Kind("merged", least=2, placed=self.batches_placed)
         if isinstance(call.func, ast.Attribute) and call.func.attr == "reshape" \
                 and len(call.args) >= 2 and not call.keywords and self._is_devcount(call.args[0]):
             self._need_same(call.func.value)
@@ -180,11 +180,16 @@ class IdiomsMixin:
         if kind.tag != "merged":
             raise Blocker("PM604", pieces.elt, "the device_put_sharded pieces are not rows of "
                           "a batch the tool can merge")
-        self._edit(call, f"{self.module.jax}.device_put({self.render(pieces.elt)}, "
-                         f"P({AXIS_PLACEHOLDER}))")
-        return dataclasses.replace(kind, placed=True)
+        self._edit(call, self._placed_batch(self.render(pieces.elt)))
+        return dataclasses.replace(kind, placed=self.batches_placed)
 
     _rows: dict = {}
+
+    def _placed_batch(self, text: str) -> str:
+        """A merged batch placed where the original placed its rows (`shard`,
+        `device_put_sharded`); multi-process callers leave it host-local (see
+        global_view/multiprocess.py)."""
+        return f"{self.module.jax}.device_put({text}, P({AXIS_PLACEHOLDER}))"
 
     def _consumer(self, call: ast.Call, name: str) -> Kind | None:
         func = call.func

@@ -23,12 +23,20 @@ from transforms.codes.findings import Finding
 from transforms.faithful.multiprocess import _first_evidence
 from transforms.global_view.dataflow import CallerAnalysis, CallerResult
 from transforms.global_view.layout import FunctionLayout
+from transforms.global_view.multiprocess import (
+    NAMES as MULTIPROCESS_NAMES,
+    MultiProcessCallerAnalysis,
+    host_barrier_sites,
+    process_idiom_findings,
+)
+from transforms.global_view.process_dependence import ProcessDependence
 from transforms.global_view.replication import BodyAnalysis, result_elements
 from transforms.global_view.sites import Blocker, Site, _string_constants, dotted, find_sites
 from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
     MERGED_OUT,
     SCALARS_OUT,
+    STACKED_OUT,
     quoted,
     stacked_axis,
 )
@@ -145,13 +153,23 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
         return GlobalResult(source, [])
     table = ImportTable.from_tree(tree)
     sites, blockers = find_sites(tree, table.imported)
+    # Host barriers become sync_global_devices in the faithful rules, with no pmap left.
+    barriers = host_barrier_sites(sites, tree, table.imported)
+    barrier_pmaps = {id(n) for s in sites if s.key in barriers for n in ast.walk(s.node)}
+    sites = [s for s in sites if s.key not in barriers]
     if not sites and not blockers:
         return GlobalResult(source, [])
-    module_blocker = _module_blocker(tree, table, target)
+    multiprocess = _first_evidence(tree, table.imported) is not None
+    module_blocker = _module_blocker(tree, table, target, multiprocess)
     if module_blocker is not None:
         nodes = [s.node for s in sites] + [b.node for b in blockers]
         return GlobalResult(source, [_finding(Blocker("PM607", n, module_blocker)) for n in nodes])
     module = ModuleInfo(source, tree, table)
+    analysis = CallerAnalysis
+    if multiprocess:  # see global_view/multiprocess.py
+        module.process_dependence = ProcessDependence(tree, table.imported)
+        module.sometimes_called = module.process_dependence.sometimes_called()
+        analysis = MultiProcessCallerAnalysis
     findings = [_finding(b) for b in blockers]
     by_name = {s.key: s for s in sites}
     faithful = {name: b for b in blockers for name in b.names}
@@ -170,11 +188,12 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
             failed = next((blocked[s] for s in sorted(called) if s in blocked), None)
             if failed is None:
                 try:
-                    result = CallerAnalysis(functions[caller], {s: by_name[s] for s in called},
-                                            module).run()
+                    result = analysis(functions[caller], {s: by_name[s] for s in called},
+                                      module).run()
                     faithful_call = _faithful_callee(
                         functions[caller], functions, callers, blocked_callers, table.imported,
-                        {s.name for s in sites if s.owner is None and s.key not in blocked})
+                        {s.name for s in sites if s.owner is None and s.key not in blocked},
+                        barrier_pmaps)
                     if faithful_call is not None:
                         raise Blocker("PM608", faithful_call, f"`{caller}` calls "
                                       f"`{faithful_call.id}`, which keeps pmap code in the "
@@ -217,6 +236,9 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     if not global_sites:
         return GlobalResult(source, _dedupe(findings))
     edits: dict[tuple[int, int], str] = {}
+    for caller in sorted(results) if multiprocess else ():
+        findings += [Finding("PM506", node.lineno, node.col_offset + 1, message)
+                     for node, message in process_idiom_findings(functions[caller], module)]
     for caller, result in results.items():
         axis = quoted(result.axis)
         edits.update({k: v.replace(AXIS_PLACEHOLDER, axis) for k, v in result.edits.items()})
@@ -238,6 +260,11 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
         if site.static:
             kept += f"; static arguments {', '.join(site.params[i] for i in site.static)} " \
                 "are jax.jit's static_argnums and reach the body by closure"
+        if multiprocess:
+            kept += ("; multi-process: each process's rows become one global batch "
+                     "(jax.make_array_from_process_local_data), replicated values are the same "
+                     "on every process" + (", per-device results come back as the process's "
+                                           "own rows" if STACKED_OUT in modes else ""))
         findings.append(Finding(
             "PM600", site.node.lineno, site.node.col_offset + 1,
             f"{site.label} migrated in the global style: jax.jit(jax.shard_map(...)) with "
@@ -257,6 +284,10 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     context = CodemodContext()
     AddImportsVisitor.add_needed_import(context, "jax.sharding", "AxisType")
     AddImportsVisitor.add_needed_import(context, "jax.sharding", "PartitionSpec", "P")
+    if "NamedSharding(mesh, " in text:
+        AddImportsVisitor.add_needed_import(context, "jax.sharding", "NamedSharding")
+    if "multihost_utils.global_array_to_host_local_array(" in text:
+        AddImportsVisitor.add_needed_import(context, "jax.experimental", "multihost_utils")
     if module.jax == "jax" and "jax" not in table.imported:
         AddImportsVisitor.add_needed_import(context, "jax")
     if module.needs_functools and any(s.static for s in global_sites):
@@ -317,19 +348,16 @@ def callers_of(site: str, callers: dict[str, set[str]]) -> list[str]:
     return [c for c, called in callers.items() if site in called]
 
 
-def _module_blocker(tree, table: ImportTable, target: TargetJax) -> str | None:
+def _module_blocker(tree, table: ImportTable, target: TargetJax, multiprocess: bool) -> str | None:
     if target < MIN_TARGET:
         return (f"the global style needs jax.set_mesh (JAX {MIN_TARGET.major}.{MIN_TARGET.minor}"
                 f"); the target is {target}: kept in the faithful style")
-    if _first_evidence(tree, table.imported) is not None:
-        return ("the module uses several processes: kept in the faithful style, whose "
-                "multi-process helper keeps pmap's host-local contract (the global style is "
-                "one-process for now)")
     if table.needs_scope_analysis:
         return "the module's imports are ambiguous (a name bound twice, or a star import)"
-    for name in ("P", "AxisType"):
+    for name in ("P", "AxisType", *(MULTIPROCESS_NAMES if multiprocess else ())):
+        origin = "jax.experimental" if name == "multihost_utils" else "jax.sharding"
         if name in table.bound_otherwise or (
-                name in table.imported and not table.imported[name].startswith("jax.sharding")):
+                name in table.imported and not table.imported[name].startswith(origin)):
             return f"the name `{name}` the global style imports is already used in the module"
     return None
 
@@ -372,10 +400,12 @@ def _callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, Block
     return callers, blocked
 
 
-def _faithful_callee(function, functions, callers, blocked_callers, imported, seen):
+def _faithful_callee(function, functions, callers, blocked_callers, imported, seen,
+                     barrier_pmaps=frozenset()):
     """The first call in `function` of a module function that (itself or through its own
     calls) keeps pmap code faithful: a blocked caller, or one that mentions jax.pmap without
-    being a caller of global sites. Such code must not run under a global caller's mesh."""
+    being a caller of global sites. Such code must not run under a global caller's mesh.
+    `barrier_pmaps`: ids of the pmaps of host barriers, which the faithful rules remove."""
     seen.add(function.name)
     for node in ast.walk(function):
         if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
@@ -383,10 +413,12 @@ def _faithful_callee(function, functions, callers, blocked_callers, imported, se
             continue
         callee = functions[node.id]
         mentions_pmap = any(dotted(n, imported) == "jax.pmap" for n in ast.walk(callee)
-                            if isinstance(n, (ast.Name, ast.Attribute)))
+                            if isinstance(n, (ast.Name, ast.Attribute))
+                            and id(n) not in barrier_pmaps)
         if node.id in blocked_callers or (mentions_pmap and node.id not in callers):
             return node
-        if _faithful_callee(callee, functions, callers, blocked_callers, imported, seen):
+        if _faithful_callee(callee, functions, callers, blocked_callers, imported, seen,
+                            barrier_pmaps):
             return node
     return None
 

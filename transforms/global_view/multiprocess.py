@@ -1,0 +1,295 @@
+"""`--style global` in multi-process modules (research: jax_semantics.md §2.2 items 8-9, §6).
+
+Every process runs the same program. pmap took each process's host-local rows (leading axis
+its local device count), ran over the devices of all processes, and gave each process its
+host-local rows back. The global style keeps that contract with one mesh over all global
+devices (`jax.device_count()`, as in one process) and these edits in the callers:
+- a per-device batch is the process's own rows: it stays host-local, merged as in one process,
+  and becomes one global array at the step call with
+  `jax.make_array_from_process_local_data(NamedSharding(mesh, P(axis)), local_batch)`;
+- a replicated value is placed with `jax.device_put(value, P())`. That is exact only when every
+  process places the same value, so a value that can differ between processes (it reads
+  `jax.process_index()`, a device's `process_index`, a clock, the global numpy / stdlib random
+  state, the environment, a parameter, or a module function or name that does; see
+  process_dependence.py) keeps the function faithful (PM607), never a guess;
+- replicated results are fully replicated global arrays: host reads stay plain reads;
+- per-device results (out_specs P(axis)) are global arrays of every process's rows, so they
+  are turned back into the process's own rows at the call with
+  `multihost_utils.global_array_to_host_local_array`, where the original read its host-local
+  rows;
+- a step called only on some processes (under `if jax.process_index() == 0:`), or a caller
+  some process may not call, would wait for the others in its collectives and placements:
+  that function stays faithful (PM607).
+Host barriers built from a pmapped psum are left to the faithful rule (PM503), which writes
+`multihost_utils.sync_global_devices` and no pmap, so they do not keep their caller faithful.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from transforms.global_view.dataflow import CallerAnalysis
+from transforms.global_view.process_dependence import ProcessDependence
+from transforms.global_view.sites import Blocker, Site, dotted
+from transforms.global_view.values import (
+    AXIS_PLACEHOLDER,
+    DEVICE_COUNT,
+    DEVICES,
+    REPLICATED_OUT,
+    STACKED_OUT,
+    Kind,
+)
+from transforms.reading.snippets import shorten
+
+PSUM = "jax.lax.psum"
+ONES = {"jax.numpy.ones", "numpy.ones"}
+WAITS = {"jax.block_until_ready", "jax.device_get"}
+NAMES = ("NamedSharding", "multihost_utils")  # names the multi-process edits use
+
+
+def host_barrier_sites(sites: list[Site], tree: ast.Module, imported) -> set[str]:
+    """Keys of inline sites that are host barriers the faithful rule (host_barriers.py)
+    rewrites to `sync_global_devices`: `jax.pmap(lambda x: jax.lax.psum(x, axis), axis)(ones)`,
+    `ones` being `jnp.ones(jax.local_device_count())` (or a name bound to it just before in
+    the same block), its value thrown away (possibly through `.block_until_ready()`). A
+    subset of that rule's forms: anything else stays a site."""
+    found = set()
+    statements = {}
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list):
+                for index, statement in enumerate(block):
+                    statements[id(statement)] = (block, index)
+    for site in sites:
+        if not site.inline or not isinstance(site.statement, ast.Call):
+            continue
+        call = site.statement  # the inline site's statement is the call of the pmap
+        holder = next((s for s in ast.walk(tree) if isinstance(s, ast.Expr)
+                       and _waits_on(s.value, call, imported)), None)
+        if holder is None or id(holder) not in statements:
+            continue
+        if _is_psum_barrier(site, imported) and _is_local_ones(
+                call.args[0], statements[id(holder)], imported):
+            found.add(site.key)
+    return found
+
+
+def _waits_on(value, call, imported) -> bool:
+    if value is call:
+        return True
+    if isinstance(value, ast.Call) and not value.args and not value.keywords \
+            and isinstance(value.func, ast.Attribute) and value.func.attr == "block_until_ready":
+        return value.func.value is call
+    return isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords \
+        and value.args[0] is call and dotted(value.func, imported) in WAITS
+
+
+def _is_psum_barrier(site: Site, imported) -> bool:
+    body = site.body
+    options = site.node
+    return (isinstance(body, ast.Lambda) and len(site.params) == 1 and site.axis_name is not None
+            and site.donate is None and len(options.keywords) <= 1
+            and all(k.arg == "axis_name" for k in options.keywords)
+            and isinstance(body.body, ast.Call) and dotted(body.body.func, imported) == PSUM
+            and len(body.body.args) + len(body.body.keywords) == 2
+            and isinstance(body.body.args[0], ast.Name) and body.body.args[0].id == site.params[0]
+            and len(site.statement.args) == 1 and not site.statement.keywords)
+
+
+def _is_local_ones(value, where, imported) -> bool:
+    block, index = where
+    if isinstance(value, ast.Name):
+        assigned = None
+        for statement in block[:index]:
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                    and isinstance(statement.targets[0], ast.Name) \
+                    and statement.targets[0].id == value.id:
+                assigned = statement.value
+        value = assigned
+    if not (isinstance(value, ast.Call) and dotted(value.func, imported) in ONES
+            and len(value.args) == 1 and not value.keywords):
+        return False
+    size = value.args[0]
+    if isinstance(size, (ast.List, ast.Tuple)) and len(size.elts) == 1:
+        size = size.elts[0]
+    return isinstance(size, ast.Call) and not size.args and not size.keywords \
+        and dotted(size.func, imported) == "jax.local_device_count"
+
+
+class MultiProcessCallerAnalysis(CallerAnalysis):
+    """A caller in a multi-process module: `CallerAnalysis` with the edits and blockers above."""
+
+    # Per-device results come back as each process's own rows (pmap's stacked layout), and
+    # batches stay host-local until the step's call makes them global.
+    merge_outputs = False
+    per_device_scalars = False
+    batches_placed = False
+
+    def __init__(self, function, sites, module, parameters=None, depth=0):
+        super().__init__(function, sites, module, parameters, depth)
+        self.dependence: ProcessDependence = module.process_dependence
+        self._tainted: dict[frozenset, set[str]] = {}
+
+    @property
+    def tainted(self) -> set[str]:
+        """Names that can differ between processes. A step's results count as the same
+        everywhere only once its calls are known to return replicated results (P(), fully
+        replicated); per-device results come back as each process's own rows."""
+        replicated = []
+        for node in ast.walk(self.function):
+            if not isinstance(node, ast.Call):
+                continue
+            site = self.sites.get(node.func.id) if isinstance(node.func, ast.Name) else None
+            site = site or self.inline.get(id(node.func))
+            if site is not None and (site.out_none or self.modes.get(site.key) == REPLICATED_OUT):
+                replicated.append(id(node))
+        key = frozenset(replicated)
+        if key not in self._tainted:
+            self._tainted[key] = self.dependence.tainted_names(self.function, key)
+        return self._tainted[key]
+
+    # -- where the step runs --------------------------------------------------------------
+    def run(self):
+        condition = self.module.sometimes_called.get(self.function.name)
+        if condition is not None:
+            raise Blocker("PM607", condition, f"`{self.function.name}` runs only where "
+                          f"`{ast.unparse(condition)}` holds (line {condition.lineno}), so the "
+                          "other processes would not join its steps' collectives and "
+                          "placements: kept in the faithful style (multi-process)")
+        return super().run()
+
+    # -- producers ------------------------------------------------------------------------
+    def _producer(self, call: ast.Call, name: str) -> Kind | None:
+        kind = super()._producer(call, name)
+        if kind is not None and kind.tag == "repl":
+            self._same_on_every_process(call)
+            text = self.render(call)
+            if not text.startswith(f"{self.module.jax}.device_put("):
+                self._edit(call, f"{self.module.jax}.device_put({text}, P())")
+        return kind
+
+    def _placed_batch(self, text: str) -> str:
+        return text  # host-local rows; made global where the step is called
+
+    def _same_on_every_process(self, node, what="is replicated in the original") -> None:
+        """`device_put(value, P())` assumes every process passes the same value."""
+        for child in ast.walk(node):
+            if isinstance(child, ast.Call) and dotted(child.func, self.module.imported) in (
+                    DEVICE_COUNT | DEVICES):
+                continue
+            if isinstance(child, ast.Name) and self.kinds.get(child.id) is not None \
+                    and self.kinds[child.id].tag in ("devcount", "devices"):
+                continue  # the count is gone once the value is unstacked
+            if isinstance(child, ast.Name) and child.id in self.kinds \
+                    and self.kinds[child.id].tag == "repl":
+                continue  # already placed, the same everywhere
+            if self.dependence._source(child, self.tainted):
+                raise Blocker("PM607", node, f"`{ast.unparse(node)}` {what}, but "
+                              f"`{ast.unparse(child)}` can differ between "
+                              "processes, so one value placed with P() is not proven: kept "
+                              "in the faithful style (multi-process)")
+
+    # -- the step -------------------------------------------------------------------------
+    def _site_call(self, call: ast.Call, site: Site) -> Kind:
+        condition = self.dependence.conditional_calls(self.function, self.tainted).get(id(call))
+        if condition is not None:
+            raise Blocker("PM607", call, f"{site.label} is called only on some processes (under "
+                          f"`{ast.unparse(condition)}`, line {condition.lineno}): its collectives "
+                          "would wait for the others; kept in the faithful style (multi-process)")
+        if site.static or site.out_tree is not None or site.placement or any(
+                axis not in (0, None) for axis in site.in_axes):
+            raise Blocker("PM607", site.node, f"{site.label} uses pmap options the multi-process "
+                          "global style does not handle yet (static_broadcasted_argnums, "
+                          "out_axes or in_axes trees or axes other than 0, devices= / "
+                          "axis_size=): kept in the faithful style (multi-process)")
+        kind = super()._site_call(call, site)
+        jax = self.module.jax
+        arguments = []
+        for argument, spec, axis in zip(call.args, self.specs[site.key], site.in_axes):
+            text = self.render(argument)
+            if spec == "P()":
+                if axis is None:
+                    self._same_on_every_process(
+                        argument, "is given to every device (in_axes None) in the original")
+                    if self.eval(argument).tag != "repl":
+                        text = f"{jax}.device_put({text}, P())"
+            else:
+                text = f"{jax}.make_array_from_process_local_data(NamedSharding(mesh, {spec}), {text})"
+            arguments.append(text)
+        line = self.module.source.splitlines()[call.lineno - 1].decode("utf-8")
+        indent = line[:len(line) - len(line.lstrip())]
+        tail = len(line) - call.end_col_offset if call.end_lineno == call.lineno else 0
+        if self.modes[site.key] == STACKED_OUT:
+            # The process's own rows of every per-device result, as pmap returned them.
+            inner = _call_text(self.render(call.func), arguments, indent + "    ", len(indent) + 4, 1)
+            text = _call_text("multihost_utils.global_array_to_host_local_array",
+                              [inner, "mesh", f"P({AXIS_PLACEHOLDER})"], indent,
+                              call.col_offset, tail)
+        else:
+            text = _call_text(self.render(call.func), arguments, indent, call.col_offset, tail)
+        self._edit(call, text)
+        return kind
+
+
+LINE_LIMIT = 99
+
+
+def _call_text(function: str, arguments: list[str], indent: str, column: int, tail: int) -> str:
+    """`function(arguments)` on one line when it fits, else one argument per line."""
+    flat = f"{function}({', '.join(arguments)})"
+    if column + len(flat.replace(AXIS_PLACEHOLDER, '"axis"')) + tail <= LINE_LIMIT \
+            or "\n" in flat:
+        return flat
+    pad = indent + "    "
+    return f"{function}(\n" + "".join(f"{pad}{a},\n" for a in arguments) + f"{indent})"
+
+
+def process_idiom_findings(function: ast.FunctionDef, module) -> list[tuple[ast.AST, str]]:
+    """(node, message) of the per-process idioms in a global caller (PM506, info), said for the
+    global style; the faithful rule (process_idioms.py) reports the same nodes in its terms."""
+    indices = {"jax.process_index", "jax.host_id"}
+    imported = module.imported
+    names = {t.id for s in ast.walk(function) if isinstance(s, ast.Assign)
+             and isinstance(s.value, ast.Call) and not s.value.args
+             and dotted(s.value.func, imported) in indices
+             for t in s.targets if isinstance(t, ast.Name)}
+
+    def is_index(node) -> bool:
+        return (isinstance(node, ast.Call) and not node.args
+                and dotted(node.func, imported) in indices) or (
+            isinstance(node, ast.Name) and node.id in names)
+
+    def mentions(node) -> bool:
+        return any(is_index(n) for n in ast.walk(node))
+
+    found = []
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call) and dotted(node.func, imported) == "jax.random.fold_in" \
+                and len(node.args) == 2 and mentions(node.args[1]):
+            found.append((node, "per-process RNG", (
+                "each process still draws its own stream; what it draws stays host-local "
+                "(a batch's rows), and a replicated value built from it keeps its function "
+                "faithful (PM607)")))
+        elif isinstance(node, ast.Subscript) and mentions(node.slice) or (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "shard" and any(mentions(a) for a in node.args)):
+            found.append((node, "per-process data selection", (
+                "these rows are this process's part of the global batch "
+                "(jax.make_array_from_process_local_data at the step call)")))
+        elif isinstance(node, ast.If) and isinstance(node.test, ast.Compare) \
+                and len(node.test.ops) == 1 and isinstance(node.test.ops[0], ast.Eq):
+            sides = (node.test.left, node.test.comparators[0])
+            if any(is_index(s) for s in sides) and any(
+                    isinstance(s, ast.Constant) and s.value == 0 and type(s.value) is int
+                    for s in sides):
+                found.append((node.test, "block run on process 0 only,", (
+                    "replicated results are fully replicated global arrays, so process 0 "
+                    "reads them without a collective; no step is called there")))
+    return [(node, f"{what} `{shorten(_text(module, node))}` kept: {why}")
+            for node, what, why in found]
+
+
+def _text(module, node) -> str:
+    start, end = module.span(node)
+    return module.source[start:end].decode("utf-8")
