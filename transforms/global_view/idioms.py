@@ -45,12 +45,12 @@ class IdiomsMixin:
                 raise Blocker("PM604", call, "device_put_replicated onto a device list that is "
                               "not all local devices")
             self._need_same(call.args[0])
-            self._edit(call, f"{module.jax}.device_put({self.render(call.args[0])}, P())")
+            self._edit(call, self._replicated(self.render(call.args[0])))
             return _replicated_tree(call.args[0])
         value = replicated_operand(call, name, self._is_devcount, self._rank_of)
         if value is not None:
             self._need_same(value)
-            self._edit(call, self.render(value))
+            self._edit(call, self._unstacked(call, name, value))
             return REPL
         if name in TREE_MAP and len(call.args) == 2 and isinstance(call.args[0], ast.Lambda):
             function, tree = call.args
@@ -61,7 +61,7 @@ class IdiomsMixin:
                                              lambda node: None)
                 if isinstance(operand, ast.Name) and operand.id == params[0]:
                     self._need_same(tree)
-                    self._edit(call, self.render(tree))
+                    self._edit(call, self._unstacked(body, self._qualified(body.func), tree))
                     return _replicated_tree(tree)
         if name in CONSTANT_FILLS and call.args and not any(k.arg == "shape" for k in call.keywords):
             shape = call.args[0]
@@ -184,6 +184,28 @@ class IdiomsMixin:
         return dataclasses.replace(kind, placed=self.batches_placed)
 
     _rows: dict = {}
+
+    def _replicated(self, text: str) -> str:
+        """A replicated placement (`device_put_replicated`, flax `replicate`): `P()`, on a
+        fresh buffer when a step of the module donates (the original's replicas were copies,
+        so donating them never deleted the user's value)."""
+        fresh = ", may_alias=False" if self.module.donating else ""
+        return f"{self.module.jax}.device_put({text}, P(){fresh})"
+
+    def _unstacked(self, stack: ast.Call, name: str, value: ast.AST) -> str:
+        """The one value a stack (`jnp.stack([x] * n)`, `np.broadcast_to(x, ...)`) repeats.
+        With a donating step it must not be the user's `x` itself: the original stacked a new
+        array, so donation never deleted `x`. A numpy stack stays a host array; a jax.numpy
+        one becomes a fresh replicated placement."""
+        text = self.render(value)
+        if not self.module.donating:
+            return text
+        if name.startswith("numpy."):
+            numpy = ast.unparse(stack.func.value) if isinstance(stack.func, ast.Attribute) else None
+            already = isinstance(value, ast.Call) and self._qualified(value.func) in (
+                "numpy.asarray", "numpy.array")
+            return text if already or numpy is None else f"{numpy}.asarray({text})"
+        return self._replicated(text)
 
     def _placed_batch(self, text: str) -> str:
         """A merged batch placed where the original placed its rows (`shard`,

@@ -62,6 +62,9 @@ class ModuleInfo:
     def __init__(self, source: bytes, tree: ast.Module, table: ImportTable):
         self.source = source
         self.tree = tree
+        # A donating step deletes what it is given. pmap was given a fresh stack (or a copy of
+        # it), never the user's value itself, so producers unstack to a fresh buffer here.
+        self.donating = b"donate_argnums" in source
         self.imported = table.imported
         self.table = table
         self._line_starts = [0]
