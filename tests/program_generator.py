@@ -50,7 +50,7 @@ import textwrap
 
 from hypothesis import strategies as st
 
-__all__ = ["ENTRY", "MODULE_NAME", "GeneratedProgram", "pmap_programs"]
+__all__ = ["ENTRY", "MODULE_NAME", "GeneratedProgram", "global_programs", "pmap_programs"]
 
 MODULE_NAME = "generated_pmap_program"
 ENTRY = f"{MODULE_NAME}:run"
@@ -738,3 +738,477 @@ def pmap_programs(draw, max_sites: int = 3, global_producers: bool = False) -> G
     if devices != "jax.local_device_count()":
         features.append(f"n = {devices}")
     return GeneratedProgram(source=source, sites=total_sites, features=tuple(features))
+
+
+# -- the global-style sweep: training-loop programs ------------------------------------------
+# `global_programs()` draws what teams write around pmap, in the shapes `--style global` is
+# meant to take (see the global_view package): module-level steps (a decorated def, or
+# `step = jax.pmap(fn, ...)` of a def, a lambda or a partial), a literal axis name, in_axes
+# 0 / None, donation of the state; a caller that replicates the state, builds per-device
+# batches and calls the steps in a loop, and reads the results. Some programs carry one of
+# the things users also write that the global style must refuse (a per-device value read
+# row by row, out_axes=None on a varying value, a device subset, pmap options it does not
+# take, ...): the sweep then checks that those fall back.
+
+GLOBAL_PRELUDE = PRELUDE.replace("N_DEVICES = None  # the mapped axis size run() chose\n", "")
+LEGACY_ONLY = "# pmap-migrate-test: original needs legacy jax"  # the marker conftest reads
+
+REPLICATED_PRODUCERS = ["device_put_replicated"] * 2 + ["stack"] * 3 + [
+    "broadcast_to", "tree_map_stack", "tree_map_broadcast_to"] * 2 + ["helper"]
+BATCH_PRODUCERS = ["reshape", "reshape_minus_one", "reshape", "rng", "device_put_sharded",
+                   "helper"]
+# What a program may do that the global style does not take (it must fall back, never go wrong).
+FALLBACK_IDIOMS = ["out_axes_none_varying", "static_argnum", "row_one", "host_mean_over_devices",
+                   "device_subset", "unrecognised_batch", "pmap_as_value", "loop_over_devices",
+                   "per_device_scalar_batch", "tuple_reshape"]
+
+
+class _GlobalSite(_Site):
+    """One step function of a training-loop program: its arguments have roles (the state,
+    replicated and fed back; batches, per-device and new every step; a constant)."""
+
+    def __init__(self, draw, index: int, fallback: str | None):
+        self.i = index
+        self.draw = draw
+        self.fallback = fallback
+        self.features = []
+        self.helpers = []
+        self.global_producers = True
+        self.callee, self.form = draw(st.sampled_from(
+            [("def", "partial_decorator")] * 4 + [("def", "bare_decorator"), ("def", "module_assigned"),
+             ("lambda", "module_assigned"), ("partial", "module_assigned"), ("def", "assigned"),
+             ("def", "on_the_spot")]))
+        self.bare = self.form == "bare_decorator"
+        self.static_self = False
+        self.axis = None if self.bare else draw(st.sampled_from(['"batch"', '"batch"', '"i"', "AXIS"]))
+        self.d = draw(st.sampled_from([2, 3]))
+        self.rows = draw(st.sampled_from([1, 2, 4]))
+        self.flavour = draw(st.sampled_from(["train", "train", "generic"]))
+        self.features += [f"callee={self.callee}", f"form={self.form}", f"axis={self.axis}",
+                          f"body={self.flavour}"]
+        self._draw_roles()
+        self._draw_step_body()
+
+    # arguments ----------------------------------------------------------------------------
+    def _draw_roles(self):
+        draw, d = self.draw, self.d
+        self.state_tree = draw(st.sampled_from(["dict", "dict", "array"]))
+        scalar_batch = self.fallback == "per_device_scalar_batch" and self.i == 0
+        self.batch_shape = () if scalar_batch else (self.rows, d)
+        self.args = ["params", "x"]
+        if self.flavour == "train" and not scalar_batch:
+            self.args.append("y")
+        self.constant = None
+        if not self.bare and draw(st.integers(0, 2)) == 0:
+            self.constant = draw(st.sampled_from(["broadcast", "stacked"]))
+            self.args.append("c")
+        self.static = self.fallback == "static_argnum" and self.i == 0 and not self.bare
+        if self.static:
+            self.args.append("k")
+        self.donate = not self.bare and draw(st.integers(0, 2)) > 0
+        self.features += [f"state={self.state_tree}", f"batch={self.batch_shape}"]
+        if self.constant:
+            self.features.append(f"constant={self.constant}")
+        if self.donate:
+            self.features.append("donate state")
+
+    def _w(self) -> str:
+        return 'params["w"]' if self.state_tree == "dict" else "params"
+
+    def _bias(self) -> str:
+        return ' + params["b"]' if self.state_tree == "dict" else ""
+
+    def _reduce(self, value: str, allow_none: bool = True, tree: bool = False) -> tuple[str, bool]:
+        """`value` made the same on every device by a collective, or left per-device."""
+        if self.axis is None:
+            return value, False
+        kinds = ["pmean", "pmean", "psum", "pmax", "pmin", "all_gather_mean"]
+        if allow_none:
+            kinds.append("none")
+        kind = self.draw(st.sampled_from(kinds))
+        if kind == "none":
+            return value, False
+        if kind == "all_gather_mean":
+            return f"jnp.mean(jax.lax.all_gather({value}, {self.axis}), axis=0)", True
+        scale = " / jax.lax.psum(1, " + self.axis + ")" if kind == "psum" and not tree \
+            and self.draw(st.booleans()) else ""
+        return f"jax.lax.{kind}({value}, {self._axis_arg()}){scale}", True
+
+    def _draw_step_body(self):
+        draw = self.draw
+        lines: list[str] = []
+        x = "x" if self.batch_shape else f"x * jnp.ones((1, {self.d}))"
+        const = " + c * 0.5" if self.constant else ""
+        if self.flavour == "train":
+            y = "y" if "y" in self.args else "0.5"
+            weights = 'p["w"]' if self.state_tree == "dict" else "p"
+            if self.constant:
+                weights = f"({weights} + c * 0.5)"
+            bias = ' + p["b"]' if self.state_tree == "dict" else ""
+            lines += [
+                "def loss_fn(p):",
+                f"    error = {x} @ {weights}{bias} - {y}",
+                "    return jnp.mean(error * error)",
+                "",
+                "loss, grads = jax.value_and_grad(loss_fn)(params)",
+            ]
+            grads, self.state_replicated = self._reduce("grads", tree=self.state_tree == "dict")
+            if grads != "grads":
+                lines.append(f"grads = {grads}")
+            step = draw(st.sampled_from(["0.1", "0.05", "0.25"]))
+            lines.append(f"new_params = jax.tree_util.tree_map(lambda p, g: p - {step} * g, "
+                         "params, grads)")
+            h = Value("loss", (), False)
+            if self.static:
+                lines.append("new_params = jax.tree_util.tree_map(lambda p: p * k, new_params)")
+        else:
+            lines.append(f"h = {x} * {self._w()}{self._bias()}{const}")
+            h = Value("h", (self.rows, self.d) if self.batch_shape else (1, self.d), False)
+            if self.static:
+                lines.append("h = h * k")
+            for _ in range(draw(st.integers(1, 3))):
+                h = self._draw_op(h, lines)
+            mean, self.state_replicated = self._reduce(f"jnp.mean({h.expr})")
+            lines.append(f"update = {mean}")
+            lines.append("new_params = jax.tree_util.tree_map(lambda p: p * 0.5 + update * 0.25, "
+                         "params)")
+        self.h = h
+        # Outputs: the new state, then metrics (replicated by a collective, or per-device).
+        metric, replicated = self._reduce(f"jnp.sum({h.expr})" if h.shape else h.expr)
+        outputs = ["new_params", metric]
+        self.metric_replicated = replicated
+        self.per_device_output = None
+        if self.batch_shape and draw(st.integers(0, 2)) == 0:
+            if self.flavour == "train":
+                outputs.append(f"{x} @ new_params{self._w()[6:]}" if self.state_tree == "dict"
+                               else f"{x} @ new_params")
+                self.per_device_output = (self.rows,)
+            elif h.shape and h.shape[0] == self.rows and not h.replicated:
+                outputs.append(h.expr)
+                self.per_device_output = h.shape
+        self.out_none = (self.fallback == "out_axes_none_varying" and self.i == 0
+                         and not self.bare and not replicated)
+        if self.out_none:  # pmap returns device 0's value of each output
+            outputs = outputs[1:2]
+            self.donate = False  # the state is not fed back
+        if self.axis is not None and draw(st.integers(0, 3)) == 0:
+            outputs.append(f"jax.lax.pmax(jnp.max(jnp.abs({h.expr})), {self.axis})")
+        self.n_outputs = len(outputs)
+        self.return_expr = outputs[0] if len(outputs) == 1 else _tuple_code(outputs)
+        self.body_lines = lines
+
+    def _draw_op(self, h: Value, lines: list[str]) -> Value:
+        if self.axis is not None and self.draw(st.integers(0, 8)) == 0:
+            # Users ask the axis for its size; N_DEVICES (the other generator's global) is not
+            # something a training loop has.
+            self.features.append("ppermute")
+            lines += [f"size = jax.lax.psum(1, {self.axis})",
+                      f"h = jax.lax.ppermute(h, {self.axis}, "
+                      "perm=[(d, (d + 1) % size) for d in range(size)])"]
+            return Value("h", h.shape, False)
+        op = self.draw(st.sampled_from(self._op_choices(h)))
+        if op in ("ppermute", "psum_scatter", "all_to_all"):
+            op = "elementwise"
+        self.features.append(op)
+        if op == "elementwise":
+            lines.append("h = " + self.draw(st.sampled_from(ELEMENTWISE)).format(h="h"))
+            return Value("h", h.shape, h.replicated)
+        # The other ops as the per-site generator draws them (a fixed op per draw).
+        return _Site._draw_op(_FixedOp(self, op), h, lines)
+
+    # code ---------------------------------------------------------------------------------
+    def pmap_keywords(self) -> list[str]:
+        draw = self.draw
+        parts = []
+        if self.axis is not None:
+            parts.append(f"axis_name={self.axis}")
+        axes = {"params": "0", "x": "0", "y": "0", "c": "None" if self.constant == "broadcast"
+                else "0", "k": "None"}
+        if any(axes[a] != "0" for a in self.args) or draw(st.integers(0, 3)) == 0:
+            parts.append("in_axes=" + _tuple_code([axes[a] for a in self.args]))
+        if self.out_none:
+            parts.append("out_axes=None")
+        if self.static:
+            parts.append(f"static_broadcasted_argnums=({self.args.index('k')},)")
+        if self.donate:
+            parts.append(draw(st.sampled_from(["donate_argnums=(0,)", "donate_argnums=0"])))
+        return parts
+
+    def render_step(self) -> tuple[str, str | None]:
+        """(module-level code, the `jax.pmap(...)` expression run() builds, if any)."""
+        draw, i = self.draw, self.i
+        keywords = self.pmap_keywords()
+        options = "".join(", " + k for k in keywords)
+        body = "\n".join(self.body_lines + [f"return {self.return_expr}"])
+        name = f"train_step_{i}" if self.form in ("partial_decorator", "bare_decorator") \
+            else f"_step_{i}"
+        params = list(self.args)
+        decorator = ""
+        if self.form == "partial_decorator":
+            decorator = f"@functools.partial(jax.pmap{options})\n"
+        elif self.form == "bare_decorator":
+            decorator = "@jax.pmap\n"
+        module = list(self.helpers)
+        params_def = params + (["scale"] if self.callee == "partial" else [])
+        if self.callee == "partial":
+            body = body.replace("new_params = ", "new_params = ", 1)
+            body = body.replace(f"return {self.return_expr}",
+                                f"new_params = jax.tree_util.tree_map(lambda p: p * scale, "
+                                f"new_params)\nreturn {self.return_expr}")
+        module.append(f"{decorator}def {name}({', '.join(params_def)}):\n"
+                      + textwrap.indent(body, "    ") + "\n")
+        if self.callee == "lambda":
+            callee = f"lambda {', '.join(params)}: {name}({', '.join(params)})"
+        elif self.callee == "partial":
+            callee = f"functools.partial({name}, scale={draw(st.sampled_from(['1.0', '0.5']))})"
+        else:
+            callee = name
+        built = f"jax.pmap({callee}{options})"
+        self.call_name = f"train_step_{i}"
+        if self.form == "module_assigned":
+            module.append(f"train_step_{i} = {built}\n")
+            built = None
+        elif self.form in ("partial_decorator", "bare_decorator"):
+            built = None
+        return "\n".join(module), built
+
+
+class _FixedOp:
+    """`_Site._draw_op` with its op already chosen: draws go to the site, except the first
+    sampled_from of ops, which answers `op`."""
+
+    def __init__(self, site: _GlobalSite, op: str):
+        self._site, self._op, self._answered = site, op, False
+
+    def __getattr__(self, name):
+        return getattr(self._site, name)
+
+    def draw(self, strategy):
+        if not self._answered:
+            self._answered = True
+            return self._op
+        return self._site.draw(strategy)
+
+
+@st.composite
+def global_programs(draw) -> GeneratedProgram:
+    """A training-loop module: 1-2 step functions under pmap and `run()`, which replicates the
+    state, feeds per-device batches for a few steps and returns host arrays. About one program
+    in five carries a FALLBACK_IDIOMS item."""
+    fallback = draw(st.sampled_from(FALLBACK_IDIOMS)) if draw(st.integers(0, 4)) == 0 else None
+    n_sites = draw(st.sampled_from([1, 1, 1, 2]))
+    sites = [_GlobalSite(draw, i, fallback) for i in range(n_sites)]
+    module_parts = [GLOBAL_PRELUDE]
+    legacy = False
+    devices = "jax.local_device_count()"
+    if fallback == "device_subset":
+        devices = "jax.local_device_count() // 2"
+    run = []
+    helpers_needed = set()
+    count = draw(st.sampled_from(["count", "count", "count", "len"]))
+    if count == "len" and devices == "jax.local_device_count()":
+        run += ["devices = jax.local_devices()", "n = len(devices)"]
+    else:
+        run.append(f"n = {devices}")
+    steps = draw(st.integers(1, 3))
+    loop = steps > 1 or draw(st.booleans())
+    built_in_run = {}
+    for site in sites:
+        code, built = site.render_step()
+        module_parts.append(code)
+        if built is not None:
+            built_in_run[site.i] = built
+    body: list[str] = []  # the loop body (or straight-line code when not looping)
+    reads: list[str] = []  # after the loop
+    features = [f"fallback={fallback}"] if fallback else []
+    features.append(f"steps={steps}")
+    for site in sites:
+        i, d, rows = site.i, site.d, site.rows
+        state_value = ({"w": f"_data(({d},), {i + 1})", "b": "jnp.float32(0.5)"}
+                       if site.state_tree == "dict" else {"": f"_data(({d},), {i + 1})"})
+        init = ("{" + ", ".join(f'"{k}": {v}' for k, v in state_value.items()) + "}"
+                if site.state_tree == "dict" else state_value[""])
+        producer = draw(st.sampled_from(REPLICATED_PRODUCERS))
+        if producer == "helper" and fallback == "device_subset":
+            producer = "stack"  # the helper replicates onto all local devices
+        if producer in ("device_put_replicated", "helper"):
+            legacy = True  # jax.device_put_replicated left JAX in 0.5
+        features.append(f"s{i}:state={producer}")
+        run.append(f"init_{i} = {init}")
+        if producer == "device_put_replicated":
+            where = "devices" if count == "len" and devices == "jax.local_device_count()" \
+                else "jax.local_devices()"
+            if fallback == "device_subset":
+                where = "jax.local_devices()[:n]"
+            run.append(f"state_{i} = jax.device_put_replicated(init_{i}, {where})")
+        elif producer == "helper":
+            helpers_needed.add("replicate")
+            run.append(f"state_{i} = replicate(init_{i})")
+        elif producer in ("stack", "broadcast_to"):
+            def one(value):
+                if producer == "stack":
+                    return f"jnp.stack([{value}] * n)"
+                return f"np.broadcast_to({value}, (n,) + {value}.shape)"
+            if site.state_tree == "dict":
+                run.append(f'w_{i} = {state_value["w"]}')
+                run.append(f"b_{i} = np.float32(0.5)")
+                stacked_b = "jnp.stack([b_" + str(i) + "] * n)" if producer == "stack" \
+                    else f"np.broadcast_to(b_{i}, (n,))"
+                run.append(f'state_{i} = {{"w": {one(f"w_{i}")}, "b": {stacked_b}}}')
+            else:
+                run.append(f"state_{i} = {one(f'init_{i}')}")
+        else:
+            leaf = ("jnp.stack([a] * n)" if producer == "tree_map_stack"
+                    else "np.broadcast_to(a, (n,) + np.shape(a))")
+            if producer == "tree_map_broadcast_to":
+                leaf = "np.broadcast_to(a, (n,) + a.shape)"
+                if site.state_tree == "dict":
+                    run[-1] = run[-1].replace("jnp.float32(0.5)", "np.float32(0.5)")
+            run.append(f"state_{i} = jax.tree_util.tree_map(lambda a: {leaf}, init_{i})")
+        if site.constant == "broadcast":
+            run.append(f"c_{i} = _data(({d},), {i + 7})")
+        elif site.constant == "stacked":
+            run.append(f"c_{i} = jnp.stack([_data(({d},), {i + 7})] * n)")
+        if site.i in built_in_run:
+            if site.form == "assigned":
+                run.append(f"train_step_{i} = {built_in_run[site.i]}")
+        run.append(f"metrics_{i} = []")
+        # One step: batches, the call, the reads of its results.
+        batch_form = draw(st.sampled_from(BATCH_PRODUCERS))
+        if fallback == "unrecognised_batch" and i == 0:
+            batch_form = "unrecognised"
+        if fallback == "tuple_reshape" and i == 0:
+            batch_form = "tuple_reshape"
+        if not site.batch_shape:
+            batch_form = "scalar"
+        if batch_form == "device_put_sharded":
+            legacy = True
+        features.append(f"s{i}:batch={batch_form}")
+        seed = f"{10 * i} + t" if loop else str(10 * i)
+        names = ["x", "y"] if "y" in site.args else ["x"]
+        for name in names:
+            shape = (rows, d) if name == "x" else (rows,)
+            tail = ", ".join(str(s) for s in shape[1:])
+            flat = _tuple_code(["n * " + str(rows)] + [str(s) for s in shape[1:]])
+            source = f"_data({flat}, {seed} + {len(name)})"
+            if batch_form == "reshape":
+                code = f"{source}.reshape(n, {rows}{', ' + tail if tail else ''})"
+            elif batch_form == "reshape_minus_one":
+                code = f"{source}.reshape(n, -1{', ' + tail if tail else ''})"
+            elif batch_form == "tuple_reshape":
+                code = f"{source}.reshape((n, -1){' + ' + _tuple_code([tail]) if tail else ''})"
+            elif batch_form == "rng":
+                size = _tuple_code(["n", str(rows)] + [str(s) for s in shape[1:]])
+                code = f"rng_{i}.normal(size={size}).astype(np.float32)"
+            elif batch_form == "helper":
+                helpers_needed.add("shard")
+                code = f"shard_batch({source}, n)"
+            elif batch_form == "device_put_sharded":
+                body.append(f"{name}_all_{i} = {source}.reshape(n, {rows}"
+                            f"{', ' + tail if tail else ''})")
+                where = "devices" if count == "len" and fallback != "device_subset" else \
+                    "jax.local_devices()" + ("[:n]" if fallback == "device_subset" else "")
+                code = (f"jax.device_put_sharded([{name}_all_{i}[j] for j in range(n)], "
+                        f"{where})")
+            elif batch_form == "scalar":
+                code = f"_data((n,), {seed} + {len(name)})"
+            else:  # the per-device layout built by hand: the tool cannot see it is a batch
+                code = f"_data({_shape_code((_nd(),) + shape)}, {seed} + {len(name)})"
+            body.append(f"{name}_{i} = {code}")
+        if batch_form == "rng":
+            run.append(f"rng_{i} = np.random.RandomState({i})")
+        arguments = [f"state_{i}"] + [f"{n_}_{i}" for n_ in names]
+        if site.constant:
+            arguments.append(f"c_{i}")
+        if site.static:
+            arguments.append("2")
+        call = f"train_step_{i}({', '.join(arguments)})"
+        if site.form == "on_the_spot":
+            call = f"{built_in_run[site.i]}({', '.join(arguments)})"
+        if fallback == "pmap_as_value" and i == 0 and site.form != "on_the_spot":
+            run.append(f'steps_{i} = {{"train": train_step_{i}}}')
+            call = f'steps_{i}["train"]({", ".join(arguments)})'
+        # numpy inputs are copied to the devices, never donated: only jax arrays are deleted.
+        keep_old = site.donate and "broadcast_to" not in producer and draw(st.booleans())
+        if keep_old:
+            body.append(f"old_{i} = state_{i}")
+        outputs = [f"state_{i}", f"m_{i}"] + [f"o{k}_{i}" for k in range(2, site.n_outputs)]
+        if site.out_none:
+            body.append(f"m_{i} = {call}")
+        else:
+            body.append(f"{', '.join(outputs)} = {call}")
+        body += _metric_reads(draw, site, fallback, f"m_{i}", f"metrics_{i}")
+        if keep_old:
+            leaf = f'old_{i}["w"]' if site.state_tree == "dict" else f"old_{i}"
+            body.append(f"deleted_{i} = np.asarray({leaf}.is_deleted())")
+            reads.append((f"deleted_{i}", f"deleted_{i}"))
+        if site.per_device_output is not None and not site.out_none:
+            reads.append((f"per_device_{i}", f"np.asarray(o2_{i})"))
+        reads.append((f"metrics_{i}", f"np.asarray(metrics_{i})"))
+        if not site.out_none:
+            reads.append((f"state_{i}", _state_read(draw, site, f"state_{i}")))
+    if loop:
+        run.append(f"for t in range({steps}):")
+        run += ["    " + line for line in body]
+    else:
+        run += body
+    run.append("return {" + ", ".join(f'"{key}": {value}' for key, value in reads) + "}")
+    if "replicate" in helpers_needed:
+        module_parts.append("def replicate(tree):\n"
+                            "    return jax.device_put_replicated(tree, jax.local_devices())\n")
+    if "unreplicate" in helpers_needed or any("unreplicate(" in line for line in run):
+        module_parts.append("def unreplicate(tree):\n"
+                            "    return jax.tree_util.tree_map(lambda a: a[0], tree)\n")
+    if "shard" in helpers_needed:
+        module_parts.append("def shard_batch(x, n):\n"
+                            "    return x.reshape(n, -1, *x.shape[1:])\n")
+    module_parts.append("def run():\n" + textwrap.indent("\n".join(run), "    ") + "\n")
+    source = "\n\n".join(part.rstrip("\n") + "\n" for part in module_parts)
+    if legacy:
+        source = source.replace('"""\nimport functools', f'"""\n{LEGACY_ONLY}\nimport functools', 1)
+    sites_count = sum(1 for site in sites)
+    features += [f"s{s.i}:{f}" for s in sites for f in s.features]
+    return GeneratedProgram(source=source, sites=sites_count, features=tuple(features))
+
+
+def _metric_reads(draw, site: _GlobalSite, fallback, metric: str, into: str) -> list[str]:
+    """How the loop reads a step's metric: row 0 of a replicated stack, or the whole stack."""
+    if site.out_none:
+        return [f"{into}.append(np.asarray({metric}))"]
+    if fallback == "row_one" and site.i == 0:
+        return [f"{into}.append(float({metric}[1]))"]
+    if fallback == "host_mean_over_devices" and site.i == 0:
+        return [f"{into}.append(float(np.mean({metric})))"]
+    if fallback == "loop_over_devices" and site.i == 0:
+        return [f"for row in {metric}:", f"    {into}.append(float(row))"]
+    if site.metric_replicated:
+        form = draw(st.sampled_from(["float", "float", "asarray_row", "device_get", "whole"]))
+    else:
+        form = draw(st.sampled_from(["whole", "device_get"]))
+    if form == "float":
+        return [f"{into}.append(float({metric}[0]))"]
+    if form == "asarray_row":
+        return [f"{into}.append(np.asarray({metric}[0]))"]
+    if form == "device_get":
+        return [f"{into}.append(jax.device_get({metric}))"]
+    return [f"{into}.append(np.asarray({metric}))"]
+
+
+def _state_read(draw, site: _GlobalSite, state: str) -> str:
+    """How run() reads the final state: row 0 (only if provably replicated), or whole."""
+    forms = ["whole", "device_get"]
+    if site.state_replicated:
+        forms += ["unreplicate", "tree_map_row", "row_of_leaf"] * 2 + ["tree_map_row_asarray"]
+    form = draw(st.sampled_from(forms))
+    if form == "unreplicate":
+        return f"jax.device_get(unreplicate({state}))"
+    if form == "tree_map_row":
+        return f"jax.device_get(jax.tree_util.tree_map(lambda a: a[0], {state}))"
+    if form == "tree_map_row_asarray":
+        return f"jax.tree_util.tree_map(lambda a: np.asarray(a[0]), {state})"
+    if form == "row_of_leaf":
+        leaf = f'{state}["w"]' if site.state_tree == "dict" else state
+        return f"np.asarray({leaf}[0])"
+    if form == "device_get":
+        return f"jax.device_get({state})"
+    return state
