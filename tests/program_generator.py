@@ -755,8 +755,8 @@ LEGACY_ONLY = "# pmap-migrate-test: original needs legacy jax"  # the marker con
 
 REPLICATED_PRODUCERS = ["device_put_replicated"] * 2 + ["stack"] * 3 + [
     "broadcast_to", "tree_map_stack", "tree_map_broadcast_to"] * 2 + ["helper"]
-BATCH_PRODUCERS = ["reshape", "reshape_minus_one", "reshape", "rng", "device_put_sharded",
-                   "helper"]
+BATCH_PRODUCERS = ["reshape"] * 3 + ["reshape_minus_one", "rng", "device_put_sharded"] * 2 + [
+    "helper"]
 # What a program may do that the global style does not take (it must fall back, never go wrong).
 FALLBACK_IDIOMS = ["out_axes_none_varying", "static_argnum", "row_one", "host_mean_over_devices",
                    "device_subset", "unrecognised_batch", "pmap_as_value", "loop_over_devices",
@@ -775,9 +775,9 @@ class _GlobalSite(_Site):
         self.helpers = []
         self.global_producers = True
         self.callee, self.form = draw(st.sampled_from(
-            [("def", "partial_decorator")] * 4 + [("def", "bare_decorator"), ("def", "module_assigned"),
-             ("lambda", "module_assigned"), ("partial", "module_assigned"), ("def", "assigned"),
-             ("def", "on_the_spot")]))
+            [("def", "partial_decorator")] * 5 + [("def", "module_assigned")] * 3 + [
+                ("def", "bare_decorator"), ("lambda", "module_assigned"),
+                ("partial", "module_assigned"), ("def", "assigned"), ("def", "on_the_spot")]))
         self.bare = self.form == "bare_decorator"
         self.static_self = False
         self.axis = None if self.bare else draw(st.sampled_from(['"batch"', '"batch"', '"i"', "AXIS"]))
@@ -799,13 +799,13 @@ class _GlobalSite(_Site):
         if self.flavour == "train" and not scalar_batch:
             self.args.append("y")
         self.constant = None
-        if not self.bare and draw(st.integers(0, 2)) == 0:
+        if not self.bare and draw(st.integers(0, 2)) == 2:
             self.constant = draw(st.sampled_from(["broadcast", "stacked"]))
             self.args.append("c")
         self.static = self.fallback == "static_argnum" and self.i == 0 and not self.bare
         if self.static:
             self.args.append("k")
-        self.donate = not self.bare and draw(st.integers(0, 2)) > 0
+        self.donate = not self.bare and draw(st.integers(0, 2)) < 2
         self.features += [f"state={self.state_tree}", f"batch={self.batch_shape}"]
         if self.constant:
             self.features.append(f"constant={self.constant}")
@@ -822,12 +822,10 @@ class _GlobalSite(_Site):
         """`value` made the same on every device by a collective, or left per-device."""
         if self.axis is None:
             return value, False
-        kinds = ["pmean", "pmean", "psum", "pmax", "pmin", "all_gather_mean"]
-        if allow_none:
-            kinds.append("none")
-        kind = self.draw(st.sampled_from(kinds))
-        if kind == "none":
-            return value, False
+        if allow_none and self.draw(st.integers(0, 9)) == 9:
+            return value, False  # a per-device value
+        kind = self.draw(st.sampled_from(["pmean", "pmean", "psum", "pmax", "pmin",
+                                          "all_gather_mean"]))
         if kind == "all_gather_mean":
             return f"jnp.mean(jax.lax.all_gather({value}, {self.axis}), axis=0)", True
         scale = " / jax.lax.psum(1, " + self.axis + ")" if kind == "psum" and not tree \
@@ -878,7 +876,7 @@ class _GlobalSite(_Site):
         outputs = ["new_params", metric]
         self.metric_replicated = replicated
         self.per_device_output = None
-        if self.batch_shape and draw(st.integers(0, 2)) == 0:
+        if self.batch_shape and draw(st.integers(0, 4)) == 4:
             if self.flavour == "train":
                 outputs.append(f"{x} @ new_params{self._w()[6:]}" if self.state_tree == "dict"
                                else f"{x} @ new_params")
@@ -891,14 +889,18 @@ class _GlobalSite(_Site):
         if self.out_none:  # pmap returns device 0's value of each output
             outputs = outputs[1:2]
             self.donate = False  # the state is not fed back
-        if self.axis is not None and draw(st.integers(0, 3)) == 0:
+        if self.axis is not None and draw(st.integers(0, 3)) == 3:
             outputs.append(f"jax.lax.pmax(jnp.max(jnp.abs({h.expr})), {self.axis})")
         self.n_outputs = len(outputs)
+        self.features += [f"state {'replicated' if self.state_replicated else 'per-device'}",
+                          f"metric {'replicated' if replicated else 'per-device'}"]
+        if self.per_device_output:
+            self.features.append("per-device output")
         self.return_expr = outputs[0] if len(outputs) == 1 else _tuple_code(outputs)
         self.body_lines = lines
 
     def _draw_op(self, h: Value, lines: list[str]) -> Value:
-        if self.axis is not None and self.draw(st.integers(0, 8)) == 0:
+        if self.axis is not None and self.draw(st.integers(0, 8)) == 8:
             # Users ask the axis for its size; N_DEVICES (the other generator's global) is not
             # something a training loop has.
             self.features.append("ppermute")
@@ -995,7 +997,7 @@ def global_programs(draw) -> GeneratedProgram:
     """A training-loop module: 1-2 step functions under pmap and `run()`, which replicates the
     state, feeds per-device batches for a few steps and returns host arrays. About one program
     in five carries a FALLBACK_IDIOMS item."""
-    fallback = draw(st.sampled_from(FALLBACK_IDIOMS)) if draw(st.integers(0, 4)) == 0 else None
+    fallback = draw(st.sampled_from(FALLBACK_IDIOMS)) if draw(st.integers(0, 4)) == 4 else None
     n_sites = draw(st.sampled_from([1, 1, 1, 2]))
     sites = [_GlobalSite(draw, i, fallback) for i in range(n_sites)]
     module_parts = [GLOBAL_PRELUDE]
@@ -1053,7 +1055,7 @@ def global_programs(draw) -> GeneratedProgram:
                 run.append(f'w_{i} = {state_value["w"]}')
                 run.append(f"b_{i} = np.float32(0.5)")
                 stacked_b = "jnp.stack([b_" + str(i) + "] * n)" if producer == "stack" \
-                    else f"np.broadcast_to(b_{i}, (n,))"
+                    else f"np.broadcast_to(b_{i}, (n,) + b_{i}.shape)"
                 run.append(f'state_{i} = {{"w": {one(f"w_{i}")}, "b": {stacked_b}}}')
             else:
                 run.append(f"state_{i} = {one(f'init_{i}')}")
@@ -1198,7 +1200,7 @@ def _state_read(draw, site: _GlobalSite, state: str) -> str:
     """How run() reads the final state: row 0 (only if provably replicated), or whole."""
     forms = ["whole", "device_get"]
     if site.state_replicated:
-        forms += ["unreplicate", "tree_map_row", "row_of_leaf"] * 2 + ["tree_map_row_asarray"]
+        forms += ["unreplicate", "tree_map_row", "row_of_leaf"] * 3 + ["tree_map_row_asarray"]
     form = draw(st.sampled_from(forms))
     if form == "unreplicate":
         return f"jax.device_get(unreplicate({state}))"
