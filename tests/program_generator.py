@@ -824,8 +824,8 @@ class _GlobalSite(_Site):
             return value, False
         if allow_none and self.draw(st.integers(0, 9)) == 9:
             return value, False  # a per-device value
-        kind = self.draw(st.sampled_from(["pmean", "pmean", "psum", "pmax", "pmin",
-                                          "all_gather_mean"]))
+        kind = self.draw(st.sampled_from(["pmean", "pmean", "psum", "pmax", "pmin"]
+                                         + ([] if tree else ["all_gather_mean"])))
         if kind == "all_gather_mean":
             return f"jnp.mean(jax.lax.all_gather({value}, {self.axis}), axis=0)", True
         scale = " / jax.lax.psum(1, " + self.axis + ")" if kind == "psum" and not tree \
