@@ -29,7 +29,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from equivalence.check import DIFFERENT, EQUIVALENT, STALLED, CheckOptions, check, compare_runs
+from equivalence.check import (
+    DIFFERENT,
+    EQUIVALENT,
+    STALLED,
+    CheckOptions,
+    check,
+    compare_runs,
+)
 from equivalence.runner import RunOutcome, finished_outcome, worker_environment
 
 BATCH_WORKER = Path(__file__).with_name("batch_worker.py")

@@ -1,4 +1,8 @@
-"""Hypothesis strategy for VALID, RUNNABLE pmap programs, for the equivalence fuzzer.
+"""Hypothesis strategies for VALID, RUNNABLE pmap programs, for the equivalence fuzzer.
+
+Two strategies: `pmap_programs()` (below) varies pmap's own options site by site, for the
+faithful style; `global_programs()` (at the end) draws training loops in the shapes teams write
+around pmap, for `--style global` (see its section).
 
 `pmap_programs()` draws whole Python modules (source text) that use `jax.pmap` at one to
 three sites and define `run()`, which builds the inputs (n devices: all local devices, or fewer),
@@ -202,10 +206,9 @@ BUILT_IN_RUN = ("assigned", "on_the_spot")  # the pmap(...) expression is evalua
 class _Site:
     """Everything drawn for one pmap site, and the code it becomes."""
 
-    def __init__(self, draw, index: int, global_producers: bool = False):
+    def __init__(self, draw, index: int):
         self.i = index
         self.draw = draw
-        self.global_producers = global_producers
         self.features: list[str] = []
         self.helpers: list[str] = []  # module-level helper definitions
         self._draw_construction()
@@ -238,8 +241,6 @@ class _Site:
         draw = self.draw
         # The bare @jax.pmap maps everything on axis 0; in_axes=1 needs rank >= 2.
         choices = [0] if self.bare else [0, 0, None] + ([1] if self.per_device else [])
-        if self.global_producers and draw(st.integers(0, 2)):
-            choices = [0]  # mostly what the global style handles: in_axes 0
         kind = draw(st.sampled_from(["array", "array", "dict", "tuple", "nested"]))
         if kind != "array" and draw(st.booleans()):  # every leaf on one axis
             choices = [draw(st.sampled_from(choices))]
@@ -263,9 +264,7 @@ class _Site:
         if all(axis is None for arg in args for _, axis in arg.leaves()):
             args[0].tree = 0
         extras = []
-        # The global-style sweep draws pmap options that style keeps faithful more rarely.
-        rare = 12 if self.global_producers else 3
-        if not self.bare and draw(st.integers(0, rare)) == 0:
+        if not self.bare and draw(st.integers(0, 3)) == 0:
             extras.append(Arg("k", "static", literal=str(draw(st.sampled_from([2, 3])))))
             self.features.append("static")
         if not self.bare and draw(st.integers(0, 4)) == 0:
@@ -318,10 +317,10 @@ class _Site:
 
         # Rare placement options, only where n / devices can be read without import effects.
         self.placement = []
-        if self.form in BUILT_IN_RUN and draw(st.integers(0, 40 if self.global_producers else 7)) == 0:
+        if self.form in BUILT_IN_RUN and draw(st.integers(0, 7)) == 0:
             self.placement.append(
                 draw(st.sampled_from(["axis_size=n", "devices=jax.local_devices()[:n]"])))
-        if not self.bare and draw(st.integers(0, 40 if self.global_producers else 14)) == 0:
+        if not self.bare and draw(st.integers(0, 14)) == 0:
             self.placement.append('backend="cpu"')
         self.features += self.placement
 
@@ -455,8 +454,6 @@ class _Site:
         if self.bare:
             return 0
         choices = [0, 0] + ([1] if value.shape else []) + ([None, None] if value.replicated else [])
-        if self.global_producers and self.draw(st.integers(0, 2)):
-            choices = [0]
         axis = self.draw(st.sampled_from(choices))
         if axis == 0 and not value.replicated and self.draw(st.integers(0, 39)) == 0:
             self.features.append("out_axes=None on a varying value")
@@ -535,8 +532,7 @@ class _Site:
             self.return_expr = expr(outputs)
             axis_tree = axes(outputs)
         self.out_axes_code = _prefix_code(draw, axis_tree)
-        if all(x == 0 for _, x in _tree_leaves(axis_tree)) and (
-                self.global_producers or draw(st.booleans())):
+        if all(x == 0 for _, x in _tree_leaves(axis_tree)) and draw(st.booleans()):
             self.out_axes_code = None  # the default
 
     # code ------------------------------------------------------------------------------------
@@ -590,27 +586,7 @@ class _Site:
         if isinstance(tree, tuple):
             return _tuple_code([self._input_code(t, seed) for t in tree])
         seed[0] += 1
-        if self.global_producers and tree == 0:
-            return self._idiomatic_input(seed[0])
         return f"_data({_shape_code(_full_shape(self.per_device, tree))}, {seed[0]})"
-
-    def _idiomatic_input(self, seed: int) -> str:
-        """A leaf mapped on axis 0, built the way pmap programs build them (what the global
-        style recognises): a global batch reshaped to (n, ...), or a replicated stack."""
-        shape = self.per_device
-        form = self.draw(st.sampled_from(["plain", "reshape", "reshape", "stack", "zeros"]))
-        if form == "reshape" and not shape:
-            form = "stack"
-        self.features.append(f"input={form}")
-        if form == "reshape" and shape:
-            merged = _tuple_code([f"n * {_dim_code(shape[0])}", *(_dim_code(d) for d in shape[1:])])
-            return (f"_data({merged}, {seed}).reshape(n, "
-                    + ", ".join(_dim_code(d) for d in shape) + ")")
-        if form == "stack":
-            return f"jnp.stack([_data({_shape_code(shape)}, {seed})] * n)"
-        if form == "zeros":
-            return f"jnp.zeros({_shape_code((_nd(),) + shape)})"
-        return f"_data({_shape_code(_full_shape(shape, 0))}, {seed})"
 
     def render(self) -> tuple[str, list[str], int]:
         """(module-level code, lines of run(), number of pmap sites)."""
@@ -708,10 +684,8 @@ class _Site:
 
 
 @st.composite
-def pmap_programs(draw, max_sites: int = 3, global_producers: bool = False) -> GeneratedProgram:
-    """A whole module with 1..max_sites pmap sites and `run()` returning numpy arrays.
-    `global_producers`: mapped leaves are sometimes built with the idioms `--style global`
-    recognises (a batch reshaped to (n, ...), jnp.stack([x] * n), jnp.zeros((n, ...)))."""
+def pmap_programs(draw, max_sites: int = 3) -> GeneratedProgram:
+    """A whole module with 1..max_sites pmap sites and `run()` returning numpy arrays."""
     n_sites = draw(st.integers(1, max_sites))
     module_parts = [PRELUDE]
     devices = draw(st.sampled_from(["jax.local_device_count()"] * 4 + [
@@ -720,7 +694,7 @@ def pmap_programs(draw, max_sites: int = 3, global_producers: bool = False) -> G
     total_sites = 0
     features: list[str] = []
     for i in range(n_sites):
-        site = _Site(draw, i, global_producers)
+        site = _Site(draw, i)
         code, lines, sites = site.render()
         module_parts.append(code)
         run_lines += lines
@@ -773,7 +747,6 @@ class _GlobalSite(_Site):
         self.fallback = fallback
         self.features = []
         self.helpers = []
-        self.global_producers = True
         self.callee, self.form = draw(st.sampled_from(
             [("def", "partial_decorator")] * 5 + [("def", "module_assigned")] * 3 + [
                 ("def", "bare_decorator"), ("lambda", "module_assigned"),
@@ -905,8 +878,8 @@ class _GlobalSite(_Site):
             # something a training loop has.
             self.features.append("ppermute")
             lines += [f"size = jax.lax.psum(1, {self.axis})",
-                      f"h = jax.lax.ppermute(h, {self.axis}, "
-                      "perm=[(d, (d + 1) % size) for d in range(size)])"]
+                      (f"h = jax.lax.ppermute(h, {self.axis}, "
+                       "perm=[(d, (d + 1) % size) for d in range(size)])")]
             return Value("h", h.shape, False)
         op = self.draw(st.sampled_from(self._op_choices(h)))
         if op in ("ppermute", "psum_scatter", "all_to_all"):
@@ -953,7 +926,6 @@ class _GlobalSite(_Site):
         module = list(self.helpers)
         params_def = params + (["scale"] if self.callee == "partial" else [])
         if self.callee == "partial":
-            body = body.replace("new_params = ", "new_params = ", 1)
             body = body.replace(f"return {self.return_expr}",
                                 f"new_params = jax.tree_util.tree_map(lambda p: p * scale, "
                                 f"new_params)\nreturn {self.return_expr}")
@@ -1047,8 +1019,8 @@ def global_programs(draw) -> GeneratedProgram:
             helpers_needed.add("replicate")
             run.append(f"state_{i} = replicate(init_{i})")
         elif producer in ("stack", "broadcast_to"):
-            def one(value):
-                if producer == "stack":
+            def one(value, stacking=producer):
+                if stacking == "stack":
                     return f"jnp.stack([{value}] * n)"
                 return f"np.broadcast_to({value}, (n,) + {value}.shape)"
             if site.state_tree == "dict":
@@ -1071,9 +1043,8 @@ def global_programs(draw) -> GeneratedProgram:
             run.append(f"c_{i} = _data(({d},), {i + 7})")
         elif site.constant == "stacked":
             run.append(f"c_{i} = jnp.stack([_data(({d},), {i + 7})] * n)")
-        if site.i in built_in_run:
-            if site.form == "assigned":
-                run.append(f"train_step_{i} = {built_in_run[site.i]}")
+        if site.form == "assigned":
+            run.append(f"train_step_{i} = {built_in_run[site.i]}")
         run.append(f"metrics_{i} = []")
         # One step: batches, the call, the reads of its results.
         batch_form = draw(st.sampled_from(BATCH_PRODUCERS))

@@ -13,6 +13,14 @@ equivalent to the original (outputs, collectives, donation).
 - Every difference fails the test. The one failure the sweeps have found so far was in the
   check itself (it deduplicated compiled programs by name, and new pmap names every program
   jit__fun); it is fixed in equivalence/hlo.py, with a regression test in test_harness.py.
+- `--style global`: training-loop programs (program_generator.global_programs), most in the
+  shapes that style takes, some with something it must refuse. Each is migrated with
+  --style global (one finding per site: PM600, or a faithful site code with a PM60x reason)
+  and checked against the original through its layout map, in batches (tests/batch_check.py).
+  A fallback never fails; a program the check does not find equivalent does, its source saved
+  under PMAP_MIGRATE_FUZZ_SAVE_DIR. The sweep prints its tally; PMAP_MIGRATE_FUZZ_GLOBAL_EXAMPLES
+  sets its size (500). The original runs under this interpreter's pmap, or under the legacy
+  one where it uses APIs current JAX removed (device_put_replicated / _sharded).
 """
 
 from __future__ import annotations
@@ -30,7 +38,13 @@ import pytest
 from batch_check import EQUIVALENT, Program, check_alone, check_programs
 from conftest import legacy_python_or_skip, original_python
 from hypothesis import HealthCheck, Phase, given, settings
-from program_generator import ENTRY, MODULE_NAME, GeneratedProgram, global_programs, pmap_programs
+from program_generator import (
+    ENTRY,
+    MODULE_NAME,
+    GeneratedProgram,
+    global_programs,
+    pmap_programs,
+)
 
 from equivalence.check import CheckOptions, check
 from transforms.pipeline import migrate_source
@@ -208,12 +222,13 @@ def _digest(source: bytes) -> str:
     return hashlib.sha256(source).hexdigest()[:12]
 
 
-def run_global_sweep(test_settings: settings, known_wrong: frozenset = frozenset()
-                     ) -> collections.Counter:
+def run_global_sweep(test_settings: settings, known_wrong: frozenset = frozenset(),
+                     limit: int | None = None) -> collections.Counter:
     """Draw programs, migrate each (pure), check them all; print the tally; fail on any
     program the check does not find equivalent, with its source saved for reproduction.
     `known_wrong`: digests of programs whose wrong rewrite is already reported (a seeded
-    sample only); they are counted apart, and one that is now equivalent fails the test."""
+    sample only); they are counted apart, and one that is now equivalent fails the test.
+    `limit`: check only the first `limit` distinct programs drawn."""
     drawn: dict[bytes, tuple[Program, list[str]]] = {}
 
     @test_settings
@@ -223,6 +238,8 @@ def run_global_sweep(test_settings: settings, known_wrong: frozenset = frozenset
         drawn.setdefault(migrated[0].source, migrated)  # identical programs are checked once
 
     examples()
+    if limit is not None:
+        drawn = dict(list(drawn.items())[:limit])
     tally: collections.Counter = collections.Counter()
     fallbacks: collections.Counter = collections.Counter()
     codes_of = {}
@@ -235,8 +252,14 @@ def run_global_sweep(test_settings: settings, known_wrong: frozenset = frozenset
             if not any(c in SITE_CODES for c in codes):
                 tally["fully global programs"] += 1
         fallbacks.update(c for c in codes if c in FALLBACK_CODES)
-    failures, wrong = [], set()
-    for verdict in check_programs([program for program, _ in drawn.values()]):
+    failures, wrong, sections = [], set(), collections.Counter()
+    print(f"\nglobal-style sweep: {len(drawn)} programs drawn and migrated, checking",
+          file=sys.stderr, flush=True)
+    for done, verdict in enumerate(check_programs([program for program, _ in drawn.values()]), 1):
+        if done % 25 == 0:  # progress, for a sweep that runs long
+            print(f"  {done} checked: {tally['checked equivalent']} equivalent, "
+                  f"{tally['wrong rewrites (different verdicts)']} different", file=sys.stderr,
+                  flush=True)
         if verdict.verdict == EQUIVALENT:
             tally["checked equivalent"] += 1
             if "PM600" in codes_of[id(verdict.program)]:
@@ -244,6 +267,8 @@ def run_global_sweep(test_settings: settings, known_wrong: frozenset = frozenset
             continue
         if verdict.verdict == "different":
             tally["wrong rewrites (different verdicts)"] += 1
+            # What differed: a failed side, or the check's section (outputs, donation, ...).
+            sections.update({d.split(":")[0] for d in verdict.differences})
         else:
             tally[f"not checkable ({verdict.verdict})"] += 1
         folder = _save_failure(verdict)
@@ -259,6 +284,9 @@ def run_global_sweep(test_settings: settings, known_wrong: frozenset = frozenset
              "wrong rewrites (different verdicts)"]
     lines = [f"  {key}: {tally[key]}" for key in order]
     lines += [f"  {key}: {value}" for key, value in sorted(tally.items()) if key not in order]
+    if sections:
+        lines.append("  differences by section: " + ", ".join(
+            f"{name} {count}" for name, count in sorted(sections.items())))
     lines.append("  fallbacks by code: " + (", ".join(
         f"{code} {count}" for code, count in sorted(fallbacks.items())) or "none"))
     print("\nglobal-style sweep:\n" + "\n".join(lines), file=sys.stderr)
@@ -333,8 +361,8 @@ def test_donated_stack_found_by_the_global_sweep(name):
     assert verdict.verdict == EQUIVALENT, verdict.differences
 
 
-GLOBAL_SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow],
-                       phases=[Phase.explicit, Phase.reuse, Phase.generate])
+GLOBAL_SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow],
+                   "phases": [Phase.explicit, Phase.reuse, Phase.generate]}
 
 
 # The seeded CI sample draws two programs with the donated-stack wrong rewrite above (they
@@ -353,5 +381,7 @@ def test_generated_programs_global_style():
 
 @pytest.mark.slow
 def test_generated_programs_global_style_sweep():
-    """PMAP_MIGRATE_FUZZ_GLOBAL_EXAMPLES programs (500 by default) in the global style."""
-    run_global_sweep(settings(max_examples=GLOBAL_SWEEP_EXAMPLES, **GLOBAL_SETTINGS))
+    """PMAP_MIGRATE_FUZZ_GLOBAL_EXAMPLES distinct programs (500 by default) in the global style.
+    Hypothesis draws some programs more than once, so it is asked for more examples."""
+    run_global_sweep(settings(max_examples=GLOBAL_SWEEP_EXAMPLES * 2, **GLOBAL_SETTINGS),
+                     limit=GLOBAL_SWEEP_EXAMPLES)
