@@ -361,6 +361,57 @@ def test_donated_stack_found_by_the_global_sweep(name):
     assert verdict.verdict == EQUIVALENT, verdict.differences
 
 
+# A false "different" the global sweep found in the check itself, reduced by hand: the legacy
+# pmap lowers each collective alone, so step_a and step_b both compile to three one-operand
+# all-reduces; equivalence/hlo.py `_distinct` (which merges recompilations of one function by
+# their collectives and aliasing, as program names cannot tell functions apart) merges the two
+# different functions into one, and the original shows one donating program. jit's combiner
+# groups them differently (3 vs 1 + 2 operands), so the migrated run shows two: donation
+# [1] != [1, 1], with equal outputs and collective kinds. Reported to the lead.
+TWO_DONATING_STEPS = """\
+\"\"\"Two donating steps whose legacy programs have the same collective signature.\"\"\"
+# pmap-migrate-test: original needs legacy jax
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@functools.partial(jax.pmap, axis_name="i", donate_argnums=(0,))
+def step_a(w, x):
+    return w - jax.lax.pmax(jnp.mean(x), "i"), jax.lax.pmax(jnp.sum(x), "i"), jax.lax.pmax(jnp.max(x), "i")
+
+
+@functools.partial(jax.pmap, axis_name="i", donate_argnums=(0,))
+def step_b(w, x):
+    return w - jax.lax.pmin(jnp.mean(x), "i"), jax.lax.pmax(jnp.sum(x), "i"), jax.lax.pmax(jnp.max(x), "i")
+
+
+def run():
+    n = jax.local_device_count()
+    x = np.arange(n * 6, dtype=np.float32).reshape(n, 2, 3)
+    a, sa, ma = step_a(jnp.zeros((n, 3)), x)
+    b, sb, mb = step_b(jnp.zeros((n, 3)), x)
+    return {"a": np.asarray(a[0]), "b": np.asarray(b[0]), "s": float(sa[0]) + float(sb[0]),
+            "m": float(ma[0]) + float(mb[0])}
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="the check merges two donating programs of the legacy "
+                   "original that communicate alike (found by the global sweep; not fixed yet)")
+def test_two_donating_steps_found_by_the_global_sweep():
+    source = TWO_DONATING_STEPS.encode()
+    result = migrate_source(source, style="global")
+    assert [f.code for f in result.findings].count("PM600") == 2
+    program = Program(source, result.source,
+                      next((f.outputs for f in result.layouts if f.function == "run"), ()),
+                      original_python(source))
+    program.name = "two_donating_steps"
+    verdict = check_alone(program)
+    assert verdict.verdict == EQUIVALENT, verdict.differences
+
+
 GLOBAL_SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow],
                    "phases": [Phase.explicit, Phase.reuse, Phase.generate]}
 
