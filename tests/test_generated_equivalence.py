@@ -20,7 +20,9 @@ equivalent to the original (outputs, collectives, donation).
   A fallback never fails; a program the check does not find equivalent does, its source saved
   under PMAP_MIGRATE_FUZZ_SAVE_DIR. The sweep prints its tally; PMAP_MIGRATE_FUZZ_GLOBAL_EXAMPLES
   sets its size (500). The original runs under this interpreter's pmap, or under the legacy
-  one where it uses APIs current JAX removed (device_put_replicated / _sharded).
+  one where it uses APIs current JAX removed (device_put_replicated / _sharded). Its first runs
+  (332 + 170 programs) found one wrong rewrite (a donated replicated producer, see
+  DONATED_STACKS) and one false difference in the check (TWO_DONATING_STEPS), nothing else.
 """
 
 from __future__ import annotations
