@@ -1,4 +1,8 @@
-"""Hypothesis strategy for VALID, RUNNABLE pmap programs, for the equivalence fuzzer.
+"""Hypothesis strategies for VALID, RUNNABLE pmap programs, for the equivalence fuzzer.
+
+Two strategies: `pmap_programs()` (below) varies pmap's own options site by site, for the
+faithful style; `global_programs()` (at the end) draws training loops in the shapes teams write
+around pmap, for `--style global` (see its section).
 
 `pmap_programs()` draws whole Python modules (source text) that use `jax.pmap` at one to
 three sites and define `run()`, which builds the inputs (n devices: all local devices, or fewer),
@@ -50,7 +54,7 @@ import textwrap
 
 from hypothesis import strategies as st
 
-__all__ = ["ENTRY", "MODULE_NAME", "GeneratedProgram", "pmap_programs"]
+__all__ = ["ENTRY", "MODULE_NAME", "GeneratedProgram", "global_programs", "pmap_programs"]
 
 MODULE_NAME = "generated_pmap_program"
 ENTRY = f"{MODULE_NAME}:run"
@@ -202,10 +206,9 @@ BUILT_IN_RUN = ("assigned", "on_the_spot")  # the pmap(...) expression is evalua
 class _Site:
     """Everything drawn for one pmap site, and the code it becomes."""
 
-    def __init__(self, draw, index: int, global_producers: bool = False):
+    def __init__(self, draw, index: int):
         self.i = index
         self.draw = draw
-        self.global_producers = global_producers
         self.features: list[str] = []
         self.helpers: list[str] = []  # module-level helper definitions
         self._draw_construction()
@@ -238,8 +241,6 @@ class _Site:
         draw = self.draw
         # The bare @jax.pmap maps everything on axis 0; in_axes=1 needs rank >= 2.
         choices = [0] if self.bare else [0, 0, None] + ([1] if self.per_device else [])
-        if self.global_producers and draw(st.integers(0, 2)):
-            choices = [0]  # mostly what the global style handles: in_axes 0
         kind = draw(st.sampled_from(["array", "array", "dict", "tuple", "nested"]))
         if kind != "array" and draw(st.booleans()):  # every leaf on one axis
             choices = [draw(st.sampled_from(choices))]
@@ -263,9 +264,7 @@ class _Site:
         if all(axis is None for arg in args for _, axis in arg.leaves()):
             args[0].tree = 0
         extras = []
-        # The global-style sweep draws pmap options that style keeps faithful more rarely.
-        rare = 12 if self.global_producers else 3
-        if not self.bare and draw(st.integers(0, rare)) == 0:
+        if not self.bare and draw(st.integers(0, 3)) == 0:
             extras.append(Arg("k", "static", literal=str(draw(st.sampled_from([2, 3])))))
             self.features.append("static")
         if not self.bare and draw(st.integers(0, 4)) == 0:
@@ -318,10 +317,10 @@ class _Site:
 
         # Rare placement options, only where n / devices can be read without import effects.
         self.placement = []
-        if self.form in BUILT_IN_RUN and draw(st.integers(0, 40 if self.global_producers else 7)) == 0:
+        if self.form in BUILT_IN_RUN and draw(st.integers(0, 7)) == 0:
             self.placement.append(
                 draw(st.sampled_from(["axis_size=n", "devices=jax.local_devices()[:n]"])))
-        if not self.bare and draw(st.integers(0, 40 if self.global_producers else 14)) == 0:
+        if not self.bare and draw(st.integers(0, 14)) == 0:
             self.placement.append('backend="cpu"')
         self.features += self.placement
 
@@ -455,8 +454,6 @@ class _Site:
         if self.bare:
             return 0
         choices = [0, 0] + ([1] if value.shape else []) + ([None, None] if value.replicated else [])
-        if self.global_producers and self.draw(st.integers(0, 2)):
-            choices = [0]
         axis = self.draw(st.sampled_from(choices))
         if axis == 0 and not value.replicated and self.draw(st.integers(0, 39)) == 0:
             self.features.append("out_axes=None on a varying value")
@@ -535,8 +532,7 @@ class _Site:
             self.return_expr = expr(outputs)
             axis_tree = axes(outputs)
         self.out_axes_code = _prefix_code(draw, axis_tree)
-        if all(x == 0 for _, x in _tree_leaves(axis_tree)) and (
-                self.global_producers or draw(st.booleans())):
+        if all(x == 0 for _, x in _tree_leaves(axis_tree)) and draw(st.booleans()):
             self.out_axes_code = None  # the default
 
     # code ------------------------------------------------------------------------------------
@@ -590,27 +586,7 @@ class _Site:
         if isinstance(tree, tuple):
             return _tuple_code([self._input_code(t, seed) for t in tree])
         seed[0] += 1
-        if self.global_producers and tree == 0:
-            return self._idiomatic_input(seed[0])
         return f"_data({_shape_code(_full_shape(self.per_device, tree))}, {seed[0]})"
-
-    def _idiomatic_input(self, seed: int) -> str:
-        """A leaf mapped on axis 0, built the way pmap programs build them (what the global
-        style recognises): a global batch reshaped to (n, ...), or a replicated stack."""
-        shape = self.per_device
-        form = self.draw(st.sampled_from(["plain", "reshape", "reshape", "stack", "zeros"]))
-        if form == "reshape" and not shape:
-            form = "stack"
-        self.features.append(f"input={form}")
-        if form == "reshape" and shape:
-            merged = _tuple_code([f"n * {_dim_code(shape[0])}", *(_dim_code(d) for d in shape[1:])])
-            return (f"_data({merged}, {seed}).reshape(n, "
-                    + ", ".join(_dim_code(d) for d in shape) + ")")
-        if form == "stack":
-            return f"jnp.stack([_data({_shape_code(shape)}, {seed})] * n)"
-        if form == "zeros":
-            return f"jnp.zeros({_shape_code((_nd(),) + shape)})"
-        return f"_data({_shape_code(_full_shape(shape, 0))}, {seed})"
 
     def render(self) -> tuple[str, list[str], int]:
         """(module-level code, lines of run(), number of pmap sites)."""
@@ -708,10 +684,8 @@ class _Site:
 
 
 @st.composite
-def pmap_programs(draw, max_sites: int = 3, global_producers: bool = False) -> GeneratedProgram:
-    """A whole module with 1..max_sites pmap sites and `run()` returning numpy arrays.
-    `global_producers`: mapped leaves are sometimes built with the idioms `--style global`
-    recognises (a batch reshaped to (n, ...), jnp.stack([x] * n), jnp.zeros((n, ...)))."""
+def pmap_programs(draw, max_sites: int = 3) -> GeneratedProgram:
+    """A whole module with 1..max_sites pmap sites and `run()` returning numpy arrays."""
     n_sites = draw(st.integers(1, max_sites))
     module_parts = [PRELUDE]
     devices = draw(st.sampled_from(["jax.local_device_count()"] * 4 + [
@@ -720,7 +694,7 @@ def pmap_programs(draw, max_sites: int = 3, global_producers: bool = False) -> G
     total_sites = 0
     features: list[str] = []
     for i in range(n_sites):
-        site = _Site(draw, i, global_producers)
+        site = _Site(draw, i)
         code, lines, sites = site.render()
         module_parts.append(code)
         run_lines += lines
@@ -738,3 +712,476 @@ def pmap_programs(draw, max_sites: int = 3, global_producers: bool = False) -> G
     if devices != "jax.local_device_count()":
         features.append(f"n = {devices}")
     return GeneratedProgram(source=source, sites=total_sites, features=tuple(features))
+
+
+# -- the global-style sweep: training-loop programs ------------------------------------------
+# `global_programs()` draws what teams write around pmap, in the shapes `--style global` is
+# meant to take (see the global_view package): module-level steps (a decorated def, or
+# `step = jax.pmap(fn, ...)` of a def, a lambda or a partial), a literal axis name, in_axes
+# 0 / None, donation of the state; a caller that replicates the state, builds per-device
+# batches and calls the steps in a loop, and reads the results. Some programs carry one of
+# the things users also write that the global style must refuse (a per-device value read
+# row by row, out_axes=None on a varying value, a device subset, pmap options it does not
+# take, ...): the sweep then checks that those fall back.
+
+GLOBAL_PRELUDE = PRELUDE.replace("N_DEVICES = None  # the mapped axis size run() chose\n", "")
+LEGACY_ONLY = "# pmap-migrate-test: original needs legacy jax"  # the marker conftest reads
+
+REPLICATED_PRODUCERS = ["device_put_replicated"] * 2 + ["stack"] * 3 + [
+    "broadcast_to", "tree_map_stack", "tree_map_broadcast_to"] * 2 + ["helper"]
+BATCH_PRODUCERS = ["reshape"] * 3 + ["reshape_minus_one", "rng", "device_put_sharded"] * 2 + [
+    "helper"]
+# What a program may do that the global style does not take (it must fall back, never go wrong).
+FALLBACK_IDIOMS = ["out_axes_none_varying", "static_argnum", "row_one", "host_mean_over_devices",
+                   "device_subset", "unrecognised_batch", "pmap_as_value", "loop_over_devices",
+                   "per_device_scalar_batch", "tuple_reshape"]
+
+
+class _GlobalSite(_Site):
+    """One step function of a training-loop program: its arguments have roles (the state,
+    replicated and fed back; batches, per-device and new every step; a constant)."""
+
+    def __init__(self, draw, index: int, fallback: str | None):
+        self.i = index
+        self.draw = draw
+        self.fallback = fallback
+        self.features = []
+        self.helpers = []
+        self.callee, self.form = draw(st.sampled_from(
+            [("def", "partial_decorator")] * 5 + [("def", "module_assigned")] * 3 + [
+                ("def", "bare_decorator"), ("lambda", "module_assigned"),
+                ("partial", "module_assigned"), ("def", "assigned"), ("def", "on_the_spot")]))
+        self.bare = self.form == "bare_decorator"
+        self.static_self = False
+        self.axis = None if self.bare else draw(st.sampled_from(['"batch"', '"batch"', '"i"', "AXIS"]))
+        self.d = draw(st.sampled_from([2, 3]))
+        self.rows = draw(st.sampled_from([1, 2, 4]))
+        self.flavour = draw(st.sampled_from(["train", "train", "generic"]))
+        self.features += [f"callee={self.callee}", f"form={self.form}", f"axis={self.axis}",
+                          f"body={self.flavour}"]
+        self._draw_roles()
+        self._draw_step_body()
+
+    # arguments ----------------------------------------------------------------------------
+    def _draw_roles(self):
+        draw, d = self.draw, self.d
+        self.state_tree = draw(st.sampled_from(["dict", "dict", "array"]))
+        scalar_batch = self.fallback == "per_device_scalar_batch" and self.i == 0
+        self.batch_shape = () if scalar_batch else (self.rows, d)
+        self.args = ["params", "x"]
+        if self.flavour == "train" and not scalar_batch:
+            self.args.append("y")
+        self.constant = None
+        if not self.bare and draw(st.integers(0, 2)) == 2:
+            self.constant = draw(st.sampled_from(["broadcast", "stacked"]))
+            self.args.append("c")
+        self.static = self.fallback == "static_argnum" and self.i == 0 and not self.bare
+        if self.static:
+            self.args.append("k")
+        self.donate = not self.bare and draw(st.integers(0, 2)) < 2
+        self.features += [f"state={self.state_tree}", f"batch={self.batch_shape}"]
+        if self.constant:
+            self.features.append(f"constant={self.constant}")
+        if self.donate:
+            self.features.append("donate state")
+
+    def _w(self) -> str:
+        return 'params["w"]' if self.state_tree == "dict" else "params"
+
+    def _bias(self) -> str:
+        return ' + params["b"]' if self.state_tree == "dict" else ""
+
+    def _reduce(self, value: str, allow_none: bool = True, tree: bool = False) -> tuple[str, bool]:
+        """`value` made the same on every device by a collective, or left per-device."""
+        if self.axis is None:
+            return value, False
+        if allow_none and self.draw(st.integers(0, 9)) == 9:
+            return value, False  # a per-device value
+        kind = self.draw(st.sampled_from(["pmean", "pmean", "psum", "pmax", "pmin"]
+                                         + ([] if tree else ["all_gather_mean"])))
+        if kind == "all_gather_mean":
+            return f"jnp.mean(jax.lax.all_gather({value}, {self.axis}), axis=0)", True
+        scale = " / jax.lax.psum(1, " + self.axis + ")" if kind == "psum" and not tree \
+            and self.draw(st.booleans()) else ""
+        return f"jax.lax.{kind}({value}, {self._axis_arg()}){scale}", True
+
+    def _draw_step_body(self):
+        draw = self.draw
+        lines: list[str] = []
+        x = "x" if self.batch_shape else f"x * jnp.ones((1, {self.d}))"
+        const = " + c * 0.5" if self.constant else ""
+        if self.flavour == "train":
+            y = "y" if "y" in self.args else "0.5"
+            weights = 'p["w"]' if self.state_tree == "dict" else "p"
+            if self.constant:
+                weights = f"({weights} + c * 0.5)"
+            bias = ' + p["b"]' if self.state_tree == "dict" else ""
+            lines += [
+                "def loss_fn(p):",
+                f"    error = {x} @ {weights}{bias} - {y}",
+                "    return jnp.mean(error * error)",
+                "",
+                "loss, grads = jax.value_and_grad(loss_fn)(params)",
+            ]
+            grads, self.state_replicated = self._reduce("grads", tree=self.state_tree == "dict")
+            if grads != "grads":
+                lines.append(f"grads = {grads}")
+            step = draw(st.sampled_from(["0.1", "0.05", "0.25"]))
+            lines.append(f"new_params = jax.tree_util.tree_map(lambda p, g: p - {step} * g, "
+                         "params, grads)")
+            h = Value("loss", (), False)
+            if self.static:
+                lines.append("new_params = jax.tree_util.tree_map(lambda p: p * k, new_params)")
+        else:
+            lines.append(f"h = {x} * {self._w()}{self._bias()}{const}")
+            h = Value("h", (self.rows, self.d) if self.batch_shape else (1, self.d), False)
+            if self.static:
+                lines.append("h = h * k")
+            for _ in range(draw(st.integers(1, 3))):
+                h = self._draw_op(h, lines)
+            mean, self.state_replicated = self._reduce(f"jnp.mean({h.expr})")
+            lines.append(f"update = {mean}")
+            lines.append("new_params = jax.tree_util.tree_map(lambda p: p * 0.5 + update * 0.25, "
+                         "params)")
+        self.h = h
+        # Outputs: the new state, then metrics (replicated by a collective, or per-device).
+        metric, replicated = self._reduce(f"jnp.sum({h.expr})" if h.shape else h.expr)
+        outputs = ["new_params", metric]
+        self.metric_replicated = replicated
+        self.per_device_output = None
+        if self.batch_shape and draw(st.integers(0, 4)) == 4:
+            if self.flavour == "train":
+                outputs.append(f"{x} @ new_params{self._w()[6:]}" if self.state_tree == "dict"
+                               else f"{x} @ new_params")
+                self.per_device_output = (self.rows,)
+            elif h.shape and h.shape[0] == self.rows and not h.replicated:
+                outputs.append(h.expr)
+                self.per_device_output = h.shape
+        self.out_none = (self.fallback == "out_axes_none_varying" and self.i == 0
+                         and not self.bare and not replicated)
+        if self.out_none:  # pmap returns device 0's value of each output
+            outputs = outputs[1:2]
+            self.donate = False  # the state is not fed back
+        if self.axis is not None and draw(st.integers(0, 3)) == 3:
+            outputs.append(f"jax.lax.pmax(jnp.max(jnp.abs({h.expr})), {self.axis})")
+        self.n_outputs = len(outputs)
+        self.features += [f"state {'replicated' if self.state_replicated else 'per-device'}",
+                          f"metric {'replicated' if replicated else 'per-device'}"]
+        if self.per_device_output:
+            self.features.append("per-device output")
+        self.return_expr = outputs[0] if len(outputs) == 1 else _tuple_code(outputs)
+        self.body_lines = lines
+
+    def _draw_op(self, h: Value, lines: list[str]) -> Value:
+        if self.axis is not None and self.draw(st.integers(0, 8)) == 8:
+            # Users ask the axis for its size; N_DEVICES (the other generator's global) is not
+            # something a training loop has.
+            self.features.append("ppermute")
+            lines += [f"size = jax.lax.psum(1, {self.axis})",
+                      (f"h = jax.lax.ppermute(h, {self.axis}, "
+                       "perm=[(d, (d + 1) % size) for d in range(size)])")]
+            return Value("h", h.shape, False)
+        op = self.draw(st.sampled_from(self._op_choices(h)))
+        if op in ("ppermute", "psum_scatter", "all_to_all"):
+            op = "elementwise"
+        self.features.append(op)
+        if op == "elementwise":
+            lines.append("h = " + self.draw(st.sampled_from(ELEMENTWISE)).format(h="h"))
+            return Value("h", h.shape, h.replicated)
+        # The other ops as the per-site generator draws them (a fixed op per draw).
+        return _Site._draw_op(_FixedOp(self, op), h, lines)
+
+    # code ---------------------------------------------------------------------------------
+    def pmap_keywords(self) -> list[str]:
+        draw = self.draw
+        parts = []
+        if self.axis is not None:
+            parts.append(f"axis_name={self.axis}")
+        axes = {"params": "0", "x": "0", "y": "0", "c": "None" if self.constant == "broadcast"
+                else "0", "k": "None"}
+        if any(axes[a] != "0" for a in self.args) or draw(st.integers(0, 3)) == 0:
+            parts.append("in_axes=" + _tuple_code([axes[a] for a in self.args]))
+        if self.out_none:
+            parts.append("out_axes=None")
+        if self.static:
+            parts.append(f"static_broadcasted_argnums=({self.args.index('k')},)")
+        if self.donate:
+            parts.append(draw(st.sampled_from(["donate_argnums=(0,)", "donate_argnums=0"])))
+        return parts
+
+    def render_step(self) -> tuple[str, str | None]:
+        """(module-level code, the `jax.pmap(...)` expression run() builds, if any)."""
+        draw, i = self.draw, self.i
+        keywords = self.pmap_keywords()
+        options = "".join(", " + k for k in keywords)
+        body = "\n".join(self.body_lines + [f"return {self.return_expr}"])
+        name = f"train_step_{i}" if self.form in ("partial_decorator", "bare_decorator") \
+            else f"_step_{i}"
+        params = list(self.args)
+        decorator = ""
+        if self.form == "partial_decorator":
+            decorator = f"@functools.partial(jax.pmap{options})\n"
+        elif self.form == "bare_decorator":
+            decorator = "@jax.pmap\n"
+        module = list(self.helpers)
+        params_def = params + (["scale"] if self.callee == "partial" else [])
+        if self.callee == "partial":
+            body = body.replace(f"return {self.return_expr}",
+                                f"new_params = jax.tree_util.tree_map(lambda p: p * scale, "
+                                f"new_params)\nreturn {self.return_expr}")
+        module.append(f"{decorator}def {name}({', '.join(params_def)}):\n"
+                      + textwrap.indent(body, "    ") + "\n")
+        if self.callee == "lambda":
+            callee = f"lambda {', '.join(params)}: {name}({', '.join(params)})"
+        elif self.callee == "partial":
+            callee = f"functools.partial({name}, scale={draw(st.sampled_from(['1.0', '0.5']))})"
+        else:
+            callee = name
+        built = f"jax.pmap({callee}{options})"
+        self.call_name = f"train_step_{i}"
+        if self.form == "module_assigned":
+            module.append(f"train_step_{i} = {built}\n")
+            built = None
+        elif self.form in ("partial_decorator", "bare_decorator"):
+            built = None
+        return "\n".join(module), built
+
+
+class _FixedOp:
+    """`_Site._draw_op` with its op already chosen: draws go to the site, except the first
+    sampled_from of ops, which answers `op`."""
+
+    def __init__(self, site: _GlobalSite, op: str):
+        self._site, self._op, self._answered = site, op, False
+
+    def __getattr__(self, name):
+        return getattr(self._site, name)
+
+    def draw(self, strategy):
+        if not self._answered:
+            self._answered = True
+            return self._op
+        return self._site.draw(strategy)
+
+
+@st.composite
+def global_programs(draw) -> GeneratedProgram:
+    """A training-loop module: 1-2 step functions under pmap and `run()`, which replicates the
+    state, feeds per-device batches for a few steps and returns host arrays. About one program
+    in five carries a FALLBACK_IDIOMS item."""
+    fallback = draw(st.sampled_from(FALLBACK_IDIOMS)) if draw(st.integers(0, 4)) == 4 else None
+    n_sites = draw(st.sampled_from([1, 1, 1, 2]))
+    sites = [_GlobalSite(draw, i, fallback) for i in range(n_sites)]
+    module_parts = [GLOBAL_PRELUDE]
+    legacy = False
+    devices = "jax.local_device_count()"
+    if fallback == "device_subset":
+        devices = "jax.local_device_count() // 2"
+    run = []
+    helpers_needed = set()
+    count = draw(st.sampled_from(["count", "count", "count", "len"]))
+    if count == "len" and devices == "jax.local_device_count()":
+        run += ["devices = jax.local_devices()", "n = len(devices)"]
+    else:
+        run.append(f"n = {devices}")
+    steps = draw(st.integers(1, 3))
+    loop = steps > 1 or draw(st.booleans())
+    built_in_run = {}
+    for site in sites:
+        code, built = site.render_step()
+        module_parts.append(code)
+        if built is not None:
+            built_in_run[site.i] = built
+    body: list[str] = []  # the loop body (or straight-line code when not looping)
+    reads: list[str] = []  # after the loop
+    features = [f"fallback={fallback}"] if fallback else []
+    features.append(f"steps={steps}")
+    for site in sites:
+        i, d, rows = site.i, site.d, site.rows
+        state_value = ({"w": f"_data(({d},), {i + 1})", "b": "jnp.float32(0.5)"}
+                       if site.state_tree == "dict" else {"": f"_data(({d},), {i + 1})"})
+        init = ("{" + ", ".join(f'"{k}": {v}' for k, v in state_value.items()) + "}"
+                if site.state_tree == "dict" else state_value[""])
+        producer = draw(st.sampled_from(REPLICATED_PRODUCERS))
+        if producer == "helper" and fallback == "device_subset":
+            producer = "stack"  # the helper replicates onto all local devices
+        if producer in ("device_put_replicated", "helper"):
+            legacy = True  # jax.device_put_replicated left JAX in 0.5
+        features.append(f"s{i}:state={producer}")
+        run.append(f"init_{i} = {init}")
+        if producer == "device_put_replicated":
+            where = "devices" if count == "len" and devices == "jax.local_device_count()" \
+                else "jax.local_devices()"
+            if fallback == "device_subset":
+                where = "jax.local_devices()[:n]"
+            run.append(f"state_{i} = jax.device_put_replicated(init_{i}, {where})")
+        elif producer == "helper":
+            helpers_needed.add("replicate")
+            run.append(f"state_{i} = replicate(init_{i})")
+        elif producer in ("stack", "broadcast_to"):
+            def one(value, stacking=producer):
+                if stacking == "stack":
+                    return f"jnp.stack([{value}] * n)"
+                return f"np.broadcast_to({value}, (n,) + {value}.shape)"
+            if site.state_tree == "dict":
+                run.append(f'w_{i} = {state_value["w"]}')
+                run.append(f"b_{i} = np.float32(0.5)")
+                stacked_b = "jnp.stack([b_" + str(i) + "] * n)" if producer == "stack" \
+                    else f"np.broadcast_to(b_{i}, (n,) + b_{i}.shape)"
+                run.append(f'state_{i} = {{"w": {one(f"w_{i}")}, "b": {stacked_b}}}')
+            else:
+                run.append(f"state_{i} = {one(f'init_{i}')}")
+        else:
+            leaf = ("jnp.stack([a] * n)" if producer == "tree_map_stack"
+                    else "np.broadcast_to(a, (n,) + np.shape(a))")
+            if producer == "tree_map_broadcast_to":
+                leaf = "np.broadcast_to(a, (n,) + a.shape)"
+                if site.state_tree == "dict":
+                    run[-1] = run[-1].replace("jnp.float32(0.5)", "np.float32(0.5)")
+            run.append(f"state_{i} = jax.tree_util.tree_map(lambda a: {leaf}, init_{i})")
+        if site.constant == "broadcast":
+            run.append(f"c_{i} = _data(({d},), {i + 7})")
+        elif site.constant == "stacked":
+            run.append(f"c_{i} = jnp.stack([_data(({d},), {i + 7})] * n)")
+        if site.form == "assigned":
+            run.append(f"train_step_{i} = {built_in_run[site.i]}")
+        run.append(f"metrics_{i} = []")
+        # One step: batches, the call, the reads of its results.
+        batch_form = draw(st.sampled_from(BATCH_PRODUCERS))
+        if fallback == "unrecognised_batch" and i == 0:
+            batch_form = "unrecognised"
+        if fallback == "tuple_reshape" and i == 0:
+            batch_form = "tuple_reshape"
+        if not site.batch_shape:
+            batch_form = "scalar"
+        if batch_form == "device_put_sharded":
+            legacy = True
+        features.append(f"s{i}:batch={batch_form}")
+        seed = f"{10 * i} + t" if loop else str(10 * i)
+        names = ["x", "y"] if "y" in site.args else ["x"]
+        for name in names:
+            shape = (rows, d) if name == "x" else (rows,)
+            tail = ", ".join(str(s) for s in shape[1:])
+            flat = _tuple_code(["n * " + str(rows)] + [str(s) for s in shape[1:]])
+            source = f"_data({flat}, {seed} + {len(name)})"
+            if batch_form == "reshape":
+                code = f"{source}.reshape(n, {rows}{', ' + tail if tail else ''})"
+            elif batch_form == "reshape_minus_one":
+                code = f"{source}.reshape(n, -1{', ' + tail if tail else ''})"
+            elif batch_form == "tuple_reshape":
+                code = f"{source}.reshape((n, -1){' + ' + _tuple_code([tail]) if tail else ''})"
+            elif batch_form == "rng":
+                size = _tuple_code(["n", str(rows)] + [str(s) for s in shape[1:]])
+                code = f"rng_{i}.normal(size={size}).astype(np.float32)"
+            elif batch_form == "helper":
+                helpers_needed.add("shard")
+                code = f"shard_batch({source}, n)"
+            elif batch_form == "device_put_sharded":
+                body.append(f"{name}_all_{i} = {source}.reshape(n, {rows}"
+                            f"{', ' + tail if tail else ''})")
+                where = "devices" if count == "len" and fallback != "device_subset" else \
+                    "jax.local_devices()" + ("[:n]" if fallback == "device_subset" else "")
+                code = (f"jax.device_put_sharded([{name}_all_{i}[j] for j in range(n)], "
+                        f"{where})")
+            elif batch_form == "scalar":
+                code = f"_data((n,), {seed} + {len(name)})"
+            else:  # the per-device layout built by hand: the tool cannot see it is a batch
+                code = f"_data({_shape_code((_nd(),) + shape)}, {seed} + {len(name)})"
+            body.append(f"{name}_{i} = {code}")
+        if batch_form == "rng":
+            run.append(f"rng_{i} = np.random.RandomState({i})")
+        arguments = [f"state_{i}"] + [f"{n_}_{i}" for n_ in names]
+        if site.constant:
+            arguments.append(f"c_{i}")
+        if site.static:
+            arguments.append("2")
+        call = f"train_step_{i}({', '.join(arguments)})"
+        if site.form == "on_the_spot":
+            call = f"{built_in_run[site.i]}({', '.join(arguments)})"
+        if fallback == "pmap_as_value" and i == 0 and site.form != "on_the_spot":
+            run.append(f'steps_{i} = {{"train": train_step_{i}}}')
+            call = f'steps_{i}["train"]({", ".join(arguments)})'
+        # numpy inputs are copied to the devices, never donated: only jax arrays are deleted.
+        keep_old = site.donate and "broadcast_to" not in producer and draw(st.booleans())
+        if keep_old:
+            body.append(f"old_{i} = state_{i}")
+        outputs = [f"state_{i}", f"m_{i}"] + [f"o{k}_{i}" for k in range(2, site.n_outputs)]
+        if site.out_none:
+            body.append(f"m_{i} = {call}")
+        else:
+            body.append(f"{', '.join(outputs)} = {call}")
+        body += _metric_reads(draw, site, fallback, f"m_{i}", f"metrics_{i}")
+        if keep_old:
+            leaf = f'old_{i}["w"]' if site.state_tree == "dict" else f"old_{i}"
+            body.append(f"deleted_{i} = np.asarray({leaf}.is_deleted())")
+            reads.append((f"deleted_{i}", f"deleted_{i}"))
+        if site.per_device_output is not None and not site.out_none:
+            reads.append((f"per_device_{i}", f"np.asarray(o2_{i})"))
+        reads.append((f"metrics_{i}", f"np.asarray(metrics_{i})"))
+        if not site.out_none:
+            reads.append((f"state_{i}", _state_read(draw, site, f"state_{i}")))
+    if loop:
+        run.append(f"for t in range({steps}):")
+        run += ["    " + line for line in body]
+    else:
+        run += body
+    run.append("return {" + ", ".join(f'"{key}": {value}' for key, value in reads) + "}")
+    if "replicate" in helpers_needed:
+        module_parts.append("def replicate(tree):\n"
+                            "    return jax.device_put_replicated(tree, jax.local_devices())\n")
+    if "unreplicate" in helpers_needed or any("unreplicate(" in line for line in run):
+        module_parts.append("def unreplicate(tree):\n"
+                            "    return jax.tree_util.tree_map(lambda a: a[0], tree)\n")
+    if "shard" in helpers_needed:
+        module_parts.append("def shard_batch(x, n):\n"
+                            "    return x.reshape(n, -1, *x.shape[1:])\n")
+    module_parts.append("def run():\n" + textwrap.indent("\n".join(run), "    ") + "\n")
+    source = "\n\n".join(part.rstrip("\n") + "\n" for part in module_parts)
+    if legacy:
+        source = source.replace('"""\nimport functools', f'"""\n{LEGACY_ONLY}\nimport functools', 1)
+    sites_count = sum(1 for site in sites)
+    features += [f"s{s.i}:{f}" for s in sites for f in s.features]
+    return GeneratedProgram(source=source, sites=sites_count, features=tuple(features))
+
+
+def _metric_reads(draw, site: _GlobalSite, fallback, metric: str, into: str) -> list[str]:
+    """How the loop reads a step's metric: row 0 of a replicated stack, or the whole stack."""
+    if site.out_none:
+        return [f"{into}.append(np.asarray({metric}))"]
+    if fallback == "row_one" and site.i == 0:
+        return [f"{into}.append(float({metric}[1]))"]
+    if fallback == "host_mean_over_devices" and site.i == 0:
+        return [f"{into}.append(float(np.mean({metric})))"]
+    if fallback == "loop_over_devices" and site.i == 0:
+        return [f"for row in {metric}:", f"    {into}.append(float(row))"]
+    if site.metric_replicated:
+        form = draw(st.sampled_from(["float", "float", "asarray_row", "device_get", "whole"]))
+    else:
+        form = draw(st.sampled_from(["whole", "device_get"]))
+    if form == "float":
+        return [f"{into}.append(float({metric}[0]))"]
+    if form == "asarray_row":
+        return [f"{into}.append(np.asarray({metric}[0]))"]
+    if form == "device_get":
+        return [f"{into}.append(jax.device_get({metric}))"]
+    return [f"{into}.append(np.asarray({metric}))"]
+
+
+def _state_read(draw, site: _GlobalSite, state: str) -> str:
+    """How run() reads the final state: row 0 (only if provably replicated), or whole."""
+    forms = ["whole", "device_get"]
+    if site.state_replicated:
+        forms += ["unreplicate", "tree_map_row", "row_of_leaf"] * 3 + ["tree_map_row_asarray"]
+    form = draw(st.sampled_from(forms))
+    if form == "unreplicate":
+        return f"jax.device_get(unreplicate({state}))"
+    if form == "tree_map_row":
+        return f"jax.device_get(jax.tree_util.tree_map(lambda a: a[0], {state}))"
+    if form == "tree_map_row_asarray":
+        return f"jax.tree_util.tree_map(lambda a: np.asarray(a[0]), {state})"
+    if form == "row_of_leaf":
+        leaf = f'{state}["w"]' if site.state_tree == "dict" else state
+        return f"np.asarray({leaf}[0])"
+    if form == "device_get":
+        return f"jax.device_get({state})"
+    return state

@@ -13,11 +13,23 @@ equivalent to the original (outputs, collectives, donation).
 - Every difference fails the test. The one failure the sweeps have found so far was in the
   check itself (it deduplicated compiled programs by name, and new pmap names every program
   jit__fun); it is fixed in equivalence/hlo.py, with a regression test in test_harness.py.
+- `--style global`: training-loop programs (program_generator.global_programs), most in the
+  shapes that style takes, some with something it must refuse. Each is migrated with
+  --style global (one finding per site: PM600, or a faithful site code with a PM60x reason)
+  and checked against the original through its layout map, in batches (tests/batch_check.py).
+  A fallback never fails; a program the check does not find equivalent does, its source saved
+  under PMAP_MIGRATE_FUZZ_SAVE_DIR. The sweep prints its tally; PMAP_MIGRATE_FUZZ_GLOBAL_EXAMPLES
+  sets its size (500). The original runs under this interpreter's pmap, or under the legacy
+  one where it uses APIs current JAX removed (device_put_replicated / _sharded). Its first runs
+  (332 + 170 programs) found one wrong rewrite (a donated replicated producer, see
+  DONATED_STACKS) and one false difference in the check (TWO_DONATING_STEPS), nothing else.
 """
 
 from __future__ import annotations
 
+import collections
 import difflib
+import hashlib
 import os
 import sys
 import tempfile
@@ -25,11 +37,18 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
-from conftest import legacy_python_or_skip
+from batch_check import EQUIVALENT, Program, check_alone, check_programs
+from conftest import legacy_python_or_skip, original_python
 from hypothesis import HealthCheck, Phase, given, settings
-from program_generator import ENTRY, MODULE_NAME, GeneratedProgram, pmap_programs
+from program_generator import (
+    ENTRY,
+    MODULE_NAME,
+    GeneratedProgram,
+    global_programs,
+    pmap_programs,
+)
 
-from equivalence.check import EQUIVALENT, CheckOptions, check
+from equivalence.check import CheckOptions, check
 from transforms.pipeline import migrate_source
 from transforms.target import DEFAULT_TARGET, TargetJax
 
@@ -160,72 +179,262 @@ def test_generated_programs_sweep_old_target():
 
 
 # -- --style global ---------------------------------------------------------------------------
+# Training-loop programs (program_generator.global_programs), migrated with --style global and
+# checked in batches (tests/batch_check.py: one process per side for many programs, each program
+# compared alone through its layout map; anything not equivalent is checked again alone).
 GLOBAL_SWEEP_EXAMPLES = int(os.environ.get("PMAP_MIGRATE_FUZZ_GLOBAL_EXAMPLES", "500"))
-GLOBAL_CODES = SITE_CODES | {"PM600"}
+FAILURES_DIR = Path(os.environ.get("PMAP_MIGRATE_FUZZ_SAVE_DIR",
+                                   Path(tempfile.gettempdir()) / "pmap-migrate-global-fuzz"))
+FALLBACK_CODES = tuple(f"PM60{i}" for i in range(1, 9))
 
 
-def migrate_and_check_global(program: GeneratedProgram, tally: dict) -> None:
-    """--style global: each site is either rewritten global (PM600) or faithful (PM100, with
-    a PM60x finding saying why); a program with a global site is checked through the layout
-    map and must be equivalent. Only a wrong rewrite fails; a fallback never does."""
+def migrate_global(program: GeneratedProgram) -> tuple[Program, list[str]]:
+    """The migration's own properties (parses, a second run changes nothing, one finding per
+    site: PM600 global or a faithful site code); the Program to check and the finding codes."""
     source = program.source.encode()
     result = migrate_source(source, style="global")
-    compile(result.source, f"{MODULE_NAME}.py", "exec")
+    try:
+        compile(result.source, f"{MODULE_NAME}.py", "exec")
+    except SyntaxError as error:
+        raise AssertionError(f"migrated output does not parse: {error}"
+                             + _describe(program, result.source)) from error
     again = migrate_source(result.source, style="global")
     assert again.source == result.source, "second migration changed the output" + _describe(program)
     codes = [f.code for f in result.findings]
-    assert codes.count("PM600") + codes.count("PM100") == program.sites, (
+    per_site = [c for c in codes if c == "PM600" or c in SITE_CODES]
+    assert len(per_site) == program.sites, (
         f"{program.sites} sites, findings {[f.to_text() for f in result.findings]}"
         + _describe(program))
-    tally["programs"] += 1
-    if "PM600" not in codes:
-        return  # all faithful: the faithful sweeps check that translation
-    tally["with_global_sites"] += 1
-    tally["global_sites"] += codes.count("PM600")
-    if "PM100" not in codes:
-        tally["fully_global"] += 1
-    with tempfile.TemporaryDirectory(prefix="pmap-migrate-gen-") as work:
-        original_root, migrated_root = Path(work, "original"), Path(work, "migrated")
-        original_root.mkdir()
-        migrated_root.mkdir()
-        (original_root / f"{MODULE_NAME}.py").write_bytes(source)
-        (migrated_root / f"{MODULE_NAME}.py").write_bytes(result.source)
-        layouts = {f"{MODULE_NAME}:{f.function}": f.outputs for f in result.layouts}
-        options = CheckOptions(devices=(8,), timeout=TIMEOUT, layouts=layouts)
-        (report,) = list(check(original_root, migrated_root, [ENTRY], options))
-    assert report.verdict == EQUIVALENT, (
-        f"check verdict {report.verdict!r}\n" + "\n".join(f"  {d}" for d in report.differences)
-        + _describe(program, result.source))
-    tally["checked"] += 1
+    layouts = next((f.outputs for f in result.layouts if f.function == "run"), ())
+    return Program(source, result.source, layouts, original_python(source)), codes
 
 
-def run_global_examples(test_settings: settings) -> dict:
-    tally = dict.fromkeys(
-        ("programs", "with_global_sites", "global_sites", "fully_global", "checked"), 0)
+def _save_failure(verdict) -> Path:
+    program = verdict.program
+    folder = FAILURES_DIR / _digest(program.source)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "before.py").write_bytes(program.source)
+    (folder / "after.py").write_bytes(program.migrated)
+    (folder / "verdict.txt").write_text(
+        f"{verdict.verdict}\n" + "\n".join(verdict.differences) + "\n", encoding="utf-8")
+    return folder
+
+
+def _digest(source: bytes) -> str:
+    return hashlib.sha256(source).hexdigest()[:12]
+
+
+def run_global_sweep(test_settings: settings, known_wrong: frozenset = frozenset(),
+                     limit: int | None = None) -> collections.Counter:
+    """Draw programs, migrate each (pure), check them all; print the tally; fail on any
+    program the check does not find equivalent, with its source saved for reproduction.
+    `known_wrong`: digests of programs whose wrong rewrite is already reported (a seeded
+    sample only); they are counted apart, and one that is now equivalent fails the test.
+    `limit`: check only the first `limit` distinct programs drawn."""
+    drawn: dict[bytes, tuple[Program, list[str]]] = {}
 
     @test_settings
-    @given(pmap_programs(max_sites=1, global_producers=True))
+    @given(global_programs())
     def examples(program):
-        migrate_and_check_global(program, tally)
+        migrated = migrate_global(program)
+        drawn.setdefault(migrated[0].source, migrated)  # identical programs are checked once
 
     examples()
-    print(f"\nglobal style: {tally['programs']} generated programs, {tally['with_global_sites']} "
-          f"with global sites ({tally['global_sites']} sites, {tally['fully_global']} programs "
-          f"fully global), {tally['checked']} checked equivalent", file=sys.stderr)
+    if limit is not None:
+        drawn = dict(list(drawn.items())[:limit])
+    tally: collections.Counter = collections.Counter()
+    fallbacks: collections.Counter = collections.Counter()
+    codes_of = {}
+    for program, codes in drawn.values():
+        codes_of[id(program)] = codes
+        tally["programs"] += 1
+        if "PM600" in codes:
+            tally["with global sites"] += 1
+            tally["global sites"] += codes.count("PM600")
+            if not any(c in SITE_CODES for c in codes):
+                tally["fully global programs"] += 1
+        fallbacks.update(c for c in codes if c in FALLBACK_CODES)
+    failures, wrong, sections = [], set(), collections.Counter()
+    print(f"\nglobal-style sweep: {len(drawn)} programs drawn and migrated, checking",
+          file=sys.stderr, flush=True)
+    for done, verdict in enumerate(check_programs([program for program, _ in drawn.values()]), 1):
+        if done % 25 == 0:  # progress, for a sweep that runs long
+            print(f"  {done} checked: {tally['checked equivalent']} equivalent, "
+                  f"{tally['wrong rewrites (different verdicts)']} different", file=sys.stderr,
+                  flush=True)
+        if verdict.verdict == EQUIVALENT:
+            tally["checked equivalent"] += 1
+            if "PM600" in codes_of[id(verdict.program)]:
+                tally["global programs checked equivalent"] += 1
+            continue
+        if verdict.verdict == "different":
+            tally["wrong rewrites (different verdicts)"] += 1
+            # What differed: a failed side, or the check's section (outputs, donation, ...).
+            sections.update({d.split(":")[0] for d in verdict.differences})
+        else:
+            tally[f"not checkable ({verdict.verdict})"] += 1
+        folder = _save_failure(verdict)
+        wrong.add(_digest(verdict.program.source))
+        if verdict.verdict == "different" and _digest(verdict.program.source) in known_wrong:
+            tally["of them known and reported"] += 1
+            continue
+        failures.append((verdict, folder))
+    fixed = known_wrong - wrong
+    tally.setdefault("wrong rewrites (different verdicts)", 0)
+    order = ["programs", "with global sites", "global sites", "fully global programs",
+             "checked equivalent", "global programs checked equivalent",
+             "wrong rewrites (different verdicts)"]
+    lines = [f"  {key}: {tally[key]}" for key in order]
+    lines += [f"  {key}: {value}" for key, value in sorted(tally.items()) if key not in order]
+    if sections:
+        lines.append("  differences by section: " + ", ".join(
+            f"{name} {count}" for name, count in sorted(sections.items())))
+    lines.append("  fallbacks by code: " + (", ".join(
+        f"{code} {count}" for code, count in sorted(fallbacks.items())) or "none"))
+    print("\nglobal-style sweep:\n" + "\n".join(lines), file=sys.stderr)
+    assert not failures, "\n".join(
+        f"{v.verdict} ({'checked alone' if v.alone else 'in a batch'}), saved in {folder}:\n"
+        + "\n".join(f"  {d}" for d in v.differences) for v, folder in failures)
+    assert not fixed, (f"known wrong rewrites {sorted(fixed)} were not found wrong: now "
+                       "equivalent (or no longer drawn); drop them from the list")
     return tally
 
 
+# Wrong rewrites the global sweep found, reduced by hand. pmap copies a donated argument that
+# is not already laid out for it (a `jnp.stack([w] * n)` lives on one device), so the original
+# deletes only that copy; the global style replaces the stack by `w` itself (or, for a numpy
+# `w`, by the host array), so the jitted step donates and deletes the user's own `w`, or the
+# stacked array is no longer a device array. Cause: transforms/global_view/idioms.py
+# `_producer` unstacks replicated producers without regard to donation. Reported to the lead.
+DONATED_STACKS = {
+    "unstacked_value_deleted": """\
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@functools.partial(jax.pmap, axis_name="batch", donate_argnums=(0,))
+def train_step(params, x):
+    return params - 0.5 * jax.lax.pmean(jnp.mean(x), "batch")
+
+
+def run():
+    n = jax.local_device_count()
+    w = jnp.ones((3,), jnp.float32)
+    params = train_step(jnp.stack([w] * n), np.ones((n, 2, 3), np.float32))
+    return {"w": np.asarray(w), "params": np.asarray(params[0])}
+""",
+    "stack_is_deleted_read": """\
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@functools.partial(jax.pmap, axis_name="batch", donate_argnums=(0,))
+def train_step(params, x):
+    return params - 0.5 * jax.lax.pmean(jnp.mean(x), "batch")
+
+
+def run():
+    n = jax.local_device_count()
+    params = jnp.stack([np.ones((3,), np.float32)] * n)
+    old = params
+    params = train_step(params, np.ones((n, 2, 3), np.float32))
+    return {"deleted": np.asarray(old.is_deleted()), "params": np.asarray(params[0])}
+""",
+}
+
+
+@pytest.mark.xfail(strict=True, reason="global style donates the unstacked value of a "
+                   "jnp.stack producer (found by the global sweep; not fixed yet)")
+@pytest.mark.parametrize("name", sorted(DONATED_STACKS))
+def test_donated_stack_found_by_the_global_sweep(name):
+    source = DONATED_STACKS[name].encode()
+    result = migrate_source(source, style="global")
+    assert "PM600" in [f.code for f in result.findings]
+    program = Program(source, result.source,
+                      next((f.outputs for f in result.layouts if f.function == "run"), ()))
+    program.name = name
+    verdict = check_alone(program)
+    assert verdict.verdict == EQUIVALENT, verdict.differences
+
+
+# A false "different" the global sweep found in the check itself, reduced by hand: the legacy
+# pmap lowers each collective alone, so step_a and step_b both compile to three one-operand
+# all-reduces; equivalence/hlo.py `_distinct` (which merges recompilations of one function by
+# their collectives and aliasing, as program names cannot tell functions apart) merges the two
+# different functions into one, and the original shows one donating program. jit's combiner
+# groups them differently (3 vs 1 + 2 operands), so the migrated run shows two: donation
+# [1] != [1, 1], with equal outputs and collective kinds. Reported to the lead.
+TWO_DONATING_STEPS = """\
+\"\"\"Two donating steps whose legacy programs have the same collective signature.\"\"\"
+# pmap-migrate-test: original needs legacy jax
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@functools.partial(jax.pmap, axis_name="i", donate_argnums=(0,))
+def step_a(w, x):
+    return w - jax.lax.pmax(jnp.mean(x), "i"), jax.lax.pmax(jnp.sum(x), "i"), jax.lax.pmax(jnp.max(x), "i")
+
+
+@functools.partial(jax.pmap, axis_name="i", donate_argnums=(0,))
+def step_b(w, x):
+    return w - jax.lax.pmin(jnp.mean(x), "i"), jax.lax.pmax(jnp.sum(x), "i"), jax.lax.pmax(jnp.max(x), "i")
+
+
+def run():
+    n = jax.local_device_count()
+    x = np.arange(n * 6, dtype=np.float32).reshape(n, 2, 3)
+    a, sa, ma = step_a(jnp.zeros((n, 3)), x)
+    b, sb, mb = step_b(jnp.zeros((n, 3)), x)
+    return {"a": np.asarray(a[0]), "b": np.asarray(b[0]), "s": float(sa[0]) + float(sb[0]),
+            "m": float(ma[0]) + float(mb[0])}
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="the check merges two donating programs of the legacy "
+                   "original that communicate alike (found by the global sweep; not fixed yet)")
+def test_two_donating_steps_found_by_the_global_sweep():
+    source = TWO_DONATING_STEPS.encode()
+    result = migrate_source(source, style="global")
+    assert [f.code for f in result.findings].count("PM600") == 2
+    program = Program(source, result.source,
+                      next((f.outputs for f in result.layouts if f.function == "run"), ()),
+                      original_python(source))
+    program.name = "two_donating_steps"
+    verdict = check_alone(program)
+    assert verdict.verdict == EQUIVALENT, verdict.differences
+
+
+GLOBAL_SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow],
+                   "phases": [Phase.explicit, Phase.reuse, Phase.generate]}
+
+
+# The seeded CI sample draws two programs with the donated-stack wrong rewrite above (they
+# read `old.is_deleted()` of a `jnp.stack` state); by their source digest (saved under
+# FAILURES_DIR). Remove them when the defect is fixed: the test says so.
+CI_KNOWN_WRONG = frozenset({"47e3febc7d1a", "71a41ce7e510"})
+
+
 def test_generated_programs_global_style():
-    """CI: a few seeded programs in the global style."""
-    tally = run_global_examples(settings(
-        max_examples=12, derandomize=True, deadline=None, database=None,
-        suppress_health_check=[HealthCheck.too_slow],
-        phases=[Phase.explicit, Phase.reuse, Phase.generate]))
-    assert tally["programs"] == 12
+    """CI: eight seeded programs in the global style, checked in batches."""
+    tally = run_global_sweep(settings(max_examples=8, derandomize=True, database=None,
+                                      **GLOBAL_SETTINGS), known_wrong=CI_KNOWN_WRONG)
+    assert tally["programs"] >= 6  # hypothesis may draw the same program twice
+    assert tally["with global sites"] >= 1
 
 
 @pytest.mark.slow
 def test_generated_programs_global_style_sweep():
-    """PMAP_MIGRATE_FUZZ_GLOBAL_EXAMPLES programs (500 by default) in the global style."""
-    run_global_examples(settings(max_examples=GLOBAL_SWEEP_EXAMPLES, deadline=None,
-                                 suppress_health_check=[HealthCheck.too_slow]))
+    """PMAP_MIGRATE_FUZZ_GLOBAL_EXAMPLES distinct programs (500 by default) in the global style.
+    Hypothesis draws some programs more than once, so it is asked for more examples."""
+    run_global_sweep(settings(max_examples=GLOBAL_SWEEP_EXAMPLES * 2, **GLOBAL_SETTINGS),
+                     limit=GLOBAL_SWEEP_EXAMPLES)
