@@ -157,9 +157,14 @@ def _distinct(modules) -> list[Module]:
     seen, distinct = set(), []
     for module in modules:
         # Not keyed by name: JAX >= 0.8 names every pmap program `jit__fun`, so names cannot
-        # tell programs apart on both sides alike; shape of communication and donation can.
-        key = (tuple(sorted((c.label(), c.operands) for c in module.collectives)),
-               module.aliased_parameters)
+        # tell programs apart on both sides alike; what it communicates and donates can. The
+        # operands are summed per collective kind: XLA's combiners group them differently
+        # per program and per JAX version (three one-operand all-reduces, or one of three),
+        # and a key of the grouping kept two programs apart on one side and not the other.
+        operands: collections.Counter = collections.Counter()
+        for c in module.collectives:
+            operands[c.label()] += c.operands
+        key = (tuple(sorted(operands.items())), module.aliased_parameters)
         if key not in seen:
             seen.add(key)
             distinct.append(module)

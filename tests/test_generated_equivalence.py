@@ -349,9 +349,13 @@ def run():
 }
 
 
-@pytest.mark.xfail(strict=True, reason="global style donates the unstacked value of a "
-                   "jnp.stack producer (found by the global sweep; not fixed yet)")
-@pytest.mark.parametrize("name", sorted(DONATED_STACKS))
+@pytest.mark.parametrize("name", [
+    "unstacked_value_deleted",  # fixed: producers unstack to a fresh buffer when a step donates
+    pytest.param("stack_is_deleted_read", marks=pytest.mark.xfail(
+        strict=True, reason="known limit: pmap donated a copy of a jnp.stack, so the stack "
+        "itself survives the first call; any device array given to a donating jit is deleted, "
+        "so a read of the stack after that call differs (found by the global sweep)")),
+])
 def test_donated_stack_found_by_the_global_sweep(name):
     source = DONATED_STACKS[name].encode()
     result = migrate_source(source, style="global")
@@ -400,9 +404,9 @@ def run():
 """
 
 
-@pytest.mark.xfail(strict=True, reason="the check merges two donating programs of the legacy "
-                   "original that communicate alike (found by the global sweep; not fixed yet)")
 def test_two_donating_steps_found_by_the_global_sweep():
+    """Fixed in equivalence/hlo.py: programs are told apart by operands summed per collective
+    kind, not by how XLA's combiner grouped them (it differs between the two JAX versions)."""
     source = TWO_DONATING_STEPS.encode()
     result = migrate_source(source, style="global")
     assert [f.code for f in result.findings].count("PM600") == 2
@@ -418,10 +422,10 @@ GLOBAL_SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_s
                    "phases": [Phase.explicit, Phase.reuse, Phase.generate]}
 
 
-# The seeded CI sample draws two programs with the donated-stack wrong rewrite above (they
-# read `old.is_deleted()` of a `jnp.stack` state); by their source digest (saved under
-# FAILURES_DIR). Remove them when the defect is fixed: the test says so.
-CI_KNOWN_WRONG = frozenset({"47e3febc7d1a", "71a41ce7e510"})
+# Seeded CI programs whose wrong rewrite is already reported, by source digest (saved under
+# FAILURES_DIR); the test says when one turns equivalent. The two the sample drew (a donated
+# device_put_replicated / jnp.stack state) are fixed.
+CI_KNOWN_WRONG: frozenset = frozenset()
 
 
 def test_generated_programs_global_style():
