@@ -474,7 +474,8 @@ class ExpressionsMixin:
         if arrays is not None:  # a tree shaped like a parameter: like that argument's stacks
             given = dict(zip(site.params, map(self.eval, call.args)))
             arrays = [shown if not isinstance(shown, str) else
-                      given.get(shown, SAME).tag == "repl" and not given[shown].tree
+                      given.get(shown, SAME).tag in ("repl", "merged")
+                      and not given[shown].tree
                       for shown in arrays]
         shown = arrays is not None and all(arrays)
         return self._site_output(site, REPL if shown else Kind("repl", tree=True), arrays)

@@ -61,7 +61,8 @@ class IdiomsMixin:
                                              lambda node: None)
                 if isinstance(operand, ast.Name) and operand.id == params[0]:
                     self._need_same(tree)
-                    self._edit(call, self._unstacked(body, self._qualified(body.func), tree))
+                    self._edit(call, self._unstacked(body, self._qualified(body.func), tree,
+                                                     tree=True))
                     return _replicated_tree(tree)
         if name in CONSTANT_FILLS and call.args and not any(k.arg == "shape" for k in call.keywords):
             shape = call.args[0]
@@ -192,7 +193,7 @@ class IdiomsMixin:
         fresh = ", may_alias=False" if self.module.donating else ""
         return f"{self.module.jax}.device_put({text}, P(){fresh})"
 
-    def _unstacked(self, stack: ast.Call, name: str, value: ast.AST) -> str:
+    def _unstacked(self, stack: ast.Call, name: str, value: ast.AST, tree: bool = False) -> str:
         """The one value a stack (`jnp.stack([x] * n)`, `np.broadcast_to(x, ...)`) repeats.
         With a donating step it must not be the user's `x` itself: the original stacked a new
         array, so donation never deleted `x`. A numpy stack stays a host array; a jax.numpy
@@ -204,7 +205,10 @@ class IdiomsMixin:
             numpy = ast.unparse(stack.func.value) if isinstance(stack.func, ast.Attribute) else None
             already = isinstance(value, ast.Call) and self._qualified(value.func) in (
                 "numpy.asarray", "numpy.array")
-            return text if already or numpy is None else f"{numpy}.asarray({text})"
+            if already or numpy is None:
+                return text
+            return f"{self.module.jax}.tree.map({numpy}.asarray, {text})" if tree \
+                else f"{numpy}.asarray({text})"
         return self._replicated(text)
 
     def _placed_batch(self, text: str) -> str:

@@ -255,8 +255,12 @@ def _is_array(node, arrays: dict, context, depth: int = 0):
     if isinstance(node, ast.Constant):
         return type(node.value) in (int, float, bool)
     if isinstance(node, ast.BinOp):
-        return _is_array(node.left, arrays, context, depth) is True or \
-            _is_array(node.right, arrays, context, depth) is True
+        # With an array on either side the result is an array (jnp broadcasts the other
+        # operand, a tuple included); a parameter's name: an array if that argument is one.
+        sides = [_is_array(side, arrays, context, depth) for side in (node.left, node.right)]
+        if True in sides:
+            return True
+        return next((side for side in sides if isinstance(side, str)), False)
     if isinstance(node, ast.UnaryOp):
         return _is_array(node.operand, arrays, context, depth)
     if isinstance(node, ast.Call):

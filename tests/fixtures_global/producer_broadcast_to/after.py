@@ -27,10 +27,10 @@ def run():
         n = jax.local_device_count()
         w = np.linspace(0.0, 1.0, 3, dtype=np.float32)
         b = jnp.zeros((), jnp.float32)
-        params = {"w": w, "b": np.asarray(b)}
+        params = {"w": np.asarray(w), "b": np.asarray(b)}
         x = np.linspace(-1.0, 1.0, n * 2 * 3, dtype=np.float32).reshape(n * 2, 3)
         y = x[..., 0] * 2.0
         params, loss = train_step(params, x, y)
-        again = {"w": w, "b": np.float32(0.0)}
+        again = np.asarray({"w": w, "b": np.float32(0.0)})
         params2, loss2 = train_step(again, x, y)
         return {"loss": np.asarray(loss), "loss2": np.asarray(loss2), "params": params}
