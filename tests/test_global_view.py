@@ -56,7 +56,9 @@ def test_every_fallback_code_has_a_fixture():
 def test_global_cases_leave_no_faithful_helper():
     for case in CASES:
         text = (case / "after.py").read_text()
-        if case.name.startswith(("producer", "consumer", "per_device", "inline")):
+        if case.name.startswith(("producer", "consumer", "per_device", "inline", "static_argnums",
+                                 "stacked_decorators", "out_axes_tree", "class_constant_axis",
+                                 "placement_options", "in_axes_tree", "nonzero_axes")):
             assert "_pmap_style_shard_map" not in text and "jax.pmap(" not in text.split('"""', 2)[-1]
             assert "_first_replica" not in text, case.name
 
@@ -86,8 +88,8 @@ def test_a_wrong_replicated_spec_is_caught(tmp_path):
     case = GLOBAL_FIXTURES / "per_device_results"
     wrong = (case / "after.py").read_text()
     wrong = wrong.replace(
-        "return jax.tree.map(lambda y: jnp.expand_dims(y, 0), (jnp.tanh(x @ w), "
-        "jax.lax.psum(jnp.sum(x), \"i\")))",
+        "return jax.tree.map(\n        lambda y: jnp.expand_dims(y, 0), (jnp.tanh(x @ w), "
+        "jax.lax.psum(jnp.sum(x), \"i\"))\n    )",
         "return jnp.tanh(x @ w), jax.lax.psum(jnp.sum(x), \"i\")",
     ).replace("out_specs=P(\"i\")", "out_specs=P()", 1)
     assert "out_specs=P()" in wrong and "expand_dims" not in wrong
@@ -325,3 +327,146 @@ def run():
     assert any(f.code == "PM607" and f.line == 20 and "`evaluate` runs only where "
                "`jax.process_index() == 0` holds" in f.message for f in result.findings)
     assert "PM600" not in {f.code for f in result.findings}
+
+
+# -- pmap options and site shapes ---------------------------------------------------------
+
+def _global(source: str):
+    result = migrate_source(source.encode(), style="global")
+    return result.source.decode(), {f.code for f in result.findings}, result.findings
+
+
+_STATIC = """import functools
+
+import jax
+import numpy as np
+
+
+@functools.partial(jax.pmap, axis_name="i", static_broadcasted_argnums=1)
+def f(x, k):
+    return jax.lax.psum(x * k, "i")
+{extra}
+
+def run():
+    n = jax.local_device_count()
+    return np.asarray(f(np.ones((n, 2), np.float32), 3))
+"""
+
+
+def test_static_argnums_keep_pmap_numbering_and_only_mapped_args_reach_shard_map():
+    text, codes, _ = _global(_STATIC.format(extra=""))
+    assert "PM600" in codes and "jax.pmap" not in text
+    assert "def _f(x, k):" in text  # the name `f` is also in `def`: the rename must not hit it
+    assert "@functools.partial(jax.jit, static_argnums=1)\ndef f(x, k):" in text
+    assert "lambda x: _f(x, k), in_specs=(P(),)" in text and ")(x)" in text
+    compile(text, "after.py", "exec")
+
+
+def test_static_argnums_fall_back_when_the_private_name_is_taken():
+    text, codes, findings = _global(_STATIC.format(extra="\n\n_f = None\n"))
+    assert "jax.jit, static_argnums" not in text and "PM600" not in codes
+    assert any(f.code == "PM602" and "`_f`" in f.message for f in findings)
+
+
+def test_static_argument_holding_a_per_device_value_falls_back():
+    source = _STATIC.replace("np.ones((n, 2), np.float32), 3", "np.ones((n, 2)), np.ones((n, 2))")
+    _, codes, findings = _global(source)
+    assert "PM600" not in codes
+    assert any(f.code == "PM604" and "static argument 1" in f.message for f in findings)
+
+
+_CLASS_AXIS = """import jax
+import numpy as np
+
+
+class Cfg:
+    axis = "r"
+{extra}
+
+def total(x):
+    return jax.lax.psum(x, Cfg.axis)
+
+
+def run():
+    n = jax.local_device_count()
+    return np.asarray(jax.pmap(total, axis_name=Cfg.axis)(np.arange(n * 2.0).reshape(n, 2))[0])
+"""
+
+
+@pytest.mark.parametrize("extra, goes_global", [
+    ("", True),
+    ("\n\nCfg.axis = \"other\"\n", False),  # rebound from outside the class
+    ("    axis = \"again\"\n", False),  # assigned twice in the body
+    ("\n\nAlias = Cfg\nAlias.axis = \"other\"\n", False),  # rebound through an alias
+])
+def test_class_constant_axis_names_only_when_never_rebound(extra, goes_global):
+    text, codes, _ = _global(_CLASS_AXIS.format(extra=extra))
+    assert ("PM600" in codes) == goes_global
+    assert ('("r",)' in text) == goes_global
+
+
+def test_out_axes_none_result_must_be_proven_replicated():
+    """(0, None): the None result is P() only when reduced; a local mean is not."""
+    proven = (GLOBAL_FIXTURES / "out_axes_tree" / "after.py").read_text()
+    assert 'out_specs=(P("i"), P())' in proven
+    findings = (GLOBAL_FIXTURES / "fallback_out_axes_unproven" / "findings.txt").read_text()
+    assert "PM606 result 1" in findings and "PM600" not in findings
+
+
+def test_only_a_bare_jit_may_be_stacked_with_pmap():
+    source = """import functools
+
+import jax
+import numpy as np
+
+
+@jax.jit
+@functools.partial(jax.pmap, axis_name="i", donate_argnums=0)
+def step(x):
+    return jax.lax.psum(x, "i")
+
+
+def run():
+    n = jax.local_device_count()
+    return np.asarray(step(np.arange(n * 2.0).reshape(n, 2)))
+"""
+    _, codes, findings = _global(source)
+    assert "PM600" not in codes
+    assert any(f.code == "PM602" and "jax.jit above a pmap with donate" in f.message
+               for f in findings)
+
+
+@pytest.mark.parametrize("option, goes_global", [
+    ("devices=jax.local_devices()", True),
+    ("devices=jax.devices()", True),
+    ("axis_size=n", True),
+    ("axis_size=4", False),
+    ("devices=jax.local_devices()[:1]", False),
+    ('backend="cpu"', False),
+])
+def test_placement_options_are_dropped_only_when_they_are_the_whole_mesh(option, goes_global):
+    source = f"""import jax
+import numpy as np
+
+
+def run():
+    n = jax.local_device_count()
+    x = np.arange(n * 2.0).reshape(n, 2)
+    return np.asarray(jax.pmap(lambda v: jax.lax.psum(v, "i"), axis_name="i", {option})(x)[0])
+"""
+    text, codes, _ = _global(source)
+    assert ("PM600" in codes) == goes_global
+    assert ("devices=" in text or "axis_size" in text or "backend" in text) != goes_global
+
+
+def test_in_axes_one_squeezes_in_the_body_and_checks_the_axis_size():
+    text = (GLOBAL_FIXTURES / "nonzero_axes" / "after.py").read_text()
+    assert "x = jax.tree.map(lambda y: jnp.squeeze(y, 1), x)" in text
+    assert 'in_specs=(P(None, "i"),), out_specs=P(None, "i")' in text
+    findings = (GLOBAL_FIXTURES / "fallback_axis_size_unknown" / "findings.txt").read_text()
+    assert "not provably the device count" in findings
+
+
+def test_different_axis_names_in_one_caller_name_both():
+    findings = (GLOBAL_FIXTURES / "fallback_axis_names" / "findings.txt").read_text()
+    assert '"i" at line 19, "j" at line 20' in findings

@@ -36,7 +36,7 @@ def run():
     x = np.arange(n, dtype=np.float32) + n * jax.process_index()
     return {"out": step(x), "process": np.asarray(jax.process_index())}
 '''
-# Planted into the migrated helper (transforms/templates/multiprocess_helper.py):
+# Planted into the migrated multi-process helper (transforms/templates/pmap_style_shard_map.py):
 LOCAL_MESH = (  # the mesh is this process's devices only: collectives stop at the host
     "found = [d for p in range(processes) for d in jax.local_devices(p, backend)]",
     "found = jax.local_devices(backend=backend)",

@@ -1,12 +1,12 @@
 """The multi-process helper keeps pmap's multi-process contract: a real two-process run.
 
 Two processes with 4 CPU devices each, joined by jax.distributed (gloo), call the helper a
-multi-process module gets (transforms/templates/multiprocess_helper.py) and the legacy
-jax.pmap (jax 0.4.38) the same way, each with its host-local slice: psum and axis_index span
-all 8 devices, outputs are host-local, numpy inputs, a replicated (P()) argument and output,
-a static argument, donation, and `.lower(...).compile()(...)` from arrays and from shapes.
-The helper gives the legacy pmap's values on jax 0.10.2 and, written for --target-jax 0.4.38,
-on jax 0.4.38.
+multi-process module gets (the `if multiprocess` variant of
+transforms/templates/pmap_style_shard_map.py) and the legacy jax.pmap (jax 0.4.38) the same
+way, each with its host-local slice: psum and axis_index span all 8 devices, outputs are
+host-local, numpy inputs, a replicated (P()) argument and output, a static argument,
+donation, and `.lower(...).compile()(...)` from arrays and from shapes. The helper gives the
+legacy pmap's values on jax 0.10.2 and, written for --target-jax 0.4.38, on jax 0.4.38.
 """
 
 from __future__ import annotations

@@ -143,6 +143,31 @@ def test_imported_templates_compute_what_pmap_computes():
     _assert_same(_run_helpers(sys.executable, "import"))
 
 
+def test_the_multiprocess_block_picks_the_variant():
+    single = helper_text("_pmap_style_shard_map", MODERN)
+    multi = helper_text("_pmap_style_shard_map", MODERN, multiprocess=True)
+    assert "multihost_utils" not in single and "process_count" not in single
+    assert "multihost_utils.host_local_array_to_global_array" in multi
+    assert "one process or several" in multi and "one process or several" not in single
+    # One text: pmap's argument checks and messages are the same in both variants.
+    for message in ("inconsistent sizes for array axes", "must be a tree prefix",
+                    "logical devices, but only", "'devices' argument to pmap must be non-empty"):
+        assert message in single and message in multi
+    for text in (single, multi, helper_text("_pmap_style_shard_map", LEGACY, multiprocess=True)):
+        assert "# pmap-migrate: if" not in text and "# pmap-migrate: end" not in text
+        tree = ast.parse(text)
+        assert [s.name for s in tree.body] == ["_pmap_style_shard_map"]
+
+
+@pytest.mark.parametrize("multiprocess", [False, True], ids=["single-process", "multiprocess"])
+def test_emitted_texts_compute_what_pmap_computes(multiprocess):
+    """What a module gets, each variant, run in one process (2 processes: test_multiprocess_*)."""
+    text = "".join(helper_text(name, MODERN, multiprocess=multiprocess) for name in (
+        "_pmap_style_shard_map", "_nested_pmap_shard_map", "_pmap_compat",
+        "_device_put_replicated", "_device_put_sharded", "_first_replica"))
+    _assert_same(_run_helpers(sys.executable, "text", text))
+
+
 def test_templates_for_an_old_target_compute_what_legacy_pmap_computes():
     text = "".join(helper_text(name, LEGACY) for name in (
         "_pmap_style_shard_map", "_nested_pmap_shard_map", "_pmap_compat",

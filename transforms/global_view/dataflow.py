@@ -62,7 +62,7 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
         self.sites = {s.name: s for s in sites.values() if s.owner is None}
         self.sites.update({s.name: s for s in sites.values() if s.owner and not s.inline})
         self.inline = {id(s.node): s for s in sites.values() if s.inline}
-        self.local_builds = {id(s.node) for s in sites.values() if s.owner and not s.inline}
+        self.local_builds = {id(s.built) for s in sites.values() if s.owner and not s.inline}
         self.module = module
         self.kinds: dict[str, Kind] = {}
         self.edits: dict[tuple[int, int], str] = {}
@@ -85,7 +85,14 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
         self._block(self.function.body)
         axes = {self.all_sites[key].axis_name for key in self.specs} - {None}
         if len(axes) > 1:
-            raise Blocker("PM602", self.function, "calls pmap sites with different axis names")
+            first: dict[str, int] = {}
+            for key in sorted(self.specs, key=lambda k: self.all_sites[k].node.lineno):
+                if self.all_sites[key].axis_name is not None:
+                    first.setdefault(self.all_sites[key].axis_name, self.all_sites[key].node.lineno)
+            named = ", ".join(f'"{axis}" at line {line}' for axis, line in first.items())
+            raise Blocker("PM602", self.function, f"calls pmap sites with different axis names "
+                          f"({named}): one function runs under one mesh, whose single axis "
+                          "carries one name")
         layouts = self._layouts()
         return CallerResult(self.specs, self.modes, axes.pop() if axes else DEFAULT_AXIS,
                             self.edits, layouts, returns_changed=bool(layouts))

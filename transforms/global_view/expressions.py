@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import ast
 
+from transforms.global_view.replication import NotProvable
 from transforms.global_view.sites import Blocker, Site, dotted
 from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
+    CONSTANT_FILLS,
     DEVICE_COUNT,
     DEVICES,
+    NONE_OUT,
     REPL,
     REPLICATED_OUT,
     SAME,
     STACKED_OUT,
     Kind,
     _describe,
+    quoted,
+    stacked_at,
 )
 
 
@@ -155,6 +160,15 @@ class ExpressionsMixin:
         if kind.tag in ("repl", "merged") and isinstance(index, ast.Constant) \
                 and isinstance(index.value, str):
             return kind  # a leaf of a tree of stacks
+        if kind.tag == "repl" and kind.axis == 0 and isinstance(index, ast.Tuple) \
+                and len(index.elts) >= 2 and _is_full_slice(index.elts[0]) \
+                and not any(isinstance(e, ast.Starred) for e in index.elts):
+            # `stack[:, None]`: the same on every row, so the row itself is `row[None]`.
+            for element in index.elts[1:]:
+                self._need_same(element)
+            rest = ", ".join(self.render(e) for e in index.elts[1:])
+            self._edit(node, f"{self.render(node.value)}[{rest}]")
+            return kind
         if kind.tag == "fields" and isinstance(index, ast.Constant):
             step = f"[{index.value!r}]" if isinstance(index.value, str) else f"[{index.value}]"
             for key, field in kind.fields:
@@ -245,27 +259,35 @@ class ExpressionsMixin:
     # -- the step itself ------------------------------------------------------------------
     def _site_call(self, call: ast.Call, site: Site) -> Kind:
         if call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
-            raise Blocker("PM603", call, f"{site.label} called with keywords or *args")
+            raise Blocker("PM603", call, f"{site.label} called with keywords or *args (pmap "
+                          "maps keyword arguments on axis 0; one in_specs tuple describes "
+                          "positional calls only)")
         if len(call.args) != len(site.params):
-            raise Blocker("PM603", call, f"{site.label} called with {len(call.args)} arguments")
+            raise Blocker("PM603", call, f"{site.label} called with {len(call.args)} of its "
+                          f"{len(site.params)} parameters (pmap fills the rest from defaults "
+                          "per call; one in_specs tuple needs every call to pass them all)")
+        self._placement(site)
+        if any(type(a) is int and a >= 1 for i, a in enumerate(site.in_axes)
+               if i not in site.static) and not (self.module.can_stack_results(site)
+                                                 and self.module.starts_a_line(site.body)):
+            raise Blocker("PM602", site.node, f"{site.label} maps an argument on an axis other "
+                          "than 0 and its function is shared with other code (or its first "
+                          "statement shares a line), so the body cannot be given the statement "
+                          "that drops that axis")
         specs, replicated = [], set()
         for position, (argument, axis) in enumerate(zip(call.args, site.in_axes)):
             kind = self.eval(argument)
-            if axis is None:
+            if position in site.static:  # jit's static argument: no spec, a plain value
                 if kind.changed:
-                    raise Blocker("PM604", argument, f"argument {position} of {site.label} is "
-                                  "not mapped (in_axes None) but holds a per-device value")
-                specs.append("P()")
+                    raise Blocker("PM604", argument, f"static argument {position} of "
+                                  f"{site.label} holds {_describe(kind)}")
                 replicated.add(site.params[position])
-            elif kind.tag == "repl" and kind.axis == 0:
-                specs.append("P()")
-                replicated.add(site.params[position])
-            elif kind.tag == "merged" and kind.axis == 0:
-                specs.append(f"P({AXIS_PLACEHOLDER})")
             else:
-                raise Blocker("PM604", argument, f"argument {position} of {site.label} "
-                              f"(`{ast.unparse(argument)}`): its producer is not recognised as "
-                              "a replicated value or a per-device batch")
+                spec, whole = self._argument_spec(argument, kind, axis, f"argument {position} "
+                                                  f"of {site.label}")
+                specs.append(spec)
+                if whole:
+                    replicated.add(site.params[position])
         if site.function_node is not None:
             # A closure or partial keyword sees the caller's value as it is: it must keep
             # its layout.
@@ -276,6 +298,8 @@ class ExpressionsMixin:
         specs = tuple(specs)
         if self.specs.setdefault(site.key, specs) != specs:
             raise Blocker("PM604", call, f"{site.label} is called with different layouts")
+        if site.out_tree is not None:
+            return self._result_tree(call, site, replicated)
         varying = self.module.body_analysis(site).first_varying_output(replicated)
         if varying is None:
             mode = REPLICATED_OUT
@@ -295,3 +319,144 @@ class ExpressionsMixin:
             return SAME  # the original's layout: stacked per-device rows, or out_axes=None
         return REPL
 
+
+    def _argument_spec(self, argument, kind: Kind, axis, what: str) -> tuple[str, bool]:
+        """(in_specs text, the same on every device) of one argument whose in_axes entry is
+        `axis`: 0 / None, or a dict / tuple tree of them matched against the argument's
+        fields (a dict or tuple literal of values of known layouts)."""
+        if isinstance(axis, (dict, tuple)):
+            if isinstance(axis, dict):
+                steps = [(f"[{key!r}]", key, sub) for key, sub in axis.items()]
+            else:
+                steps = [(f"[{i}]", i, sub) for i, sub in enumerate(axis)]
+            fields = dict(kind.fields) if kind.tag == "fields" else None
+            if fields is not None and sorted(fields) != sorted(step for step, _, _ in steps):
+                raise Blocker("PM604", argument, f"{what}: its fields do not match the in_axes "
+                              "tree")
+            if fields is None and kind.tag == "fields":
+                raise Blocker("PM604", argument, f"{what}: not a tree the tool can match")
+            parts, whole = [], True
+            for step, key, sub in steps:
+                spec, same = self._argument_spec(argument, fields[step] if fields else kind,
+                                                 sub, what)
+                parts.append(f"{quoted(key)}: {spec}" if isinstance(axis, dict) else spec)
+                whole = whole and same
+            text = "{" + ", ".join(parts) + "}" if isinstance(axis, dict) else \
+                "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+            return text, whole
+        if kind.tag == "fields":  # one axis for a tuple / dict of values of mixed layouts
+            steps = [step for step, _ in kind.fields]
+            if steps == [f"[{i}]" for i in range(len(steps))]:
+                axis = tuple(axis for _ in steps)
+            elif all(step.startswith("['") for step in steps):
+                axis = {ast.literal_eval(step[1:-1]): axis for step in steps}
+            else:
+                raise Blocker("PM604", argument, f"{what}: not a tree the tool can match")
+            return self._argument_spec(argument, kind, axis, what)
+        if axis is None:
+            if kind.changed:
+                raise Blocker("PM604", argument, f"{what} is not mapped (in_axes None) but "
+                              "holds a per-device value")
+            return "P()", True
+        if kind.tag == "repl" and kind.axis == 0 and axis == 0:
+            return "P()", True
+        if kind.tag == "merged" and kind.axis == 0 and axis == 0:
+            return f"P({AXIS_PLACEHOLDER})", False
+        if type(axis) is int and axis >= 1 and not kind.changed:
+            # A value the migration leaves in pmap's layout, mapped on axis k: shard_map
+            # splits the same axis (the body's first statement squeezes it, see rewrite),
+            # one slice per device only if that axis is the device count.
+            if not self._sized_by_devcount(argument, axis):
+                raise Blocker("PM604", argument, f"{what} is mapped on axis {axis}, which is "
+                              "not provably the device count (the mesh's size)")
+            return f"P({'None, ' * axis}{AXIS_PLACEHOLDER})", False
+        raise Blocker("PM604", argument, f"{what} (`{ast.unparse(argument)}`): its producer "
+                      "is not recognised as a replicated value or a per-device batch")
+
+    def _sized_by_devcount(self, node, axis: int) -> bool:
+        """`node` is built here with the device count at `axis` of its shape: a numpy draw
+        `size=(..., n, ...)`, a fill `np.zeros((..., n, ...))` or `x.reshape(..., n, ...)`,
+        possibly followed by `.astype(...)`."""
+        while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "astype":
+            node = node.func.value
+        if not isinstance(node, ast.Call):
+            return False
+        size = next((k.value for k in node.keywords if k.arg in ("size", "shape")), None)
+        if size is None and isinstance(node.func, ast.Attribute) and node.func.attr == "reshape":
+            size = node.args[0] if len(node.args) == 1 else ast.Tuple(elts=node.args)
+        elif size is None and self._qualified(node.func) in CONSTANT_FILLS and node.args:
+            size = node.args[0]
+        return isinstance(size, ast.Tuple) and len(size.elts) > axis \
+            and not any(isinstance(e, ast.Starred) for e in size.elts[:axis + 1]) \
+            and self._is_devcount(size.elts[axis])
+
+    def _placement(self, site: Site) -> None:
+        """pmap's devices= and axis_size= are exact under the caller's mesh only when they
+        are every device (jax.devices() / jax.local_devices(): one process) and the device
+        count. A module-level site's option is read only as such a call, not through names
+        of this function."""
+        for option, node in site.placement.items():
+            direct = site.owner is not None or isinstance(node, ast.Call)
+            want = "devices" if option == "devices" else "devcount"
+            try:
+                kind = self.eval(node) if direct else None
+            except Blocker:
+                kind = None
+            if kind is None or kind.tag != want:
+                what = "every device" if option == "devices" else "the device count"
+                raise Blocker("PM602", node, f"{site.label} has {option}="
+                              f"`{ast.unparse(node)}`, not provably {what}: under the caller's "
+                              "mesh over all devices it would run on different devices")
+
+    def _result_tree(self, call: ast.Call, site: Site, replicated: set[str]) -> Kind:
+        """`out_axes=(0, None, ...)`: per result, None needs a proven-replicated value (P(),
+        unstacked as in the original); 0 is P() when proven (a replicated stack in the
+        original) and otherwise keeps its device axis (expanded in the body, P(axis))."""
+        tree = site.out_tree
+        if isinstance(tree, int):  # one out_axes k >= 1: the result keeps pmap's layout
+            if not self.module.can_stack_results(site):
+                raise Blocker("PM606", site.node, f"`{site.name}` has out_axes={tree} and its "
+                              "function is shared with other code, so its results cannot be "
+                              "given back with their device axis")
+            mode = stacked_at(tree)
+            if self.modes.setdefault(site.key, mode) != mode:
+                raise Blocker("PM606", call, f"{site.label} is called with different layouts")
+            return SAME
+        axes = dict(enumerate(tree)) if isinstance(tree, tuple) else tree
+        try:
+            varying = self.module.body_analysis(site).varying_results(replicated, list(axes))
+        except NotProvable as error:
+            raise Blocker("PM606", error.node, f"{site.label}: {error.why}") from None
+        modes, fields = [], []
+        for position, axis in axes.items():
+            node = varying[position]
+            if axis not in (0, None):  # out_axes k >= 1: keeps pmap's layout, P(None, ..., axis)
+                if not self.module.can_stack_results(site):
+                    raise Blocker("PM606", site.node, f"result {position!r} of `{site.name}` has "
+                                  f"out_axes {axis} and its function is shared with other code")
+                modes.append(stacked_at(axis))
+            elif node is None:
+                modes.append(NONE_OUT if axis is None else REPLICATED_OUT)
+            elif axis is None:
+                raise Blocker("PM606", node, f"result {position} of {site.label} has out_axes "
+                              "None but is not provably the same on every device")
+            elif not self.module.can_stack_results(site):
+                raise Blocker("PM606", node, f"result {position} of `{site.name}` is per-device "
+                              "and its function is shared with other code, so it cannot be "
+                              "given back with its device axis")
+            else:
+                modes.append(STACKED_OUT)
+            fields.append((f"[{position!r}]", REPL if modes[-1] == REPLICATED_OUT else SAME))
+        mode = tuple(modes)
+        if self.modes.setdefault(site.key, mode) != mode:
+            raise Blocker("PM606", call, f"{site.label} returns replicated results for some "
+                          "calls and per-device results for others")
+        if not any(kind.changed for _, kind in fields):
+            return SAME
+        return Kind("fields", fields=tuple(fields))
+
+
+def _is_full_slice(node) -> bool:
+    return isinstance(node, ast.Slice) and node.lower is None and node.upper is None \
+        and node.step is None

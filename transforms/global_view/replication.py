@@ -55,10 +55,36 @@ class BodyAnalysis:
             self._block(body.body, varying, False, returns)
         except NotProvable as error:
             return error.node
-        for node, varies in returns:
+        for node, varies, _, _ in returns:
             if varies:
                 return node
         return None
+
+    def varying_results(self, replicated_params: set[str], keys) -> dict:
+        """For a body whose every return is a tuple literal of len(keys) results (keys
+        0, 1, ...) or a dict literal with exactly the string keys `keys` (pmap's
+        `out_axes=(0, None, ...)` / `{"k": 0, ...}`): per key, None when that result is
+        provably replicated, else the node that is not. Raises NotProvable when a return is
+        not such a literal."""
+        varying = set(self.site.params) - replicated_params
+        body = self.site.body
+        if isinstance(body, ast.Lambda):
+            found = [(body.body, False, frozenset(varying), False)]
+        else:
+            found = []
+            self._block(body.body, varying, False, found)
+        results: dict = dict.fromkeys(keys)
+        for node, _, names, control in found:
+            value = node if isinstance(body, ast.Lambda) else node.value
+            elements = result_elements(value, list(keys))
+            if elements is None:
+                raise NotProvable(node, "a return that is not a literal with one result per "
+                                  "out_axes entry")
+            for key, element in elements.items():
+                if results[key] is None and (control or self.varies(element, set(names))):
+                    results[key] = element
+        return results
+
 
     # -- statements ---------------------------------------------------------------------
     def _block(self, statements, varying: set[str], control: bool, returns) -> set[str]:
@@ -91,7 +117,7 @@ class BodyAnalysis:
             return varying
         if isinstance(s, ast.Return):
             v = control or (s.value is not None and self.varies(s.value, varying))
-            returns.append((s, v))
+            returns.append((s, v, frozenset(varying), control))
             return varying
         if isinstance(s, ast.If):
             inner = control or self.varies(s.test, varying)
@@ -168,8 +194,9 @@ class BodyAnalysis:
             return False
         axis = call.args[1] if len(call.args) > 1 else next(
             (k.value for k in call.keywords if k.arg == "axis_name"), None)
-        if isinstance(axis, ast.Name):
-            return self.site.axis_name is not None and self.constants.get(axis.id) == self.site.axis_name
+        if isinstance(axis, (ast.Name, ast.Attribute)):  # AXIS, Cfg.axis
+            return self.site.axis_name is not None and \
+                self.constants.get(ast.unparse(axis)) == self.site.axis_name
         return isinstance(axis, ast.Constant) and axis.value == self.site.axis_name is not None
 
     def _global_varies(self, name: ast.Name) -> bool:
@@ -192,3 +219,17 @@ class BodyAnalysis:
         params = frozenset(a.arg for a in ast.walk(definition.args) if isinstance(a, ast.arg))
         return any(self.varies(statement, varying - params, params)
                    for statement in definition.body)
+
+
+def result_elements(value, keys: list) -> dict | None:
+    """key -> the result expression of a returned tuple (keys 0..n-1) or dict literal whose
+    keys are exactly `keys`; None for any other return value."""
+    if isinstance(value, ast.Tuple) and keys == list(range(len(value.elts))) \
+            and not any(isinstance(e, ast.Starred) for e in value.elts):
+        return dict(enumerate(value.elts))
+    if isinstance(value, ast.Dict) and all(
+            isinstance(k, ast.Constant) and isinstance(k.value, str) for k in value.keys):
+        found = {k.value: v for k, v in zip(value.keys, value.values)}
+        if sorted(found) == sorted(keys) and len(found) == len(value.keys):
+            return found
+    return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 
 import libcst as cst
 from libcst.codemod import CodemodContext
@@ -29,9 +30,9 @@ from transforms.global_view.multiprocess import (
     process_idiom_findings,
 )
 from transforms.global_view.process_dependence import ProcessDependence
-from transforms.global_view.replication import BodyAnalysis
+from transforms.global_view.replication import BodyAnalysis, result_elements
 from transforms.global_view.sites import Blocker, Site, _string_constants, dotted, find_sites
-from transforms.global_view.values import AXIS_PLACEHOLDER, STACKED_OUT, quoted
+from transforms.global_view.values import AXIS_PLACEHOLDER, quoted, stacked_axis
 from transforms.imports import apply_queued_imports
 from transforms.reading.names import ImportTable
 from transforms.target import TargetJax
@@ -71,6 +72,11 @@ class ModuleInfo:
         for node in ast.walk(tree):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 self.loads[node.id] = self.loads.get(node.id, 0) + 1
+        self.partial = next((n for n, full in table.imported.items() if full == "functools.partial"),
+                            None) or next((f"{n}.partial" for n, full in table.imported.items()
+                                           if full == "functools"), None)
+        self.needs_functools = self.partial is None
+        self.partial = self.partial or "functools.partial"
         self.numpy = next((n for n, full in table.imported.items() if full == "jax.numpy"),
                           f"{self.jax}.numpy")
 
@@ -97,6 +103,16 @@ class ModuleInfo:
         if site.key not in self._bodies:
             self._bodies[site.key] = BodyAnalysis(site, self.tree, self.imported, self.constants)
         return self._bodies[site.key]
+
+    def starts_a_line(self, body) -> bool:
+        """The body's first statement (after a docstring) begins its own line, so a statement
+        can be put before it."""
+        if not isinstance(body, ast.FunctionDef):
+            return False
+        first = first_body_statement(body)
+        start = self.span(first)[0]
+        line_start = self._line_starts[first.lineno - 1]
+        return not self.source[line_start:start].strip()
 
     def can_stack_results(self, site: Site) -> bool:
         """Per-device results keep their device axis by an expand at the body's returns;
@@ -219,22 +235,35 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     for caller, result in results.items():
         axis = quoted(result.axis)
         edits.update({k: v.replace(AXIS_PLACEHOLDER, axis) for k, v in result.edits.items()})
+    site_edits: dict[tuple[int, int], str] = {}
     for site in global_sites:
         specs, mode, axis = _usage(next(results[c] for c in callers_of(site.key, callers)), site.key)
-        out_specs = f"P({quoted(axis)})" if mode == STACKED_OUT else "P()"
-        edits.update(_site_edits(site, specs, out_specs, mode, module))
+        modes = mode if isinstance(mode, tuple) else (mode,)
+        out_specs = _out_specs(site, mode, axis)
+        site_edits.update(_site_edits(site, specs, out_specs, mode, module))
         kept = ("; per-device results keep their device axis (expanded in the body, P(axis))"
-                if mode == STACKED_OUT else "")
+                if any(stacked_axis(m) is not None for m in modes) else "")
+        if site.static:
+            kept += f"; static arguments {', '.join(site.params[i] for i in site.static)} " \
+                "are jax.jit's static_argnums and reach the body by closure"
         if multiprocess:
             kept += ("; multi-process: each process's rows become one global batch "
                      "(jax.make_array_from_process_local_data), replicated values are the same "
                      "on every process" + (", per-device results come back as the process's "
-                                           "own rows" if mode == STACKED_OUT else ""))
+                                           "own rows" if any(stacked_axis(m) is not None for m in modes) else ""))
         findings.append(Finding(
             "PM600", site.node.lineno, site.node.col_offset + 1,
             f"{site.label} migrated in the global style: jax.jit(jax.shard_map(...)) with "
             f"in_specs {_tuple(specs)} and out_specs {out_specs}; its callers "
             f"({', '.join(sorted(callers_of(site.key, callers)))}) pass global arrays{kept}"))
+    conflict = _compose(edits, site_edits, module)
+    if conflict is not None:
+        site = next(s for s in global_sites if _within(conflict, module.span(s.statement))
+                    or _within(module.span(s.built), conflict)) if global_sites else None
+        node = site.node if site is not None else tree
+        return GlobalResult(source, _dedupe([f for f in findings if f.code != "PM600"] + [
+            _finding(Blocker("PM605", node, "a caller's edit and this site's edit overlap in a "
+                             "way the rewrite cannot join: the module stays faithful"))]))
     text = module.render(0, len(source), edits)
     new_module = cst.parse_module(text.encode("utf-8"))
     new_module = new_module.visit(_WithMesh({c: r.axis for c, r in results.items()}, module.jax))
@@ -247,10 +276,35 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
         AddImportsVisitor.add_needed_import(context, "jax.experimental", "multihost_utils")
     if module.jax == "jax" and "jax" not in table.imported:
         AddImportsVisitor.add_needed_import(context, "jax")
+    if module.needs_functools and any(s.static for s in global_sites):
+        AddImportsVisitor.add_needed_import(context, "functools")
     new_module = apply_queued_imports(new_module, context)
     layouts = tuple(FunctionLayout(c, r.layouts) for c, r in sorted(results.items()) if r.layouts)
     return GlobalResult(new_module.bytes, _dedupe(findings), layouts,
                         tuple(s.key for s in global_sites))
+
+
+def _compose(edits: dict, site_edits: dict, module: ModuleInfo) -> tuple[int, int] | None:
+    """Add the sites' edits to the callers' edits (in place). A caller's edit may contain a
+    site (`jax.pmap(f)(x)[0]` becomes direct use around the inline site): its text holds the
+    site's source verbatim, which is replaced by the site's text. Returns the span of an
+    overlap that cannot be joined so (None when all joined)."""
+    callers = list(edits)  # the sites' own edits never overlap each other
+    for span, text in sorted(site_edits.items()):
+        outer = [c for c in callers if _within(span, c) and c != span]
+        inner = [c for c in callers if _within(c, span) and c != span and span[0] != span[1]]
+        crossing = [c for c in callers if c[0] < span[1] and span[0] < c[1] and c not in outer
+                    and c not in inner]
+        if inner or crossing or (span in edits and edits[span] != text):
+            return span
+        original = module.source[span[0]:span[1]].decode("utf-8")
+        for container in outer:
+            if edits[container].count(original) != 1 or span[0] == span[1]:
+                return span
+            edits[container] = edits[container].replace(original, text)
+        if not outer:
+            edits[span] = text
+    return None
 
 
 def _usage(result: CallerResult, key: str) -> tuple[tuple[str, ...], str, str]:
@@ -258,6 +312,20 @@ def _usage(result: CallerResult, key: str) -> tuple[tuple[str, ...], str, str]:
     axis = quoted(result.axis)
     return tuple(s.replace(AXIS_PLACEHOLDER, axis) for s in result.specs[key]), \
         result.modes[key], result.axis
+
+
+def _out_specs(site: Site, mode, axis: str) -> str:
+    """out_specs text: P() for replicated results, P(axis) (after pmap's out_axes position of
+    Nones) for results that keep their device axis; a tuple / dict of them for out_axes trees."""
+    def spec(one_mode: str) -> str:
+        at = stacked_axis(one_mode)
+        return "P()" if at is None else f"P({'None, ' * at}{quoted(axis)})"
+
+    if isinstance(mode, tuple) and isinstance(site.out_tree, dict):
+        return "{" + ", ".join(f"{quoted(k)}: {spec(m)}" for k, m in zip(site.out_tree, mode)) + "}"
+    if isinstance(mode, tuple):
+        return _tuple([spec(m) for m in mode])
+    return spec(mode)
 
 
 def callers_of(site: str, callers: dict[str, set[str]]) -> list[str]:
@@ -366,20 +434,162 @@ def _site_edits(site: Site, specs, out_specs: str, mode: str, module: ModuleInfo
     """The edits of one global site: its pmap expression, and with per-device results an
     expand of every value the body returns (pmap's stacked output layout, kept)."""
     body_edits = {}
-    if mode == STACKED_OUT:
-        expand = f"{module.jax}.tree.map(lambda y: {module.numpy}.expand_dims(y, 0), ({{}}))"
-        if isinstance(site.body, ast.Lambda):
-            value = site.body.body
-            body_edits[module.span(value)] = expand.format(_source(module, value))
-        else:
-            for node in _own_returns(site.body):
-                if node.value is not None:
-                    body_edits[module.span(node.value)] = expand.format(_source(module, node.value))
+    values = [site.body.body] if isinstance(site.body, ast.Lambda) else [
+        node.value for node in _own_returns(site.body) if node.value is not None]
+    for value in values:
+        if isinstance(mode, tuple):  # out_axes=(0, None, ...) / {...}: every return is such
+            keys = list(range(len(mode))) if isinstance(site.out_tree, tuple) else list(site.out_tree)
+            elements = result_elements(value, keys)
+            for key, element_mode in zip(keys, mode):
+                if stacked_axis(element_mode) is not None:
+                    body_edits[module.span(elements[key])] = _expanded(
+                        module, elements[key], stacked_axis(element_mode))
+        elif stacked_axis(mode) is not None:
+            body_edits[module.span(value)] = _expanded(module, value, stacked_axis(mode))
+        if not isinstance(site.body, ast.Lambda):
+            _fit_return(module, value, body_edits, stacked_axis(mode) if isinstance(mode, str)
+                        else None)
+    body_edits.update(_squeeze_edits(site, module))
+    if site.decorated and site.static:
+        return {**body_edits, **_static_def_edits(site, specs, out_specs, module)}
     if site.decorated:
-        return {**body_edits, module.span(site.node): _site_text(site, specs, out_specs, module, {})}
-    inside = {k: v for k, v in body_edits.items() if _within(k, module.span(site.node))}
+        start = module.span(site.outer_jit or site.node)[0]
+        text = _site_text(site, specs, out_specs, module, {})
+        return {**body_edits, (start, module.span(site.node)[1]): text}
+    built = module.span(site.statement if site.static else site.built)
+    inside = {k: v for k, v in body_edits.items() if _within(k, built)}
     outside = {k: v for k, v in body_edits.items() if k not in inside}
-    return {**outside, module.span(site.node): _site_text(site, specs, out_specs, module, inside)}
+    if site.static:
+        return {**outside, built: _static_wrapper(site, specs, out_specs, module, inside)}
+    return {**outside, built: _site_text(site, specs, out_specs, module, inside)}
+
+
+def _fit_return(module: ModuleInfo, value, edits: dict, whole_axis: int | None) -> None:
+    """Keep a returned value's line within the limit once its results are expanded: a
+    tuple / dict literal gets one result per line, a whole expanded value moves into the
+    tree.map call's own lines (edits is changed in place)."""
+    start, end = module.span(value)
+    if value.lineno != value.end_lineno or not any(_within(k, (start, end)) for k in edits):
+        return
+    line_start = module._line_starts[value.lineno - 1]
+    line_end = module._line_starts[value.lineno] if value.lineno < len(module._line_starts) - 1 \
+        else len(module.source)
+    before = module.source[line_start:start].decode("utf-8")
+    after = module.source[end:line_end].decode("utf-8").rstrip("\n")
+    if len(before) + len(module.render(start, end, edits)) + len(after) <= LINE_LIMIT:
+        return
+    text = _multiline(module, value, edits, " " * (len(before) - len(before.lstrip())),
+                      whole_axis)
+    if text is None:
+        return
+    for key in [k for k in edits if _within(k, (start, end))]:
+        del edits[key]
+    edits[(start, end)] = text
+
+
+def _multiline(module: ModuleInfo, value, edits: dict, indent: str, whole_axis: int | None):
+    """`value` with its edits, spread over lines indented from `indent`: one result per line
+    for a tuple / dict literal, or the whole expand call's arguments on their own line."""
+    start, end = module.span(value)
+    inner = indent + "    "
+    if isinstance(value, (ast.Tuple, ast.Dict)) and (start, end) not in edits:
+        if isinstance(value, ast.Tuple):
+            lines = [module.render(*module.span(e), edits) for e in value.elts]
+            opening, closing = "(", ")"
+        else:
+            lines = [f"{module.render(*module.span(k), edits)}: "
+                     f"{module.render(*module.span(v), edits)}"
+                     for k, v in zip(value.keys, value.values)]
+            opening, closing = "{", "}"
+        text = opening + "\n" + "".join(f"{inner}{line},\n" for line in lines) + indent + closing
+    elif (start, end) in edits and whole_axis is not None:
+        text = (f"{module.jax}.tree.map(\n{inner}lambda y: {module.numpy}.expand_dims(y, "
+                f"{whole_axis}), {_argument_text(module, value)}\n{indent})")
+    else:
+        return None
+    return text
+
+
+def _squeeze_edits(site: Site, module: ModuleInfo) -> dict:
+    """in_axes k >= 1: shard_map hands the body a block with a size-1 axis k where pmap
+    handed it the slice without that axis, so the body's first statement drops it."""
+    squeezed = [(p, a) for i, (p, a) in enumerate(zip(site.params, site.in_axes))
+                if type(a) is int and a >= 1 and i not in site.static]
+    if not squeezed:
+        return {}
+    first = first_body_statement(site.body)
+    start = module.span(first)[0]
+    indent = " " * first.col_offset
+    text = "".join(f"{p} = {module.jax}.tree.map(lambda y: {module.numpy}.squeeze(y, {a}), {p})"
+                   f"\n{indent}" for p, a in squeezed)
+    return {(start, start): text}
+
+
+def first_body_statement(function: ast.FunctionDef) -> ast.stmt:
+    """The statement a squeeze goes before: the first one after a docstring."""
+    statements = function.body
+    docstring = isinstance(statements[0], ast.Expr) and isinstance(
+        statements[0].value, ast.Constant) and isinstance(statements[0].value.value, str)
+    return statements[1] if docstring and len(statements) > 1 else statements[0]
+
+
+def _expanded(module: ModuleInfo, value: ast.AST, axis: int = 0) -> str:
+    """`value` (a result or a tree of them) with pmap's device axis put back at `axis`."""
+    text = _argument_text(module, value)
+    return f"{module.jax}.tree.map(lambda y: {module.numpy}.expand_dims(y, {axis}), {text})"
+
+
+def _argument_text(module: ModuleInfo, value: ast.AST) -> str:
+    """The source of `value`, safe as one argument of a call."""
+    text = _source(module, value)
+    if isinstance(value, ast.Tuple) and not text.startswith("("):
+        text = f"({text})"  # an unparenthesised tuple would become several arguments
+    return text
+
+
+def _static_def_edits(site: Site, specs, out_specs: str, module: ModuleInfo) -> dict:
+    """A decorated site with static arguments: the body keeps its def under a private name,
+    and a jitted function of the public name, with pmap's static numbering, hands only the
+    mapped arguments to shard_map (the statics reach the body by closure, as plain values)."""
+    lines = module._line_starts
+    start = lines[site.node.lineno - 1]
+    remove_decorator = {(start, lines[site.node.end_lineno]): ""}
+    statement = site.statement
+    header = module.source[module.span(statement)[0]:].decode("utf-8")
+    name_at = module.span(statement)[0] + re.match(r"def\s+", header).end()  # ASCII up to here
+    private = f"_{site.name}"
+    rename = {(name_at, name_at + len(site.name)): private}
+    end = module.span(statement)[1]
+    wrapper = _static_wrapper(site, specs, out_specs, module, {}, private)
+    return {**remove_decorator, **rename, (end, end): "\n\n\n" + wrapper}
+
+
+def _static_wrapper(site: Site, specs, out_specs: str, module: ModuleInfo, inner_edits: dict,
+                    private: str | None = None) -> str:
+    """`@partial(jax.jit, static_argnums=...)` over `def name(params)` returning shard_map of a
+    lambda of the mapped parameters only."""
+    jax = module.jax
+    params = ", ".join(site.params)
+    mapped = ", ".join(p for i, p in enumerate(site.params) if i not in site.static)
+    if private is not None:
+        inner = f"lambda {mapped}: {private}({params})"
+    elif isinstance(site.function_node, ast.Lambda):
+        inner = f"lambda {mapped}: {module.render(*module.span(site.body.body), inner_edits)}"
+    else:
+        function = module.render(*module.span(site.function_node), inner_edits)
+        callee = function if isinstance(site.function_node, ast.Name) else f"({function})"
+        inner = f"lambda {mapped}: {callee}({params})"
+    static = site.static[0] if len(site.static) == 1 else _tuple([str(i) for i in site.static])
+    donate = f", donate_argnums={site.donate}" if site.donate else ""
+    line = module.source.splitlines()[site.statement.lineno - 1].decode("utf-8")
+    indent = line[:len(line) - len(line.lstrip())]
+    options = f"in_specs={_tuple(specs)}, out_specs={out_specs}, check_vma=False"
+    pad = indent + "        "
+    one_line = f"{pad}{inner}, {options}"
+    body = f"{one_line}\n" if len(one_line) <= LINE_LIMIT else f"{pad}{inner},\n{pad}{options},\n"
+    return (f"@{module.partial}({jax}.jit, static_argnums={static}{donate})\n"
+            f"{indent}def {site.name}({params}):\n"
+            f"{indent}    return {jax}.shard_map(\n{body}{indent}    )({mapped})")
 
 
 def _within(span, outer) -> bool:
@@ -417,16 +627,34 @@ def _site_text(site: Site, specs, out_specs: str, module: ModuleInfo, inner_edit
         shard = f"{partial}({jax}.shard_map, {options})"
         if len(shard) + 1 > LINE_LIMIT:
             shard = f"{partial}(\n    {jax}.shard_map, {options}\n)"
+        if len(f"    {jax}.shard_map, {options}") > LINE_LIMIT:
+            shard = f"{partial}(\n    {jax}.shard_map,\n{_one_per_line(specs, out_specs, '    ')})"
         return f"{jit}\n@{shard}"
     function = module.render(*module.span(site.node.args[0]), inner_edits)
     donate = f", donate_argnums={site.donate}" if site.donate else ""
     text = f"{jax}.jit({jax}.shard_map({function}, {options}){donate})"
-    if site.node.col_offset + len(text) > LINE_LIMIT and "\n" not in function:
-        line = module.source.splitlines()[site.node.lineno - 1].decode("utf-8")
+    under_mesh = 4 if site.owner is not None else 0  # the caller's body moves under `with`
+    if under_mesh + site.built.col_offset + len(text) > LINE_LIMIT and "\n" not in function:
+        line = module.source.splitlines()[site.built.lineno - 1].decode("utf-8")
         indent = line[:len(line) - len(line.lstrip())]
         pad = indent + "    "
+        lambda_node = site.node.args[0]
+        if isinstance(lambda_node, ast.Lambda) and under_mesh + len(pad) + len(function) + 1 > \
+                LINE_LIMIT and lambda_node.lineno == lambda_node.end_lineno:
+            body = _multiline(module, lambda_node.body, inner_edits, pad, None)
+            if body is not None:
+                head = module.source[module.span(lambda_node)[0]:module.span(lambda_node.body)[0]]
+                function = head.decode("utf-8") + body
+        if under_mesh + len(pad) + len(options) + 1 > LINE_LIMIT:
+            options = _one_per_line(specs, out_specs, pad).strip().rstrip(",")
         text = f"{jax}.jit({jax}.shard_map(\n{pad}{function},\n{pad}{options},\n{indent}){donate})"
     return text
+
+
+def _one_per_line(specs, out_specs: str, pad: str) -> str:
+    """shard_map's options one per line (specs too long to share one)."""
+    return (f"{pad}in_specs={_tuple(specs)},\n{pad}out_specs={out_specs},\n"
+            f"{pad}check_vma=False,\n")
 
 
 class _WithMesh(cst.CSTTransformer):

@@ -53,6 +53,19 @@ def list_of(element: Kind) -> Kind:
 
 DEFAULT_AXIS = "devices"  # the mesh axis when no site called names one
 REPLICATED_OUT, STACKED_OUT = "replicated", "stacked"
+NONE_OUT = "unstacked"  # one result of out_axes=(..., None, ...): P(), as the original returns it
+
+
+def stacked_at(axis: int) -> str:
+    """The result mode of a per-device result whose device axis pmap put at `axis`."""
+    return STACKED_OUT if axis == 0 else f"{STACKED_OUT}@{axis}"
+
+
+def stacked_axis(mode: str) -> int | None:
+    """The device axis of a stacked result mode; None for P() results."""
+    if mode == STACKED_OUT:
+        return 0
+    return int(mode.split("@")[1]) if mode.startswith(f"{STACKED_OUT}@") else None
 
 
 def _layouts_of(kind: Kind, path: str, node) -> list[OutputLayout]:

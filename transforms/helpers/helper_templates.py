@@ -2,8 +2,9 @@
 
 A helper named `_name` lives in `templates/name.py`. Its text is the file from the marker
 comment to the end, with each `# pmap-migrate: if target >= X` block resolved for the target
-JAX (see templates/__init__.py). Files are read, never imported: the transform path must not
-import JAX, and the text is what the user's module gets.
+JAX and each `# pmap-migrate: if multiprocess` block for the module's variant (see
+templates/__init__.py). Files are read, never imported: the transform path must not import JAX,
+and the text is what the user's module gets.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ MARKER = "# pmap-migrate: helper"
 MARKER_LINE = f"{MARKER} (plain JAX, safe to keep; see the pmap-migrate rules reference)"
 
 _BLOCK = re.compile(
-    r"^[ \t]*# pmap-migrate: if target >= (?P<version>\S+)\n(?P<then>.*?)"
-    r"^[ \t]*# pmap-migrate: else\n(?P<otherwise>.*?)"
+    r"^[ \t]*# pmap-migrate: if (?:target >= (?P<version>\S+)|(?P<multiprocess>multiprocess))\n"
+    r"(?P<then>.*?)"
+    r"(?:^[ \t]*# pmap-migrate: else\n(?P<otherwise>.*?))?"
     r"^[ \t]*# pmap-migrate: end\n",
     re.MULTILINE | re.DOTALL,
 )
@@ -36,21 +38,23 @@ def template_source(name: str) -> str:
 
 
 @functools.cache
-def helper_text(name: str, target: TargetJax = DEFAULT_TARGET, template: str | None = None) -> str:
+def helper_text(name: str, target: TargetJax = DEFAULT_TARGET, multiprocess: bool = False) -> str:
     """Helper `name`'s source for `target`, from its marker line, ending with a newline.
-    `template`: the file to read when it is not named after the helper (a variant of it)."""
-    template = template or name
-    text = template_source(template)
+    `multiprocess`: the variant for a module with multi-process evidence."""
+    text = template_source(name)
     start = text.find(MARKER_LINE + "\n")
     if start < 0 or (start > 0 and text[start - 1] != "\n"):
-        raise ValueError(f"templates/{template.lstrip('_')}.py has no line {MARKER_LINE!r}")
+        raise ValueError(f"templates/{name.lstrip('_')}.py has no line {MARKER_LINE!r}")
     text = text[start:]
 
     def resolve(block: re.Match[str]) -> str:
-        chosen = target >= TargetJax.parse(block["version"])
-        return block["then"] if chosen else block["otherwise"]
+        if block["multiprocess"]:
+            chosen = multiprocess
+        else:
+            chosen = target >= TargetJax.parse(block["version"])
+        return block["then"] if chosen else block["otherwise"] or ""
 
     text = _BLOCK.sub(resolve, text)
     if "# pmap-migrate: if" in text or "# pmap-migrate: else" in text:
-        raise ValueError(f"templates/{template.lstrip('_')}.py: an unclosed target block")
+        raise ValueError(f"templates/{name.lstrip('_')}.py: an unclosed block")
     return text

@@ -15,8 +15,9 @@ helper byte for byte. Inside, the process count is read once per mapped size, wh
 built: with one process the program is the plain `jax.jit` object, so a call costs exactly
 what the single-process helper's call costs.
 
-The source lives in transforms/templates/multiprocess_helper.py, a real Python file (tests
-import and run it), read here as text: the transform path never imports JAX.
+The source is the `# pmap-migrate: if multiprocess` variant of
+transforms/templates/pmap_style_shard_map.py, one real Python file (tests import and run it) for
+both variants, read here as text: the transform path never imports JAX.
 """
 
 from __future__ import annotations
@@ -28,4 +29,4 @@ from transforms.target import TargetJax
 
 def multiprocess_helper_source(target: TargetJax) -> str:
     """The helper's source text for `target`, ending with a newline."""
-    return helper_text(HELPER_NAME, target, template="multiprocess_helper")
+    return helper_text(HELPER_NAME, target, multiprocess=True)

@@ -12,5 +12,8 @@ depends on the target JAX is one visible block:
     ...code for older targets...
     # pmap-migrate: end
 
-Importing a template runs the first branch, which is written for the current JAX.
+A module with multi-process evidence gets the `# pmap-migrate: if multiprocess` blocks (the
+`else` branch, or nothing, for every other module): one template, two variants, no copy.
+Importing a template runs the first branch of every block: current JAX, multi-process variant
+(which, in one process, is the single-process program).
 """

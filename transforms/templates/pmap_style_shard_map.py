@@ -1,4 +1,4 @@
-"""Template of `_pmap_style_shard_map`: pmap's contract on jit + shard_map.
+"""Template of `_pmap_style_shard_map`: pmap's contract on jit + shard_map, one process or several.
 
 Every migrated pmap site with literal arguments becomes a call of this helper, with pmap's
 arguments in shard_map's words (`in_specs` / `out_specs`). It does what `jax/_src/pmap.py` does
@@ -7,10 +7,20 @@ argument, as pmap does), rank reduction around the untouched body, `check_vma=Fa
 donation and static arguments on `jax.jit` with pmap's numbering. The mesh is built on the first
 call, so importing the migrated module never initialises a JAX backend.
 
+One text, two variants. A module with multi-process evidence (transforms/faithful/multiprocess.py)
+gets the `# pmap-migrate: if multiprocess` blocks: pmap's multi-process contract (research §2.2
+items 8-9, §6), as `jax/_src/pmap.py` runs it when `jax.process_count() > 1`: a mesh over every
+process's devices grouped by process (global size = local size x process_count), host-local ->
+global on the way in and global -> host-local on the way out (multihost_utils), donation on the
+jit of the global arrays, and `.lower(...).compile()(...)` converting too (which the new pmap
+skips). With one process that variant's program is the plain `jax.jit` object, as here. Every
+other module gets the single-process variant: one code path, so it pays nothing for the other.
+
 Read as text by transforms/helpers/helper_templates.py, from the marker comment to the end, never
 imported by the transform path. The `# pmap-migrate: if target >= ...` block is the one spelling
 that depends on the target JAX (public `jax.shard_map(check_vma=False)` from 0.6.1,
-`jax.experimental.shard_map`'s `check_rep=False` before); the tests import this file and run it.
+`jax.experimental.shard_map`'s `check_rep=False` before). Importing this file runs the first
+branch of each block (current JAX, multi-process variant); the tests also run the emitted texts.
 """
 
 # pmap-migrate: helper (plain JAX, safe to keep; see the pmap-migrate rules reference)
@@ -18,6 +28,25 @@ def _pmap_style_shard_map(
     fun, axis_name="_pmap_axis", *, in_specs=None, out_specs=None, static_argnums=(),
     donate_argnums=(), devices=None, backend=None, axis_size=None,
 ):
+    # pmap-migrate: if multiprocess
+    """jax.jit(shard_map(fun)) with jax.pmap's calling contract, one process or several.
+
+    Mapped arguments keep their leading device axis and `fun` sees one device's slice: the
+    axis named in each spec is squeezed on the way in and expanded on the way out. Keyword
+    arguments are mapped on axis 0. check_vma=False keeps pmap's gradients and unchecked
+    out_specs=P(). Static and donated argument numbers are pmap's. The mesh is built on first
+    call, so importing this module does not start a backend. A wrong call fails with legacy
+    pmap's error, and with one process arrays committed to other devices are moved, as pmap
+    moved them.
+
+    With one process the mesh spans the first n devices (n: the mapped size of the first
+    mapped argument) and each call is the jitted program itself. With several processes
+    (jax.distributed), as pmap: each process passes its host-local slice (leading axis = its
+    local device count), the mesh spans every process's devices grouped by process (global
+    size n * process_count), collectives span all of them, inputs are made global and outputs
+    host-local again around each call, `.lower(...).compile()(...)` included.
+    """
+    # pmap-migrate: else
     """jax.jit(shard_map(fun)) with jax.pmap's calling contract, as JAX >= 0.8 runs pmap.
 
     Mapped arguments keep their leading device axis and `fun` sees one device's slice: the
@@ -28,12 +57,16 @@ def _pmap_style_shard_map(
     out_specs=P(). Static and donated argument numbers are pmap's. A wrong call fails with
     legacy pmap's error, and arrays committed to other devices are moved, as pmap moved them.
     """
+    # pmap-migrate: end
     import functools
     import inspect
     import re
 
     import jax
     import numpy as np
+    # pmap-migrate: if multiprocess
+    from jax.experimental import multihost_utils
+    # pmap-migrate: end
 
     Spec = jax.sharding.PartitionSpec
     is_spec = lambda s: isinstance(s, Spec)
@@ -59,6 +92,12 @@ def _pmap_style_shard_map(
             dyn_specs = tuple(s for i, s in enumerate(in_specs) if i not in static)
         return dyn, dyn_specs
 
+    # pmap-migrate: if multiprocess
+    def with_static(args, dyn):
+        it = iter(dyn)
+        return tuple(args[i] if i in static else next(it) for i in range(len(args)))
+
+    # pmap-migrate: end
     def mapped_size(args, kwargs):
         """The size pmap maps, read from the arguments, with pmap's checks and messages."""
         dyn, dyn_specs = split_static(args)
@@ -89,9 +128,6 @@ def _pmap_style_shard_map(
         if len(set(sizes)) > 1:
             raise ValueError("pmap got inconsistent sizes for array axes to be mapped:\n"
                              + ";\n".join(one_per_size(args, kwargs)))
-        if axis_size is not None and axis_size != sizes[0]:
-            raise ValueError(
-                f"Specified axis_size {axis_size} doesn't match received axis_size {sizes[0]}.")
         return sizes[0]
 
     def one_per_size(args, kwargs):
@@ -122,6 +158,10 @@ def _pmap_style_shard_map(
     def onto_mesh(mesh, args, kwargs):
         """The arguments, with each array committed to other devices moved onto `mesh` as pmap
         moved it; None when none is (then the error is not about placement)."""
+        # pmap-migrate: if multiprocess
+        if jax.process_count(backend) > 1:
+            return None  # host-local arguments are made global on the way in, by multihost_utils
+        # pmap-migrate: end
         dyn, dyn_specs = split_static(args)
         moved = []
 
@@ -142,6 +182,111 @@ def _pmap_style_shard_map(
         full = [args[i] if i in static else next(it) for i in range(len(args))]
         return (full, kwargs) if moved else None
 
+    # pmap-migrate: if multiprocess
+    def mesh_devices(n, processes):
+        """pmap's devices with several processes: `devices`, else all processes' devices grouped
+        by process; `axis_size` is pmap's global size."""
+        size = axis_size if axis_size is not None else n * processes
+        if devices is not None:
+            found = list(devices)
+        else:
+            found = [d for p in range(processes) for d in jax.local_devices(p, backend)]
+        return found[:size]
+
+    def is_traced(args, kwargs):
+        leaves = jax.tree_util.tree_leaves((split_static(args)[0], kwargs))
+        return bool(leaves) and isinstance(leaves[0], jax.core.Tracer)
+
+    def host_local(program, mesh, n):
+        """`program` on global arrays, called with and returning host-local ones."""
+        # Called while tracing (under jit): this process's devices, as pmap does.
+        local = program_on(jax.sharding.Mesh(
+            np.array(jax.local_devices(backend=backend)[:n]), (axis_name,)))
+
+        def to_global(args, kwargs):
+            dyn, dyn_specs = split_static(args)
+            dyn, kwargs = jax.tree_util.tree_map(
+                lambda x: x if isinstance(x, jax.Array) else np.asarray(x), (dyn, kwargs))
+            dyn, kwargs = multihost_utils.host_local_array_to_global_array(
+                (dyn, kwargs), mesh, (dyn_specs, kw_spec))
+            return with_static(args, dyn), kwargs
+
+        def to_abstract_global(args, kwargs):
+            """ShapeDtypeStructs of the global arguments, for lowering from shapes alone."""
+            dyn, dyn_specs = split_static(args)
+            scale = mesh.devices.size // mesh.local_mesh.devices.size
+
+            def grown(spec, tree):
+                def one(x):
+                    shape = list(np.shape(x))
+                    if axis_of(spec) is not None:
+                        shape[axis_of(spec)] *= scale
+                    sharding = jax.sharding.NamedSharding(mesh, spec)
+                    return jax.ShapeDtypeStruct(tuple(shape), x.dtype, sharding=sharding)
+                return jax.tree_util.tree_map(one, tree)
+
+            dyn, kwargs = jax.tree_util.tree_map(
+                grown, (dyn_specs, kw_spec), (dyn, kwargs), is_leaf=is_spec)
+            return with_static(args, dyn), kwargs
+
+        def to_host_local(out):
+            return multihost_utils.global_array_to_host_local_array(out, mesh, out_specs)
+
+        class Compiled:
+            def __init__(self, compiled):
+                self._compiled = compiled
+
+            def __call__(self, *args, **kwargs):
+                global_args, global_kwargs = to_global(args, kwargs)
+                out = to_host_local(self._compiled(*global_args, **global_kwargs))
+                free_donated(args)
+                return out
+
+            def __getattr__(self, name):  # as_text, cost_analysis, ...
+                return getattr(self._compiled, name)
+
+        class Lowered:
+            def __init__(self, lowered):
+                self._lowered = lowered
+
+            def compile(self, *args, **kwargs):
+                return Compiled(self._lowered.compile(*args, **kwargs))
+
+            def __getattr__(self, name):  # as_text, compiler_ir, ...
+                return getattr(self._lowered, name)
+
+        def free_donated(args):
+            """A donated input spread over this process's devices that had to be copied to
+            become global (e.g. a PmapSharding array on jax < 0.10) is deleted, as pmap
+            consumed it; one on a single device stays, as legacy pmap left it."""
+            local = set(mesh.local_mesh.devices.flat)
+            for x in jax.tree_util.tree_leaves([args[i] for i in donate if i < len(args)]):
+                if (isinstance(x, jax.Array) and not x.is_deleted() and len(local) > 1
+                        and set(x.sharding.device_set) == local):
+                    x.delete()
+
+        def call(*args, **kwargs):
+            if is_traced(args, kwargs):  # under jit: this process's devices, as pmap does
+                return local(*args, **kwargs)
+            global_args, global_kwargs = to_global(args, kwargs)
+            out = to_host_local(program(*global_args, **global_kwargs))
+            free_donated(args)
+            return out
+
+        def lower(*args, **kwargs):
+            if is_traced(args, kwargs):
+                return local.lower(*args, **kwargs)
+            leaves = jax.tree_util.tree_leaves((split_static(args)[0], kwargs))
+            if any(isinstance(x, jax.ShapeDtypeStruct) for x in leaves):
+                args, kwargs = to_abstract_global(args, kwargs)
+            else:
+                args, kwargs = to_global(args, kwargs)
+            return Lowered(program.lower(*args, **kwargs))
+
+        call.lower = lower
+        return call
+
+    # pmap-migrate: end
     # Like pmap, reuse compiled programs across calls of this helper for the same function
     # and arguments (e.g. a pmap site evaluated inside a loop): one cache per key.
     devices = None if devices is None else tuple(devices)
@@ -158,21 +303,8 @@ def _pmap_style_shard_map(
     shared = _pmap_style_shard_map.__dict__.setdefault("compiled", {})
     jitted = shared.get(key) if key is not None else None
     if jitted is None:
-        @functools.lru_cache(maxsize=None)
-        def jitted(n):
-            all_devices = list(devices) if devices is not None else jax.devices(backend)
-            if devices is not None and n != len(devices):
-                raise ValueError(
-                    f"Leading axis size of input to pmapped function must equal the number of "
-                    f"local devices passed to pmap. Got axis_size={n}, num_local_devices="
-                    f"{len(devices)}.\n(Local devices available to pmap: "
-                    f"{', '.join(str(d) for d in devices)})")
-            if n > len(all_devices):
-                raise ValueError(
-                    f"compiling computation that requires {n} logical devices, but only "
-                    f"{len(all_devices)} XLA devices are available (num_replicas={n})")
-            mesh = jax.sharding.Mesh(np.array(all_devices[:n]), (axis_name,))
-
+        def program_on(mesh):
+            """`fun` as one jitted shard_map over `mesh`; static and donated numbers are pmap's."""
             def run(*args, **kwargs):
                 dyn, dyn_specs = split_static(args)
 
@@ -198,7 +330,32 @@ def _pmap_style_shard_map(
 
             # Compiled programs (profiles, HLO dumps) carry the mapped function's name, as with pmap.
             run.__name__ = run.__qualname__ = getattr(fun, "__name__", "pmapped")
-            return jax.jit(run, static_argnums=static, donate_argnums=donate), mesh
+            return jax.jit(run, static_argnums=static, donate_argnums=donate)
+
+        @functools.lru_cache(maxsize=None)
+        def jitted(n):
+            # pmap-migrate: if multiprocess
+            processes = jax.process_count(backend)
+            if processes > 1:  # pmap's host-local contract around a program over every process
+                mesh = jax.sharding.Mesh(np.array(mesh_devices(n, processes)), (axis_name,))
+                return host_local(program_on(mesh), mesh, n), mesh
+            # pmap-migrate: end
+            if axis_size is not None and axis_size != n:
+                raise ValueError(
+                    f"Specified axis_size {axis_size} doesn't match received axis_size {n}.")
+            all_devices = list(devices) if devices is not None else jax.devices(backend)
+            if devices is not None and n != len(devices):
+                raise ValueError(
+                    f"Leading axis size of input to pmapped function must equal the number of "
+                    f"local devices passed to pmap. Got axis_size={n}, num_local_devices="
+                    f"{len(devices)}.\n(Local devices available to pmap: "
+                    f"{', '.join(str(d) for d in devices)})")
+            if n > len(all_devices):
+                raise ValueError(
+                    f"compiling computation that requires {n} logical devices, but only "
+                    f"{len(all_devices)} XLA devices are available (num_replicas={n})")
+            mesh = jax.sharding.Mesh(np.array(all_devices[:n]), (axis_name,))
+            return program_on(mesh), mesh
 
         if key is not None:
             shared[key] = jitted

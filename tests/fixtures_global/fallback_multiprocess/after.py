@@ -18,7 +18,9 @@ def _pmap_style_shard_map(
     axis named in each spec is squeezed on the way in and expanded on the way out. Keyword
     arguments are mapped on axis 0. check_vma=False keeps pmap's gradients and unchecked
     out_specs=P(). Static and donated argument numbers are pmap's. The mesh is built on first
-    call, so importing this module does not start a backend.
+    call, so importing this module does not start a backend. A wrong call fails with legacy
+    pmap's error, and with one process arrays committed to other devices are moved, as pmap
+    moved them.
 
     With one process the mesh spans the first n devices (n: the mapped size of the first
     mapped argument) and each call is the jitted program itself. With several processes
@@ -28,6 +30,8 @@ def _pmap_style_shard_map(
     host-local again around each call, `.lower(...).compile()(...)` included.
     """
     import functools
+    import inspect
+    import re
 
     import jax
     import numpy as np
@@ -62,36 +66,107 @@ def _pmap_style_shard_map(
         return tuple(args[i] if i in static else next(it) for i in range(len(args)))
 
     def mapped_size(args, kwargs):
+        """The size pmap maps, read from the arguments, with pmap's checks and messages."""
         dyn, dyn_specs = split_static(args)
+        pairs = []
+        try:
+            jax.tree_util.tree_map(
+                lambda s, sub: pairs.append((s, sub)), (dyn_specs, kw_spec), (dyn, kwargs),
+                is_leaf=is_spec)
+        except ValueError as error:
+            raise ValueError(
+                f"in_specs (pmap's in_axes) must be a tree prefix of the tuple of arguments "
+                f"passed positionally to the pmapped function, but in_specs={dyn_specs} is not "
+                f"a prefix of these {len(dyn)} argument(s):\n"
+                + re.sub(r"tree_map\w* tree", "pmap in_specs", str(error))) from None
         sizes = []
-        jax.tree_util.tree_map(
-            lambda s, sub: sizes.extend(
-                x.shape[axis_of(s)] for x in jax.tree_util.tree_leaves(sub)
-                if axis_of(s) is not None),
-            (dyn_specs, kw_spec), (dyn, kwargs), is_leaf=is_spec)
+        for s, sub in pairs:
+            axis = axis_of(s)
+            for x in [] if axis is None else jax.tree_util.tree_leaves(sub):
+                shape = np.shape(x)
+                if len(shape) <= axis:
+                    raise ValueError(
+                        f"pmap was requested to map its argument along axis {axis}, which "
+                        f"implies that its rank should be at least {axis + 1}, but is only "
+                        f"{len(shape)} (its shape is {shape})")
+                sizes.append(shape[axis])
         if not sizes:
             raise ValueError("pmap requires at least one argument with a mapped axis.")
+        if len(set(sizes)) > 1:
+            raise ValueError("pmap got inconsistent sizes for array axes to be mapped:\n"
+                             + ";\n".join(one_per_size(args, kwargs)))
         return sizes[0]
 
-    def mesh_devices(n, processes, traced):
-        """pmap's devices: `devices`, else all processes' devices grouped by process."""
-        if traced:  # called while tracing (under jit): this process's devices, as pmap does
-            return jax.local_devices(backend=backend)[:n]
+    def one_per_size(args, kwargs):
+        """For pmap's message: the first leaf mapped with each size, named as pmap names it."""
+        dyn, dyn_specs = split_static(args)
+        positions = [i for i in range(len(args)) if i not in static]
+        try:
+            names = [f"argument {name}" for name in inspect.signature(fun).parameters]
+        except (TypeError, ValueError):
+            names = []
+        first = {}
+
+        def note(prefix, s, sub):
+            for leaf_path, x in jax.tree_util.tree_flatten_with_path(sub)[0]:
+                part, *path = (*prefix, *leaf_path)
+                at = positions[path.pop(0).idx] if part.idx == 0 else None
+                name = "kwargs" if at is None else names[at] if at < len(names) else f"args[{at}]"
+                size, shape = np.shape(x)[axis_of(s)], ",".join(map(str, np.shape(x)))
+                first.setdefault(size, (
+                    f"  * one axis had size {size}: axis {axis_of(s)} of {name}"
+                    f"{jax.tree_util.keystr(tuple(path))} of type {np.result_type(x)}[{shape}]"))
+
+        jax.tree_util.tree_map_with_path(
+            lambda prefix, s, sub: axis_of(s) is None or note(prefix, s, sub),
+            (dyn_specs, kw_spec), (dyn, kwargs), is_leaf=is_spec)
+        return list(first.values())
+
+    def onto_mesh(mesh, args, kwargs):
+        """The arguments, with each array committed to other devices moved onto `mesh` as pmap
+        moved it; None when none is (then the error is not about placement)."""
+        if jax.process_count(backend) > 1:
+            return None  # host-local arguments are made global on the way in, by multihost_utils
+        dyn, dyn_specs = split_static(args)
+        moved = []
+
+        def put(s, x):
+            target = jax.sharding.NamedSharding(mesh, s)
+            try:
+                if x.sharding.is_equivalent_to(target, x.ndim):
+                    return x
+            except Exception:  # not a placed array (numpy, scalar, tracer): jit moves it
+                return x
+            moved.append(x)
+            return jax.device_put(x, target)
+
+        dyn, kwargs = jax.tree_util.tree_map(
+            lambda s, sub: jax.tree_util.tree_map(lambda x: put(s, x), sub),
+            (dyn_specs, kw_spec), (dyn, kwargs), is_leaf=is_spec)
+        it = iter(dyn)
+        full = [args[i] if i in static else next(it) for i in range(len(args))]
+        return (full, kwargs) if moved else None
+
+    def mesh_devices(n, processes):
+        """pmap's devices with several processes: `devices`, else all processes' devices grouped
+        by process; `axis_size` is pmap's global size."""
         size = axis_size if axis_size is not None else n * processes
         if devices is not None:
             found = list(devices)
-        elif processes > 1:
-            found = [d for p in range(processes) for d in jax.local_devices(p, backend)]
         else:
-            found = jax.devices(backend)
+            found = [d for p in range(processes) for d in jax.local_devices(p, backend)]
         return found[:size]
 
     def is_traced(args, kwargs):
         leaves = jax.tree_util.tree_leaves((split_static(args)[0], kwargs))
         return bool(leaves) and isinstance(leaves[0], jax.core.Tracer)
 
-    def host_local(jitted, mesh, n):
-        """`jitted` on global arrays, called with and returning host-local ones."""
+    def host_local(program, mesh, n):
+        """`program` on global arrays, called with and returning host-local ones."""
+        # Called while tracing (under jit): this process's devices, as pmap does.
+        local = program_on(jax.sharding.Mesh(
+            np.array(jax.local_devices(backend=backend)[:n]), (axis_name,)))
+
         def to_global(args, kwargs):
             dyn, dyn_specs = split_static(args)
             dyn, kwargs = jax.tree_util.tree_map(
@@ -156,21 +231,21 @@ def _pmap_style_shard_map(
 
         def call(*args, **kwargs):
             if is_traced(args, kwargs):  # under jit: this process's devices, as pmap does
-                return program(n, traced=True)(*args, **kwargs)
+                return local(*args, **kwargs)
             global_args, global_kwargs = to_global(args, kwargs)
-            out = to_host_local(jitted(*global_args, **global_kwargs))
+            out = to_host_local(program(*global_args, **global_kwargs))
             free_donated(args)
             return out
 
         def lower(*args, **kwargs):
             if is_traced(args, kwargs):
-                return program(n, traced=True).lower(*args, **kwargs)
+                return local.lower(*args, **kwargs)
             leaves = jax.tree_util.tree_leaves((split_static(args)[0], kwargs))
             if any(isinstance(x, jax.ShapeDtypeStruct) for x in leaves):
                 args, kwargs = to_abstract_global(args, kwargs)
             else:
                 args, kwargs = to_global(args, kwargs)
-            return Lowered(jitted.lower(*args, **kwargs))
+            return Lowered(program.lower(*args, **kwargs))
 
         call.lower = lower
         return call
@@ -189,23 +264,17 @@ def _pmap_style_shard_map(
     except TypeError:  # an unhashable function or spec tree: nothing is shared
         key = None
     shared = _pmap_style_shard_map.__dict__.setdefault("compiled", {})
-    program = shared.get(key) if key is not None else None
-    if program is None:
-        @functools.lru_cache(maxsize=None)
-        def program(n, traced=False):
-            processes = jax.process_count(backend)
-            if processes == 1 and axis_size is not None and axis_size != n:
-                raise ValueError(
-                    f"Specified axis_size {axis_size} doesn't match received axis_size {n}.")
-            mesh = jax.sharding.Mesh(
-                np.array(mesh_devices(n, processes, traced)), (axis_name,))
-
+    jitted = shared.get(key) if key is not None else None
+    if jitted is None:
+        def program_on(mesh):
+            """`fun` as one jitted shard_map over `mesh`; static and donated numbers are pmap's."""
             def run(*args, **kwargs):
                 dyn, dyn_specs = split_static(args)
 
                 def per_device(dyn, kwargs):
                     dyn, kwargs = over_axes(jax.lax.squeeze, (dyn_specs, kw_spec), (dyn, kwargs))
-                    full = with_static(args, dyn)
+                    it = iter(dyn)
+                    full = [args[i] if i in static else next(it) for i in range(len(args))]
                     return over_axes(jax.lax.expand_dims, out_specs, fun(*full, **kwargs))
 
                 return jax.shard_map(
@@ -215,19 +284,50 @@ def _pmap_style_shard_map(
 
             # Compiled programs (profiles, HLO dumps) carry the mapped function's name, as with pmap.
             run.__name__ = run.__qualname__ = getattr(fun, "__name__", "pmapped")
-            jitted = jax.jit(run, static_argnums=static, donate_argnums=donate)
-            if processes == 1 or traced:
-                return jitted  # one process: nothing is added to a call
-            return host_local(jitted, mesh, n)
+            return jax.jit(run, static_argnums=static, donate_argnums=donate)
+
+        @functools.lru_cache(maxsize=None)
+        def jitted(n):
+            processes = jax.process_count(backend)
+            if processes > 1:  # pmap's host-local contract around a program over every process
+                mesh = jax.sharding.Mesh(np.array(mesh_devices(n, processes)), (axis_name,))
+                return host_local(program_on(mesh), mesh, n), mesh
+            if axis_size is not None and axis_size != n:
+                raise ValueError(
+                    f"Specified axis_size {axis_size} doesn't match received axis_size {n}.")
+            all_devices = list(devices) if devices is not None else jax.devices(backend)
+            if devices is not None and n != len(devices):
+                raise ValueError(
+                    f"Leading axis size of input to pmapped function must equal the number of "
+                    f"local devices passed to pmap. Got axis_size={n}, num_local_devices="
+                    f"{len(devices)}.\n(Local devices available to pmap: "
+                    f"{', '.join(str(d) for d in devices)})")
+            if n > len(all_devices):
+                raise ValueError(
+                    f"compiling computation that requires {n} logical devices, but only "
+                    f"{len(all_devices)} XLA devices are available (num_replicas={n})")
+            mesh = jax.sharding.Mesh(np.array(all_devices[:n]), (axis_name,))
+            return program_on(mesh), mesh
 
         if key is not None:
-            shared[key] = program
+            shared[key] = jitted
 
     @functools.wraps(fun)
     def call(*args, **kwargs):
-        return program(mapped_size(args, kwargs))(*args, **kwargs)
+        if devices is not None and not devices:
+            raise ValueError("'devices' argument to pmap must be non-empty, or None.")
+        program, mesh = jitted(mapped_size(args, kwargs))
+        try:
+            return program(*args, **kwargs)
+        except ValueError:
+            # jit refuses arrays committed to other devices; pmap moved them. Anything else
+            # is the caller's error, raised as it was.
+            placed = onto_mesh(mesh, args, kwargs)
+            if placed is None:
+                raise
+        return program(*placed[0], **placed[1])
 
-    call.lower = lambda *args, **kwargs: program(mapped_size(args, kwargs)).lower(*args, **kwargs)
+    call.lower = lambda *args, **kwargs: jitted(mapped_size(args, kwargs))[0].lower(*args, **kwargs)
     return call
 
 

@@ -1,9 +1,8 @@
-"""PM602: static_broadcasted_argnums is not handled by the global style yet."""
-import functools
-
+"""PM602: in_axes=1 on a lambda. shard_map hands the body a (rows, 1) block where pmap hands
+it a squeezed (rows,) column, and a lambda has no statement to drop that axis in."""
 import jax
-import jax.numpy as jnp
 import numpy as np
+from jax.sharding import PartitionSpec as P
 
 
 # pmap-migrate: helper (plain JAX, safe to keep; see the pmap-migrate rules reference)
@@ -82,9 +81,6 @@ def _pmap_style_shard_map(
         if len(set(sizes)) > 1:
             raise ValueError("pmap got inconsistent sizes for array axes to be mapped:\n"
                              + ";\n".join(one_per_size(args, kwargs)))
-        if axis_size is not None and axis_size != sizes[0]:
-            raise ValueError(
-                f"Specified axis_size {axis_size} doesn't match received axis_size {sizes[0]}.")
         return sizes[0]
 
     def one_per_size(args, kwargs):
@@ -151,21 +147,8 @@ def _pmap_style_shard_map(
     shared = _pmap_style_shard_map.__dict__.setdefault("compiled", {})
     jitted = shared.get(key) if key is not None else None
     if jitted is None:
-        @functools.lru_cache(maxsize=None)
-        def jitted(n):
-            all_devices = list(devices) if devices is not None else jax.devices(backend)
-            if devices is not None and n != len(devices):
-                raise ValueError(
-                    f"Leading axis size of input to pmapped function must equal the number of "
-                    f"local devices passed to pmap. Got axis_size={n}, num_local_devices="
-                    f"{len(devices)}.\n(Local devices available to pmap: "
-                    f"{', '.join(str(d) for d in devices)})")
-            if n > len(all_devices):
-                raise ValueError(
-                    f"compiling computation that requires {n} logical devices, but only "
-                    f"{len(all_devices)} XLA devices are available (num_replicas={n})")
-            mesh = jax.sharding.Mesh(np.array(all_devices[:n]), (axis_name,))
-
+        def program_on(mesh):
+            """`fun` as one jitted shard_map over `mesh`; static and donated numbers are pmap's."""
             def run(*args, **kwargs):
                 dyn, dyn_specs = split_static(args)
 
@@ -182,7 +165,26 @@ def _pmap_style_shard_map(
 
             # Compiled programs (profiles, HLO dumps) carry the mapped function's name, as with pmap.
             run.__name__ = run.__qualname__ = getattr(fun, "__name__", "pmapped")
-            return jax.jit(run, static_argnums=static, donate_argnums=donate), mesh
+            return jax.jit(run, static_argnums=static, donate_argnums=donate)
+
+        @functools.lru_cache(maxsize=None)
+        def jitted(n):
+            if axis_size is not None and axis_size != n:
+                raise ValueError(
+                    f"Specified axis_size {axis_size} doesn't match received axis_size {n}.")
+            all_devices = list(devices) if devices is not None else jax.devices(backend)
+            if devices is not None and n != len(devices):
+                raise ValueError(
+                    f"Leading axis size of input to pmapped function must equal the number of "
+                    f"local devices passed to pmap. Got axis_size={n}, num_local_devices="
+                    f"{len(devices)}.\n(Local devices available to pmap: "
+                    f"{', '.join(str(d) for d in devices)})")
+            if n > len(all_devices):
+                raise ValueError(
+                    f"compiling computation that requires {n} logical devices, but only "
+                    f"{len(all_devices)} XLA devices are available (num_replicas={n})")
+            mesh = jax.sharding.Mesh(np.array(all_devices[:n]), (axis_name,))
+            return program_on(mesh), mesh
 
         if key is not None:
             shared[key] = jitted
@@ -206,11 +208,7 @@ def _pmap_style_shard_map(
     return call
 
 
-@functools.partial(_pmap_style_shard_map, axis_name="i", static_argnums=1)
-def power(x, k):
-    return jax.lax.psum(x ** k, "i")
-
-
 def run():
     n = jax.local_device_count()
-    return {"p": np.asarray(power(np.ones((n, 2), np.float32), 2))}
+    x = np.arange(4 * n, dtype=np.float32).reshape(4, n)
+    return {"softmax": np.asarray(_pmap_style_shard_map(lambda c: jax.nn.softmax(c), axis_name="_pmap_axis", in_specs=P(None, "_pmap_axis"))(x))}

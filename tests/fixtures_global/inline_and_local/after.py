@@ -22,7 +22,7 @@ def run():
         ))
         m = mean(x)
         doubled = jax.jit(jax.shard_map(
-            lambda v: jax.tree.map(lambda y: jnp.expand_dims(y, 0), (v * 2)),
+            lambda v: jax.tree.map(lambda y: jnp.expand_dims(y, 0), v * 2),
             in_specs=(P("d"),), out_specs=P("d"), check_vma=False,
         ))(x)
         p_step = jax.jit(jax.shard_map(

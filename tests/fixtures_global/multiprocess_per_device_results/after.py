@@ -12,7 +12,9 @@ from jax.experimental import multihost_utils
 @jax.jit
 @functools.partial(jax.shard_map, in_specs=(P("i"), P()), out_specs=P("i"), check_vma=False)
 def scale(x, w):
-    return jax.tree.map(lambda y: jnp.expand_dims(y, 0), (jnp.tanh(x @ w) + jax.lax.axis_index("i"), jax.lax.psum(jnp.sum(x), "i")))
+    return jax.tree.map(
+        lambda y: jnp.expand_dims(y, 0), (jnp.tanh(x @ w) + jax.lax.axis_index("i"), jax.lax.psum(jnp.sum(x), "i"))
+    )
 
 
 def run():

@@ -10,7 +10,9 @@ from jax.sharding import AxisType, PartitionSpec as P
 @jax.jit
 @functools.partial(jax.shard_map, in_specs=(P("i"), P()), out_specs=P("i"), check_vma=False)
 def scale(x, w):
-    return jax.tree.map(lambda y: jnp.expand_dims(y, 0), (jnp.tanh(x @ w), jax.lax.psum(jnp.sum(x), "i")))
+    return jax.tree.map(
+        lambda y: jnp.expand_dims(y, 0), (jnp.tanh(x @ w), jax.lax.psum(jnp.sum(x), "i"))
+    )
 
 
 @jax.jit

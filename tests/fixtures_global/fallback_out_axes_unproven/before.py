@@ -1,0 +1,16 @@
+"""PM606: out_axes=(0, None) whose None result is not provably the same on every device
+(out_specs=P() would silently return device 0's value): the site stays faithful."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def local_stats(x):
+    return x - jnp.mean(x), jnp.mean(x)
+
+
+def run():
+    n = jax.local_device_count()
+    x = np.arange(n * 4, dtype=np.float32).reshape(n, 4)
+    centered, mean = jax.pmap(local_stats, axis_name="i", out_axes=(0, None))(x)
+    return {"centered": np.asarray(centered), "mean": np.asarray(mean)}

@@ -1,0 +1,43 @@
+"""in_axes trees: a dict argument with per-device weights and a shared bias
+(in_axes=({"w": 0, "b": None}, 0)) gets the spec tree ({"w": P(axis), "b": P()}, P(axis))."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AxisType, PartitionSpec as P
+
+
+@jax.jit
+@functools.partial(
+    jax.shard_map, in_specs=({"w": P("i"), "b": P()}, P("i")), out_specs=P("i"), check_vma=False
+)
+def linear(params, x):
+    # Per-device weights, one shared bias broadcast to all devices.
+    return jax.tree.map(lambda y: jnp.expand_dims(y, 0), x @ params["w"] + params["b"])
+
+
+def pair_total(pair, scale):
+    a, b = pair
+    return jax.lax.psum(jnp.sum(a) + jnp.sum(b), "i") * scale
+
+
+def run():
+    mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
+    with jax.set_mesh(mesh):
+        n = jax.local_device_count()
+        rng = np.random.RandomState(2)
+        params = {
+            "w": rng.normal(size=(n * 3, 2)).astype(np.float32),
+            "b": np.array([0.5, -0.5], np.float32),
+        }
+        x = rng.normal(size=(n * 4, 3)).astype(np.float32)
+        y = linear(params, x)
+        a = np.ones((2,), np.float32)
+        b = np.arange(n * 2, dtype=np.float32).reshape(n * 2)
+        p_total = jax.jit(jax.shard_map(
+            pair_total,
+            in_specs=((P(), P("i")), P()), out_specs=P(), check_vma=False,
+        ))
+        total = p_total((a, b), 0.5)
+        return {"linear": np.asarray(y), "total": np.asarray(total)}

@@ -1,0 +1,34 @@
+"""in_axes trees: a dict argument with per-device weights and a shared bias
+(in_axes=({"w": 0, "b": None}, 0)) gets the spec tree ({"w": P(axis), "b": P()}, P(axis))."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@functools.partial(jax.pmap, axis_name="i", in_axes=({"w": 0, "b": None}, 0))
+def linear(params, x):
+    # Per-device weights, one shared bias broadcast to all devices.
+    return x @ params["w"] + params["b"]
+
+
+def pair_total(pair, scale):
+    a, b = pair
+    return jax.lax.psum(jnp.sum(a) + jnp.sum(b), "i") * scale
+
+
+def run():
+    n = jax.local_device_count()
+    rng = np.random.RandomState(2)
+    params = {
+        "w": rng.normal(size=(n, 3, 2)).astype(np.float32),
+        "b": np.array([0.5, -0.5], np.float32),
+    }
+    x = rng.normal(size=(n, 4, 3)).astype(np.float32)
+    y = linear(params, x)
+    a = np.ones((n, 2), np.float32)
+    b = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+    p_total = jax.pmap(pair_total, axis_name="i", in_axes=((0, 0), None))
+    total = p_total((a, b), 0.5)
+    return {"linear": np.asarray(y), "total": np.asarray(total[0])}

@@ -1,0 +1,44 @@
+"""out_axes=(0, None): a per-device result keeps its device axis (P(axis)), a proven-replicated
+one is returned unstacked (P()); out_axes=(0, 0) with a reduced first result is a replicated
+stack whose row 0 becomes direct use."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AxisType, PartitionSpec as P
+
+
+def normalize(x):
+    total = jax.lax.psum(jnp.sum(x), "i")
+    count = jax.lax.psum(x.shape[0], "i")
+    mean = total / count
+    return jax.tree.map(lambda y: jnp.expand_dims(y, 0), x - mean), mean
+
+
+def spread(x):
+    return (
+        jax.lax.pmax(jnp.max(x), "i") - jax.lax.pmin(jnp.min(x), "i"),
+        jax.tree.map(lambda y: jnp.expand_dims(y, 0), x * 2.0),
+    )
+
+
+def run():
+    mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
+    with jax.set_mesh(mesh):
+        n = jax.local_device_count()
+        x = np.arange(n * 4, dtype=np.float32).reshape(n * 4)
+        p_normalize = jax.jit(jax.shard_map(
+            normalize,
+            in_specs=(P("i"),), out_specs=(P("i"), P()), check_vma=False,
+        ))
+        centered, mean = p_normalize(x)
+        p_spread = jax.jit(jax.shard_map(
+            spread,
+            in_specs=(P("i"),), out_specs=(P(), P("i")), check_vma=False,
+        ))
+        width, doubled = p_spread(x)
+        return {
+            "centered": np.asarray(centered),
+            "mean": np.asarray(mean),
+            "width": np.asarray(width),
+            "doubled": np.asarray(doubled),
+        }

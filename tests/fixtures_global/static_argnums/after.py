@@ -1,0 +1,60 @@
+"""static_broadcasted_argnums -> jax.jit(static_argnums=...) with pmap's numbering; shard_map
+sees only the mapped arguments, the statics reach the body by closure."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AxisType, PartitionSpec as P
+
+
+def _power_sum(x, num_terms):
+    # `num_terms` is a Python int: the loop is unrolled at trace time.
+    acc = jnp.zeros_like(x)
+    term = jnp.ones_like(x)
+    for _ in range(num_terms):
+        acc = acc + term
+        term = term * x
+    return jax.lax.psum(acc, "i")
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def power_sum(x, num_terms):
+    return jax.shard_map(
+        lambda x: _power_sum(x, num_terms), in_specs=(P("i"),), out_specs=P(), check_vma=False
+    )(x)
+
+
+def activate(x, kind, scale, normalize):
+    y = x * scale
+    if kind == "relu":
+        y = jax.nn.relu(y)
+    if normalize:
+        y = y / (jax.lax.pmax(jnp.max(jnp.abs(y)), "i") + 1e-6)
+    return jax.tree.map(lambda y: jnp.expand_dims(y, 0), y)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 3))
+def p_activate(x, kind, scale, normalize):
+    return jax.shard_map(
+        lambda x, scale: activate(x, kind, scale, normalize),
+        in_specs=(P("i"), P()), out_specs=P("i"), check_vma=False,
+    )(x, scale)
+
+
+def run():
+    mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
+    with jax.set_mesh(mesh):
+        n = jax.local_device_count()
+        x = np.linspace(-1.0, 1.0, n * 3, dtype=np.float32).reshape(n * 3)
+        scale = np.full((), 2.0, np.float32)[None]
+        two = power_sum(x, 2)
+        four = power_sum(x, 4)
+        relu = p_activate(x, "relu", scale, False)
+        normed = p_activate(x, "none", scale, True)
+        return {
+            "power_sum_2": np.asarray(two),
+            "power_sum_4": np.asarray(four),
+            "relu": np.asarray(relu),
+            "normed": np.asarray(normed),
+        }
