@@ -38,7 +38,6 @@ class IdiomsMixin:
     """`CallerAnalysis`'s producers and consumers (dataflow.py holds the state they read)."""
 
     def _producer(self, call: ast.Call, name: str) -> Kind | None:
-        module = self.module
         if name in REPLICATE and call.args and not any(k.arg == "devices" for k in call.keywords):
             if name == "jax.device_put_replicated" and (
                     len(call.args) != 2 or self.eval(call.args[1]).tag != "devices"):

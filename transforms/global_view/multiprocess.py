@@ -204,6 +204,12 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                           "out_axes or in_axes trees or axes other than 0, devices= / "
                           "axis_size=): kept in the faithful style (multi-process)")
         kind = super()._site_call(call, site)
+        mode, specs = self.modes[site.key], self.specs[site.key]
+        if getattr(site, "static", ()) or mode not in (REPLICATED_OUT, STACKED_OUT) or any(
+                spec not in ("P()", f"P({AXIS_PLACEHOLDER})") for spec in specs):
+            raise Blocker("PM607", call, f"{site.label} has static arguments, mapped axes other "
+                          "than 0 or results of mixed layouts: not handled in multi-process "
+                          "modules yet, kept in the faithful style (multi-process)")
         jax = self.module.jax
         arguments = []
         for argument, spec, axis in zip(call.args, self.specs[site.key], site.in_axes):
