@@ -228,22 +228,6 @@ def total(x):
     return jax.lax.psum(x, Cfg.axis)
 
 
-# -- caller dataflow: merged results, generators, factories, per-device scalars ------------
-
-def _global_result(source: str):
-    return migrate_source(source.encode(), style="global")
-
-
-_DOUBLE = '''import jax
-import jax.numpy as jnp
-import numpy as np
-
-
-@jax.pmap
-def double(x):
-    return x * 2.0
-
-
 def run():
     n = jax.local_device_count()
     return np.asarray(jax.pmap(total, axis_name=Cfg.axis)(np.arange(n * 2.0).reshape(n, 2))[0])
@@ -329,6 +313,24 @@ def test_different_axis_names_in_one_caller_name_both():
     assert '"i" at line 19, "j" at line 20' in findings
 
 
+# -- caller dataflow: merged results, generators, factories, per-device scalars ------------
+
+def _global_result(source: str):
+    return migrate_source(source.encode(), style="global")
+
+
+_DOUBLE = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@jax.pmap
+def double(x):
+    return x * 2.0
+
+
+def run():
+    n = jax.local_device_count()
     x = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
     h = double(x)
     return {"h": CONSUMER}
