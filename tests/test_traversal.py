@@ -127,3 +127,28 @@ def test_fast_paths_give_the_same_bytes_and_findings(path, monkeypatch):
         got = _migrate(source, by_libcst_visit=False, helpers_as_text=True,
                        monkeypatch=monkeypatch)
         assert got == expected
+
+
+def _helper_texts() -> list[tuple[str, str]]:
+    from transforms.helpers.helper_templates import helper_text
+    from transforms.module_helpers import HELPER_ORDER
+    from transforms.target import TargetJax
+
+    texts = {}
+    for version in ("0.4.38", "0.6.1", "0.10"):
+        target = TargetJax.parse(version)
+        for name in HELPER_ORDER:
+            texts[helper_text(name, target)] = name
+        texts[helper_text("_pmap_style_shard_map", target, template="multiprocess_helper")] = "multiprocess"
+    return sorted((name, text) for text, name in texts.items())
+
+
+@pytest.mark.parametrize("name,text", _helper_texts())
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+@pytest.mark.parametrize("indent", ["    ", "  ", "\t"])
+def test_printed_helper_is_libcsts_codegen(name, text, newline, indent):
+    from transforms.module_helpers import _helper_statements, printed_helper
+
+    statements = _helper_statements(text, newline)
+    expected = cst.Module(body=statements, default_newline=newline, default_indent=indent).code
+    assert printed_helper(text, newline, indent) == expected

@@ -63,6 +63,22 @@ class MigrationResult:
     layouts: tuple = ()  # --style global: transforms.global_view.layout.FunctionLayout
 
 
+def warm_up() -> None:
+    """Fill the caches the first file of a process would fill: the rules' hook tables and
+    libcst's visit order of every node type. Called before worker processes are forked, so
+    they share the result instead of each computing it."""
+    from transforms.rule_runner import _hooks
+    from transforms.traversal import visit_plan
+
+    for rule_class in RULES:
+        _hooks(rule_class)
+        rule_class(CodemodContext(), DEFAULT_TARGET, Suppressions([]))
+    for node_type in vars(cst).values():
+        if isinstance(node_type, type) and issubclass(node_type, cst.CSTNode):
+            if not node_type.__abstractmethods__:
+                visit_plan(node_type)
+
+
 def run_rules(
     module: cst.Module,
     context: CodemodContext,
