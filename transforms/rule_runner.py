@@ -129,9 +129,13 @@ class ModuleFacts:
                 names = names()
             return {q.name for q in names}
         # Only a Name needs its parent (`pmap` in `jax.pmap` is no reference by itself); asking
-        # for the parent of a node not reached yet costs a walk of the module.
-        parent = self.parent(node) if isinstance(node, cst.Name) else None
-        return self.imports.qualified(node, parent)
+        # for the parent of a node not reached yet costs a walk of the module. A name that
+        # refers to nothing (most attribute names) needs no parent to say so.
+        if isinstance(node, cst.Name):
+            if not self.imports.names_for(node.value):
+                return set()
+            return self.imports.qualified(node, self.parent(node))
+        return self.imports.qualified(node, None)
 
 
 @functools.cache
