@@ -227,8 +227,9 @@ def process_files(
     # skip it, and do not touch (and so copy) the pages they share with this process.
     gc.freeze()
     # Chunks of up to 16 files keep the messages few; on a small tree, smaller chunks keep
-    # every worker busy to the end.
-    chunksize = max(1, min(16, len(files) // (4 * jobs)))
+    # every worker busy to the end (a chunk is at most a sixteenth of a worker's share: with
+    # a quarter, one worker could sit idle for a quarter of the run).
+    chunksize = max(1, min(16, len(files) // (16 * jobs)))
     with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
         yield from pool.map(work, files, chunksize=chunksize)
 
