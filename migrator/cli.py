@@ -25,7 +25,9 @@ from migrator.diffing import colorize, notebook_cell_headers, unified_diff
 from migrator.files import discover, display_name
 from migrator.formats import WRITERS
 from migrator.helper_module import HelperModule, HelperModuleError
-from migrator.runner import FileResult, copy_other_files, process_all, process_files, write_result
+from migrator.runner import (
+    FileResult, copy_other_files, process_all, process_files, tune_gc, write_result,
+)
 from migrator.textio import atomic_write
 from transforms.helpers.helper_templates import helper_text
 from transforms.target import NEWEST, TargetJax
@@ -104,6 +106,7 @@ def _run(
     workers = min(workers, max(1, len(files) // 8))  # processes only pay off on larger trees
     show = progress and sys.stderr.isatty() and sys.stdout.isatty() and len(files) > 1
     kept = []
+    tune_gc()
     with _progress(show, len(files)) as advance:
         for result in process_files(files, _target(config.target_jax), workers, config):
             handle(result)

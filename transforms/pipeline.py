@@ -30,6 +30,7 @@ from transforms.reporting import ReportingTransformer
 from transforms.rule_runner import ModuleFacts, RuleRunner
 from transforms.suppressions import Suppressions
 from transforms.target import DEFAULT_TARGET, TargetJax
+from transforms.traversal import transform_module
 from transforms.faithful.unreplicate import Unreplicate
 
 # The rules, in the order they run. Each is one concern (see its module docstring). Rules that
@@ -62,6 +63,22 @@ class MigrationResult:
     layouts: tuple = ()  # --style global: transforms.global_view.layout.FunctionLayout
 
 
+def warm_up() -> None:
+    """Fill the caches the first file of a process would fill: the rules' hook tables and
+    libcst's visit order of every node type. Called before worker processes are forked, so
+    they share the result instead of each computing it."""
+    from transforms.rule_runner import _hooks
+    from transforms.traversal import visit_plan
+
+    for rule_class in RULES:
+        _hooks(rule_class)
+        rule_class(CodemodContext(), DEFAULT_TARGET, Suppressions([]))
+    for node_type in vars(cst).values():
+        if isinstance(node_type, type) and issubclass(node_type, cst.CSTNode):
+            if not node_type.__abstractmethods__:
+                visit_plan(node_type)
+
+
 def run_rules(
     module: cst.Module,
     context: CodemodContext,
@@ -70,21 +87,24 @@ def run_rules(
     source: bytes | None = None,
     syntax_tree: ast.Module | None | object = _UNPARSED,
     helper_module: str | None = None,
+    *,
+    helpers_as_text: bool = False,
 ) -> tuple[cst.Module, list[Finding]]:
     """Every rule over `module` in one traversal with one shared context, then the helpers
     and imports any rule asked for, each added once. `source`: the bytes `module` was parsed
     from, and `syntax_tree` their `ast`, when the caller has them. `helper_module`: import the
-    helpers from this module instead of defining them. Findings are sorted and include unused
-    suppressions."""
+    helpers from this module instead of defining them. `helpers_as_text`: for a caller that
+    only wants the module's code (module_helpers.HelperText). Findings are sorted and include
+    unused suppressions."""
     rules = [rule_class(context, target, suppressions) for rule_class in RULES]
     source = module.bytes if source is None else source
     facts = (ModuleFacts(module, source) if syntax_tree is _UNPARSED
              else ModuleFacts(module, source, syntax_tree))
     for rule in rules:
         rule.facts = facts
-    module = module.visit(RuleRunner(rules, facts))
+    module = transform_module(module, RuleRunner(rules, facts))
     findings = facts.placed([finding for rule in rules for finding in rule.findings])
-    module = provide_helpers(module, context, helper_module)
+    module = provide_helpers(module, context, helper_module, as_text=helpers_as_text)
     module = apply_queued_imports(module, context)
     findings.extend(suppressions.unused())
     findings.sort(key=lambda f: (f.line, f.col, f.code))
@@ -128,6 +148,6 @@ def migrate_source(
     context = CodemodContext()
     module, findings = run_rules(
         module, context, target, Suppressions.from_source(source, ignored), source, syntax_tree,
-        helper_module,
+        helper_module, helpers_as_text=True,
     )
     return MigrationResult(source=module.bytes, findings=findings, _original=source)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+
 import libcst as cst
 from libcst import CSTTransformer
 from libcst.codemod import Codemod, CodemodContext, ContextAwareTransformer
+from libcst.matchers._decorators import CONSTRUCTED_LEAVE_MATCHER_ATTR, CONSTRUCTED_VISIT_MATCHER_ATTR
 from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider
 
 from transforms.codes.findings import Finding
@@ -12,7 +15,15 @@ from transforms.rule_runner import ModuleFacts
 from transforms.suppressions import Suppressions
 from transforms.target import TargetJax
 
-_WITHOUT_MATCHER_DECORATORS: set[type] = set()
+
+@functools.cache
+def _has_matcher_decorators(rule_class: type) -> bool:
+    """Whether a method of the class carries libcst's @m.visit / @m.leave mark (what
+    MatcherDecoratableTransformer's scan of every attribute of an instance looks for)."""
+    return any(
+        hasattr(value, CONSTRUCTED_VISIT_MATCHER_ATTR) or hasattr(value, CONSTRUCTED_LEAVE_MATCHER_ATTR)
+        for klass in rule_class.__mro__ for value in vars(klass).values()
+    )
 
 
 class ReportingTransformer(ContextAwareTransformer):
@@ -32,17 +43,16 @@ class ReportingTransformer(ContextAwareTransformer):
     def __init__(
         self, context: CodemodContext, target: TargetJax, suppressions: Suppressions | None = None
     ):
-        if type(self) in _WITHOUT_MATCHER_DECORATORS:
-            # libcst's matcher-decorator scan costs ~30 ms per instance; a rule class that
-            # has no @m.visit/@m.leave methods needs only the empty tables (found once).
+        if not _has_matcher_decorators(type(self)):
+            # libcst's matcher-decorator scan costs ~30 ms per instance (and the first file
+            # of every worker process paid it for each rule); a rule class without
+            # @m.visit/@m.leave methods needs only the empty tables.
             Codemod.__init__(self, context)
             CSTTransformer.__init__(self)
             self._MatcherDecoratableTransformer__matchers = None
             self._extra_visit_funcs, self._extra_leave_funcs = {}, {}
         else:
             super().__init__(context)
-            if not self._extra_visit_funcs and not self._extra_leave_funcs:
-                _WITHOUT_MATCHER_DECORATORS.add(type(self))
         self.target = target
         self.suppressions = suppressions or Suppressions([])
         self.findings: list[Finding] = []

@@ -35,6 +35,7 @@ from libcst.metadata.position_provider import NEWLINE_RE
 from transforms.reading.names import ImportTable, parse_or_none
 
 _MISSING = object()
+_NOTHING: frozenset[str] = frozenset()
 _REMOVE = cst.RemovalSentinel.REMOVE
 
 
@@ -55,6 +56,7 @@ class ModuleFacts:
         self._unplaced: list[tuple[object, cst.CSTNode]] = []
         self._recorded_below: set[cst.CSTNode] = set()
         self._qualified: dict[cst.CSTNode, frozenset[str]] = {}
+        self._by_name: dict[str, frozenset[str]] = {}
         self.stack: list[cst.CSTNode] = []  # the traversal's current path (set by RuleRunner)
 
     def _metadata(self, provider: type) -> dict:
@@ -116,7 +118,18 @@ class ModuleFacts:
         return None if found is _MISSING else found
 
     def qualified(self, node: cst.CSTNode) -> frozenset[str]:
-        """Asked by several rules for the same node: computed once per node."""
+        """Asked by several rules for the same node: computed once per node (a Name's, once
+        per spelling, as ImportTable.qualified gives it)."""
+        if type(node) is cst.Name and not self.imports.needs_scope_analysis:
+            names = self._by_name.get(node.value)
+            if names is None:
+                names = self._by_name[node.value] = frozenset(self.imports.names_for(node.value))
+            if not names:
+                return names  # refers to nothing, whatever its parent
+            # `pmap` in `jax.pmap` is no reference by itself. (Asking for the parent of a node
+            # the traversal has not reached yet costs a walk of the module.)
+            parent = self.parent(node)
+            return _NOTHING if isinstance(parent, cst.Attribute) and parent.attr is node else names
         found = self._qualified.get(node)
         if found is None:
             found = self._qualified[node] = frozenset(self._qualify(node))
@@ -128,10 +141,7 @@ class ModuleFacts:
             if isinstance(names, LazyValue):  # libcst computes some values on first read
                 names = names()
             return {q.name for q in names}
-        # Only a Name needs its parent (`pmap` in `jax.pmap` is no reference by itself); asking
-        # for the parent of a node not reached yet costs a walk of the module.
-        parent = self.parent(node) if isinstance(node, cst.Name) else None
-        return self.imports.qualified(node, parent)
+        return self.imports.qualified(node, None)  # (a Name is answered by `qualified`)
 
 
 @functools.cache

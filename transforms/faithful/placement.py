@@ -120,6 +120,8 @@ class DataPlacement(ReportingTransformer):
     # -- references ------------------------------------------------------------------------
 
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
+        if not self._qualified(original_node):
+            return updated_node  # refers to nothing: what _reference would return
         parent = self._parent(original_node)
         if isinstance(parent, cst.Attribute) and parent.attr is original_node:
             return updated_node

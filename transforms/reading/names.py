@@ -85,7 +85,7 @@ class ImportTable:
         if isinstance(node, cst.Name):
             if isinstance(parent, cst.Attribute) and parent.attr is node:
                 return set()  # `pmap` in `jax.pmap` is not a reference by itself
-            return self._name(node.value)
+            return self.names_for(node.value)
         if isinstance(node, cst.Attribute):
             parts = []
             current: cst.BaseExpression = node
@@ -100,12 +100,13 @@ class ImportTable:
                 return set()
             if current.value not in self.imported:
                 # libcst names `type(e).__name__` after the builtin alone: builtins.type.
-                builtin = self._name(current.value) & {f"builtins.{current.value}"}
+                builtin = self.names_for(current.value) & {f"builtins.{current.value}"}
                 return builtin
             return {".".join([self.imported[current.value], *reversed(parts)])}
         return set()
 
-    def _name(self, name: str) -> set[str]:
+    def names_for(self, name: str) -> set[str]:
+        """The qualified names of a bare name where it is a reference."""
         if name == "None":
             return set()
         if name in self.imported:
