@@ -31,6 +31,6 @@ def run():
         x = np.linspace(-1.0, 1.0, n * 2 * 3, dtype=np.float32).reshape(n * 2, 3)
         y = x[..., 0] * 2.0
         params, loss = train_step(params, x, y)
-        again = np.asarray({"w": w, "b": np.float32(0.0)})
+        again = jax.tree.map(np.asarray, {"w": w, "b": np.float32(0.0)})
         params2, loss2 = train_step(again, x, y)
         return {"loss": np.asarray(loss), "loss2": np.asarray(loss2), "params": params}
