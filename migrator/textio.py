@@ -10,6 +10,7 @@ import contextlib
 import glob
 import io
 import os
+import signal
 import tempfile
 import tokenize
 from pathlib import Path
@@ -67,8 +68,16 @@ def atomic_write(path: Path, data: bytes, *, expected_original: bytes | None = N
         raise OSError(f"{path} changed while pmap-migrate was running; not written")
     mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
     remove_stale_temporaries(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    # A SIGTERM or Ctrl-C that lands inside mkstemp, after the file exists but before its
+    # name is known here, would leave it behind: the signals wait until `tmp` is set.
+    deferred = _defer_interrupts()
+    tmp = None
     try:
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX,
+                                       dir=path.parent)
+        finally:
+            _restore_interrupts(deferred)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -76,6 +85,22 @@ def atomic_write(path: Path, data: bytes, *, expected_original: bytes | None = N
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+_INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
+
+
+def _defer_interrupts():
+    """Block SIGINT / SIGTERM in this thread (where the platform can); the old mask."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
+
+
+def _restore_interrupts(mask) -> None:
+    """Undo `_defer_interrupts`: a signal that arrived meanwhile is handled now."""
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)

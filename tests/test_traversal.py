@@ -139,7 +139,7 @@ def _helper_texts() -> list[tuple[str, str]]:
         target = TargetJax.parse(version)
         for name in HELPER_ORDER:
             texts[helper_text(name, target)] = name
-        texts[helper_text("_pmap_style_shard_map", target, template="multiprocess_helper")] = "multiprocess"
+        texts[helper_text("_pmap_style_shard_map", target, multiprocess=True)] = "multiprocess"
     return sorted((name, text) for text, name in texts.items())
 
 
