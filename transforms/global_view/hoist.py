@@ -81,7 +81,8 @@ def hoist_local_sites(text: str, jax: str, assigned: set[tuple[str, str]],
             first = _comments_above(statement.lineno, lines)
             moves.append(_Move(owner, _wrapped(_dedented(first, statement, lines), statement.value, jax, text),
                                (first, statement.end_lineno), name=target))
-        for call in _scope_walk(owner):
+        calls = (n for n in _scope_walk(owner) if isinstance(n, ast.Call))
+        for call in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):
             built = _inline_site(call, jax)
             if built is None:
                 continue
@@ -94,7 +95,7 @@ def hoist_local_sites(text: str, jax: str, assigned: set[tuple[str, str]],
             moves.append(_Move(owner, _wrapped(hoisted, built, jax, text), None,
                                (built.lineno, built.col_offset, built.end_lineno, built.end_col_offset),
                                name, mapped))
-    moves = _without_clashes(moves)
+    moves = sorted(_without_clashes(moves), key=lambda m: m.cut[0] if m.cut else m.span[0])
     if not moves:
         return text, {}
     names = {(m.owner.name, m.name if m.cut is not None else m.mapped): m.name for m in moves}
