@@ -286,6 +286,9 @@ class IdiomsMixin:
                     for argument in call.args:
                         self._need_same(argument)
                     return receiver
+        if name in ("numpy.where", "jax.numpy.where") and len(call.args) == 3 \
+                and not call.keywords:
+            return self._elementwise(call, call.args)
         if name in REDUCTIONS and len(call.args) == 1:
             kind = self.eval(call.args[0])
             if kind.tag == "merged":
