@@ -72,7 +72,7 @@ def find_class_sites(tree: ast.Module, imported, functions, constants, claimed: 
                 sites.append(site)
             except Blocker as blocker:
                 blockers.append(blocker)
-            claimed.update(id(n) for n in ast.walk(pmap_node))
+            claimed.update(id(n) for n in ast.walk(factory or pmap_node))
     return sites, blockers
 
 
@@ -111,7 +111,8 @@ def _held_assignments(cls: ast.ClassDef, imported, factories, claimed):
             if pmapped is not None and id(pmapped.func) not in claimed:
                 found.append((node, node.value, pmapped, None))
             elif factory is not None:
-                found.append((node, node.value, factories[factory], factories[factory]))
+                found.append((node, node.value, _returned_pmap(factories[factory], imported),
+                              factories[factory]))
     inside = {id(n) for _, value, _, _ in found for n in ast.walk(value)}
     for node in ast.walk(cls):
         if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load) \
@@ -124,7 +125,10 @@ def _held_assignments(cls: ast.ClassDef, imported, factories, claimed):
 
 def _held_site(cls: ast.ClassDef, statement, value, factory, tree, imported, functions,
                constants) -> Site:
-    where = value if statement is None else statement
+    """The site of one pmap the class holds; a Blocker (at the pmap) naming what keeps it
+    faithful otherwise."""
+    where = value if factory is None else _returned_pmap(factory, imported)
+    where = _pmap_call(where, imported) or where
     if statement is None:
         raise Blocker(CODE, where, f"this pmap is used in the class `{cls.name}` other than as "
                       "`self.<name> = jax.pmap(...)` in its `__init__`: kept in the faithful style")
@@ -135,13 +139,17 @@ def _held_site(cls: ast.ClassDef, statement, value, factory, tree, imported, fun
     if init is None or not any(s is statement for s in init.body) or not (
             isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
             and target.value.id == self_name):
+        method = next((m.name for m in cls.body if isinstance(m, ast.FunctionDef)
+                       and any(n is statement for n in ast.walk(m))), None)
         raise Blocker(CODE, where, f"this pmap is held by `{cls.name}` other than by a "
-                      "`self.<name> = ...` statement of its `__init__` body, so its uses "
-                      "cannot all be followed: kept in the faithful style")
+                      "`self.<name> = ...` statement of its `__init__` body"
+                      + (f" (it is built in `{method}`, line {statement.lineno})" if method
+                         and method != "__init__" else "")
+                      + ", so its uses cannot all be followed: kept in the faithful style")
     attribute = target.attr
     _class_shape(cls, tree, where)
-    _single_assignment(attribute, statement, tree, cls)
-    _called_through_self(cls, attribute, tree)
+    _single_assignment(attribute, statement, tree, cls, where)
+    _called_through_self(cls, attribute, tree, where)
     if factory is not None:
         site = _factory_held(factory, value, tree, imported, functions, constants)
     else:
@@ -160,8 +168,9 @@ def _class_shape(cls: ast.ClassDef, tree: ast.Module, where) -> None:
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and any(
                 isinstance(b, ast.Name) and b.id == cls.name for b in node.bases):
-            raise Blocker(CODE, where, f"`{cls.name}` is subclassed by `{node.name}` (line "
-                          f"{node.lineno}), whose methods may call its pmaps with other layouts")
+            raise Blocker(CODE, where, f"`{cls.name}`, which holds this pmap, is subclassed by "
+                          f"`{node.name}` (line {node.lineno}), whose methods may call it with "
+                          "other layouts")
     for member in cls.body:
         if isinstance(member, (ast.AsyncFunctionDef, ast.ClassDef)) or (
                 isinstance(member, ast.FunctionDef) and member.decorator_list):
@@ -170,20 +179,21 @@ def _class_shape(cls: ast.ClassDef, tree: ast.Module, where) -> None:
                           "methods only")
 
 
-def _single_assignment(attribute: str, statement, tree: ast.Module, cls) -> None:
+def _single_assignment(attribute: str, statement, tree: ast.Module, cls, where) -> None:
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr == attribute \
                 and not isinstance(node.ctx, ast.Load) and node is not statement.targets[0]:
-            raise Blocker(CODE, node, f"the attribute `{attribute}` holding the pmap of "
-                          f"`{cls.name}` (line {statement.lineno}) is assigned again here, so "
-                          "which pmap a call reaches is not known: kept in the faithful style")
+            raise Blocker(CODE, where, f"the attribute `{attribute}` of `{cls.name}` holding "
+                          f"this pmap is assigned again at line {node.lineno} "
+                          f"(`{ast.unparse(node)}`), so which pmap a call reaches is not known: "
+                          "kept in the faithful style")
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
                 and node.func.id in ("setattr", "delattr", "vars"):
-            raise Blocker(CODE, node, f"`{node.func.id}(...)` may rebind the attribute "
-                          f"`{attribute}` holding the pmap of `{cls.name}`")
+            raise Blocker(CODE, where, f"`{node.func.id}(...)` at line {node.lineno} may rebind "
+                          f"the attribute `{attribute}` of `{cls.name}` holding this pmap")
 
 
-def _called_through_self(cls: ast.ClassDef, attribute: str, tree: ast.Module) -> None:
+def _called_through_self(cls: ast.ClassDef, attribute: str, tree: ast.Module, where) -> None:
     """Every load of `.attribute` anywhere is `self.attribute(...)` in a method of `cls`."""
     calls = set()
     for member in cls.body:
@@ -197,9 +207,10 @@ def _called_through_self(cls: ast.ClassDef, attribute: str, tree: ast.Module) ->
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr == attribute \
                 and isinstance(node.ctx, ast.Load) and id(node) not in calls:
-            raise Blocker(CODE, node, f"`{ast.unparse(node)}` (the pmap `{cls.name}` holds) is "
-                          "used other than as a `self." + attribute + "(...)` call in the "
-                          "class's own methods, so not every call can be followed")
+            raise Blocker(CODE, where, f"`{ast.unparse(node)}` at line {node.lineno} uses this "
+                          f"pmap `{cls.name}` holds other than as a `self.{attribute}(...)` "
+                          "call in the class's own methods (called from outside the class, or "
+                          "used as a value), so not every call can be followed")
 
 
 def _init_held(cls, init, value, imported, functions, constants) -> Site:
@@ -445,9 +456,10 @@ class InstancesMixin:
         for argument in [*call.args, *(k.value for k in call.keywords)]:
             argument = argument.value if isinstance(argument, ast.Starred) else argument
             if isinstance(argument, ast.Name) and self.kinds.get(argument.id, SAME).tag == "instance":
-                raise Blocker(CODE, argument, f"`{argument.id}` ({_describe(self.kinds[argument.id])})"
-                              f" escapes into `{ast.unparse(func)}(...)`, where its methods may "
-                              "be called with layouts the global style does not see")
+                holder = self.kinds[argument.id].holder
+                raise Blocker(CODE, argument, f"`{argument.id}`, a `{holder}` instance, escapes "
+                              f"into `{ast.unparse(func)}(...)`, where its methods may be called "
+                              "with layouts the global style does not see")
         return None
 
     def _instance_attribute(self, node: ast.Attribute) -> Kind | None:

@@ -175,5 +175,5 @@ def _describe(kind: Kind) -> str:
         "devcount": "the device count",
         "devices": "the device list",
         "fields": "a tree of per-device values of mixed layout",
-        "instance": f"an instance of `{kind.holder}` (a class whose pmaps go global)",
+        "instance": f"a `{kind.holder}` instance (a class holding pmaps)",
     }[kind.tag]
