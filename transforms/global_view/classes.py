@@ -38,6 +38,9 @@ from transforms.global_view.sites import (
 from transforms.global_view.values import SAME, Kind, _describe
 
 CODE = "PM609"
+# Special methods run only by explicit calls the analysis sees (or by printing, which it
+# refuses for instances as an escape).
+_PLAIN_DUNDERS = {"__init__", "__call__", "__repr__", "__str__"}
 
 
 @dataclasses.dataclass
@@ -177,6 +180,11 @@ def _class_shape(cls: ast.ClassDef, tree: ast.Module, where) -> None:
             raise Blocker(CODE, where, f"`{cls.name}.{member.name}` (line {member.lineno}) is "
                           "decorated, async or a nested class: the global style follows plain "
                           "methods only")
+        if isinstance(member, ast.FunctionDef) and member.name.startswith("__") \
+                and member.name.endswith("__") and member.name not in _PLAIN_DUNDERS:
+            raise Blocker(CODE, where, f"`{cls.name}.{member.name}` (line {member.lineno}) is "
+                          "run by Python implicitly (attribute access, operators, iteration, "
+                          "...), where the global style cannot follow it")
 
 
 def _single_assignment(attribute: str, statement, tree: ast.Module, cls, where) -> None:
@@ -436,8 +444,22 @@ class InstancesMixin:
         """A constructor call, a method call, or a held site's call; None for other calls
         (after refusing to let an instance escape into them)."""
         func = call.func
+        if isinstance(func, ast.Name) and self.kinds.get(func.id, SAME).tag == "instance":
+            held = self._instance_of(func)
+            if "__call__" not in held.methods:
+                raise Blocker(CODE, call, f"`{func.id}` is called, but `{held.name}` has no "
+                              "`__call__` the global style can follow")
+            return self._method_call(call, held, held.methods["__call__"], self.kinds[func.id])
         if isinstance(func, ast.Name) and self._held_class(func.id) is not None:
             held = self._held_class(func.id)
+            if getattr(self.module, "process_dependence", None) is not None:
+                site = next(iter(held.sites.values()))
+                raise Blocker("PM607", site.node, f"{site.label} is held by a class in a "
+                              "multi-process module: the multi-process global style follows "
+                              "module functions only (the global arrays it builds at a step's "
+                              "call name the caller's mesh, and the process conditions around "
+                              "a method call are not followed): kept in the faithful style "
+                              "(multi-process)")
             instance = Kind("instance", holder=held.name)
             init = held.methods.get("__init__")
             if init is not None:
@@ -523,8 +545,6 @@ class InstancesMixin:
         analysis.instances = self.instances
         self.instances.active.add(key)
         try:
-            if builds:
-                analysis._check_builds(held, method)
             analysis.run_helper()
             if builds:
                 analysis._check_closures(held, method)
@@ -551,6 +571,7 @@ class InstancesMixin:
     def _held_site_call(self, call: ast.Call, held: HeldClass, site: Site) -> Kind:
         """`self.step(...)`: the site's call; a bound method's body may read only attributes
         whose layout the migration leaves as it is."""
+
         if site.bound_self:
             for node in ast.walk(site.body):
                 if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
@@ -564,17 +585,34 @@ class InstancesMixin:
                                       "migration changes")
         return self._site_call(call, site)
 
-    def _check_builds(self, held: HeldClass, init: ast.FunctionDef) -> None:
-        """The factory calls building held sites take plain values only."""
-        for statement in init.body:
-            if isinstance(statement, ast.Assign) and id(statement.value) in self.local_builds:
-                value = statement.value
-                factory = isinstance(value.func, ast.Name) and value.func.id in self.module.functions
-                for argument in [*value.args, *(k.value for k in value.keywords)] if factory else ():
-                    kind = self.eval(argument)
-                    if kind.changed:
-                        raise Blocker("PM605", argument, f"{_describe(kind)} passed to the pmap "
-                                      f"factory `{value.func.id}`")
+    def _built(self, statement: ast.Assign) -> None:
+        """`self.x = jax.pmap(...)` / `self.x = make_step(...)` in `__init__`, where it stands:
+        a factory takes plain values only, and `devices=` / `axis_size=` must be every device
+        and the device count (read in `__init__`; a factory's only as calls without arguments)."""
+        target = statement.targets[0]
+        if self.instances is None or not isinstance(target, ast.Attribute):
+            return
+        site = next((s for s in self.all_sites.values() if s.holder and s.attribute == target.attr
+                     and self.kinds.get(getattr(target.value, "id", ""), SAME).holder == s.holder),
+                    None)
+        if site is None:
+            return
+        value = statement.value
+        if site.factory:
+            for argument in [*value.args, *(k.value for k in value.keywords)]:
+                kind = self.eval(argument)
+                if kind.changed:
+                    raise Blocker("PM605", argument, f"{_describe(kind)} passed to the pmap "
+                                  f"factory `{ast.unparse(value.func)}`")
+        for option, node in site.placement.items():
+            want = "devices" if option == "devices" else "devcount"
+            kind = self.eval(node) if not site.factory or (
+                isinstance(node, ast.Call) and not node.args and not node.keywords) else None
+            if kind is None or kind.tag != want:
+                what = "every device" if option == "devices" else "the device count"
+                raise Blocker("PM602", node, f"{site.label} has {option}=`{ast.unparse(node)}`, "
+                              f"not provably {what}: under the caller's mesh over all devices "
+                              "it would run on different devices")
 
     def _check_closures(self, held: HeldClass, init: ast.FunctionDef) -> None:
         """A def nested in `__init__` and mapped by a held pmap sees `__init__`'s locals as they
@@ -612,10 +650,10 @@ def faithful_class_use(function: ast.FunctionDef, tree: ast.Module, imported, si
             continue
         cls = classes[node.id]
         global_held = node.id in held and all(s.key not in blocked for s in held[node.id])
-        builds = {id(n) for s in held.get(node.id, ()) for n in ast.walk(s.built)}
-        if not global_held and any(dotted(n, imported) == PMAP for n in ast.walk(cls)
-                                   if isinstance(n, (ast.Name, ast.Attribute))
-                                   and id(n) not in builds):
+        builds = {id(n) for s in held.get(node.id, ()) for n in ast.walk(s.built)} \
+            if global_held else set()
+        if any(dotted(n, imported) == PMAP for n in ast.walk(cls)
+               if isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in builds):
             return node
         if any(faithful_callee(m) is not None for m in cls.body if isinstance(m, ast.FunctionDef)):
             return node

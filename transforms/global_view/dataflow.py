@@ -192,6 +192,7 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, IdiomsMixin):
     def _statement(self, s) -> None:
         if isinstance(s, ast.Assign):
             if id(s.value) in self.local_builds:
+                self._built(s)
                 return  # `p = jax.pmap(...)`: p is a site of this function
             for target in s.targets:  # only for findings: what a name was last built by
                 if isinstance(target, ast.Name):

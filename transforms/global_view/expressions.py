@@ -585,6 +585,8 @@ class ExpressionsMixin:
         are every device (jax.devices() / jax.local_devices(): one process) and the device
         count. A module-level site's option is read only as such a call, not through names
         of this function."""
+        if site.holder:
+            return  # read where the class builds it (classes.py)
         for option, node in site.placement.items():
             direct = site.owner is not None or isinstance(node, ast.Call)
             want = "devices" if option == "devices" else "devcount"
