@@ -91,7 +91,8 @@ def test_a_state_read_before_it_is_stored_settles():
       "    w = trainer.fit(x)"), "PM605", "holds both"),
     # a method called with two layouts: one migrated text cannot serve both
     (("    w = trainer.fit(x)", "    w = trainer.fit(x)\n    trainer.init(n)\n"
-      "    trainer.w = jnp.stack([jnp.zeros(3)] * n)\n    other = trainer.fit(x.sum(-1, keepdims=True))"),
+      "    trainer.w = jnp.stack([jnp.zeros(3)] * n)\n"
+      "    other = trainer.fit(x.sum(-1, keepdims=True))"),
      None, None),
     # the instance called without a __call__
     (("    w = trainer.fit(x)", "    w = trainer(x)"), "PM609", "no `__call__`"),
@@ -114,7 +115,8 @@ def test_a_closure_over_an_init_local_whose_layout_changes_stays_faithful():
     source = TRAINER.replace(
         '        self.step = jax.pmap(self._step, axis_name="batch")',
         '        n = jax.local_device_count()\n        offset = jnp.zeros((n, 3))\n\n'
-        '        def step(w, x):\n            return w + offset[0] * jax.lax.pmean(x[0], "batch")\n\n'
+        '        def step(w, x):\n'
+        '            return w + offset[0] * jax.lax.pmean(x[0], "batch")\n\n'
         '        self.step = jax.pmap(step, axis_name="batch")')
     found = _findings(source)
     assert "PM600" not in found
@@ -174,3 +176,19 @@ def run():
     assert "PM600" not in found
     assert any("pmap factory `make_step`" in m for m in found.get("PM605", [])), found
     assert "PM600" in _findings(source.replace("= make_step(scale)", "= make_step(2.0)"))
+
+
+def test_a_stack_appended_to_an_alias_of_a_list_attribute_is_refused():
+    """The attribute's kind would not see the append: the list is a plain value once read."""
+    source = TRAINER.replace("        self.w = None\n", "        self.w = None\n"
+                             "        self.history = []\n")
+    source = source.replace("            self.w = self.step(self.w, x)\n",
+                            "            self.w = self.step(self.w, x)\n"
+                            "            history = self.history\n"
+                            "            history.append(self.w)\n")
+    source = source.replace('"w": np.asarray(w[0])', '"w": np.asarray(w[0]), '
+                            '"h": np.asarray(trainer.history)')
+    found = _findings(source)
+    assert "PM600" not in found, found
+    assert "PM600" in _findings(source.replace("history.append(self.w)",
+                                               "history.append(float(self.w[0][0]))"))

@@ -18,9 +18,9 @@ import ast
 import dataclasses
 from typing import TYPE_CHECKING
 
-from transforms.global_view.classes import InstancesMixin
 from transforms.global_view.expressions import ExpressionsMixin
 from transforms.global_view.idioms import IdiomsMixin
+from transforms.global_view.instances import InstancesMixin
 from transforms.global_view.layout import OutputLayout
 from transforms.global_view.sites import Blocker, Site
 from transforms.global_view.values import (

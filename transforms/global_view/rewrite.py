@@ -267,6 +267,10 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
                     "layout (P(axis))")
         else:
             kept = ""
+        if site.holder:
+            kept += (f"; held by `{site.holder}`, whose methods and instance attributes were "
+                     "followed from where its instances are made (callers in other modules "
+                     "must pass global arrays to its methods too)")
         if site.static:
             kept += f"; static arguments {', '.join(site.params[i] for i in site.static)} " \
                 "are jax.jit's static_argnums and reach the body by closure"
