@@ -98,6 +98,11 @@ def test_a_state_read_before_it_is_stored_settles():
     (("    w = trainer.fit(x)", "    w = trainer(x)"), "PM609", "no `__call__`"),
     # a class-level reference (a second instance made at module level)
     (("def run():", "DEFAULT = Trainer(0.5)\n\n\ndef run():"), "PM609", "at module level"),
+    # a method replaced on the instance, and the instance's __dict__ read
+    (("    w = trainer.fit(x)", "    trainer.fit = print\n    w = trainer.fit(x)"),
+     "PM609", "replaces a method"),
+    (("    w = trainer.fit(x)", "    w = trainer.fit(x)\n    print(trainer.__dict__)"),
+     "PM609", "__dict__"),
     # made in two functions
     (("def run():", "def other():\n    return Trainer(0.5)\n\n\ndef run():"), "PM609",
      "several functions"),

@@ -133,6 +133,7 @@ class InstancesMixin:
         if node.attr in held.sites or node.attr in held.methods:
             raise Blocker(CODE, node, f"`{ast.unparse(node)}` (a method or pmap of "
                           f"`{held.name}`) is used as a value, so its calls are not all seen")
+        _plain_attribute(node, held)
         key = (held.name, node.attr)
         self.instances.read.add(key)
         kind = self.instances.attributes.get(key, SAME)
@@ -145,6 +146,11 @@ class InstancesMixin:
         held = self._instance_of(target.value)
         if held is None:
             return False
+        _plain_attribute(target, held)
+        if target.attr in held.methods:
+            raise Blocker(CODE, target, f"`{ast.unparse(target)}` replaces a method of "
+                          f"`{held.name}` on the instance, so its calls would not run the "
+                          "method the global style follows")
         if isinstance(value, ast.Constant) and value.value is None:
             return True  # a placeholder: it holds no array of either layout
         key = (held.name, target.attr)
@@ -273,6 +279,13 @@ class InstancesMixin:
                     raise Blocker(CODE, node, f"`{node.id}` ({_describe(self.kinds[node.id])}) "
                                   f"of `__init__` is closed over by the function {site.label} "
                                   "maps")
+
+
+def _plain_attribute(node: ast.Attribute, held: HeldClass) -> None:
+    """`__dict__`, `__class__` and the like reach every attribute at once, past their kinds."""
+    if node.attr.startswith("__") and node.attr.endswith("__"):
+        raise Blocker(CODE, node, f"`{ast.unparse(node)}` reaches the `{held.name}` instance's "
+                      "attributes or class past the ones the global style follows")
 
 
 def _holds_instance(kind: Kind) -> bool:
