@@ -51,7 +51,7 @@ def test_second_run_changes_nothing(case):
 def test_every_fallback_code_has_a_fixture():
     codes = {line.split()[1] for case in CASES
              for line in (case / "findings.txt").read_text().splitlines()}
-    assert {f"PM60{i}" for i in range(9)} <= codes
+    assert {f"PM60{i}" for i in range(10)} <= codes
 
 
 def test_global_cases_leave_no_faithful_helper():
@@ -59,7 +59,8 @@ def test_global_cases_leave_no_faithful_helper():
         text = (case / "after.py").read_text()
         if case.name.startswith(("producer", "consumer", "per_device", "inline", "static_argnums",
                                  "stacked_decorators", "out_axes_tree", "class_constant_axis",
-                                 "placement_options", "in_axes_tree", "nonzero_axes", "hoist")):
+                                 "placement_options", "in_axes_tree", "nonzero_axes",
+                                 "class_held", "hoist")):
             assert "_pmap_style_shard_map" not in text and "jax.pmap(" not in text.split('"""', 2)[-1]
             assert "_first_replica" not in text, case.name
 

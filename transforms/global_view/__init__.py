@@ -11,7 +11,8 @@ Modules: `sites` (which pmap sites and options qualify), `replication` (which ou
 provably the same on every device), `dataflow` (the callers: producers, consumers, edits),
 `rewrite` (applying the edits), `layout` (the layout map `check --style global` compares
 through), `multiprocess` and `process_dependence` (multi-process modules: process-local batches
-made global, replicated values only where every process has the same one).
+made global, replicated values only where every process has the same one), `classes` (which
+pmaps a class holds qualify) and `instances` (following those classes' instances in a caller).
 """
 
 from transforms.global_view.rewrite import GlobalResult, migrate_global

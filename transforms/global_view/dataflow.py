@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from transforms.global_view.expressions import ExpressionsMixin
 from transforms.global_view.idioms import IdiomsMixin
+from transforms.global_view.instances import InstancesMixin
 from transforms.global_view.layout import OutputLayout
 from transforms.global_view.sites import Blocker, Site
 from transforms.global_view.values import (
@@ -48,7 +49,7 @@ class CallerResult:
 
 
 
-class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
+class CallerAnalysis(InstancesMixin, ExpressionsMixin, IdiomsMixin):
     """One module-level function that calls global sites."""
 
     def __init__(self, function: ast.FunctionDef, sites: dict[str, Site], module: "ModuleInfo",
@@ -60,7 +61,8 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
         self.helpers: set[str] = set()  # helper functions this analysis edits too
         self.all_sites = sites
         # Names a call may use: module-level sites, and the sites built in this function.
-        self.sites = {s.name: s for s in sites.values() if s.owner is None}
+        # Sites held by a class are reached through its instances (classes.py), not by name.
+        self.sites = {s.name: s for s in sites.values() if s.owner is None and not s.holder}
         self.sites.update({s.name: s for s in sites.values() if s.owner and not s.inline})
         self.inline = {id(s.node): s for s in sites.values() if s.inline}
         self.local_builds = {id(s.built) for s in sites.values() if s.owner and not s.inline}
@@ -120,7 +122,7 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
                 any(a.arg == "mesh" for a in ast.walk(self.function) if isinstance(a, ast.arg)):
             raise Blocker("PM605", self.function, "the name `mesh` the global style binds is "
                           "already used in this function")
-        self._block(self.function.body)
+        self._analyse_body()
         axes = {self.all_sites[key].axis_name for key in self.specs} - {None}
         if len(axes) > 1:
             first: dict[str, int] = {}
@@ -190,6 +192,7 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
     def _statement(self, s) -> None:
         if isinstance(s, ast.Assign):
             if id(s.value) in self.local_builds:
+                self._built(s)
                 return  # `p = jax.pmap(...)`: p is a site of this function
             for target in s.targets:  # only for findings: what a name was last built by
                 if isinstance(target, ast.Name):
@@ -264,6 +267,8 @@ class CallerAnalysis(ExpressionsMixin, IdiomsMixin):
                     self._bind(element_target, kind, value)
             else:
                 raise Blocker("PM605", target, f"unpacking {_describe(kind)}")
+        elif isinstance(target, ast.Attribute) and self._instance_store(target, kind, value):
+            pass
         elif isinstance(target, (ast.Subscript, ast.Attribute)):
             if kind.changed or self.eval(target.value).changed:
                 raise Blocker("PM605", target, "a per-device value stored into a container "

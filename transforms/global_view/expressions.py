@@ -49,6 +49,9 @@ class ExpressionsMixin:
         if isinstance(node, ast.Subscript):
             return self._subscript(node)
         if isinstance(node, ast.Attribute):
+            held = self._instance_attribute(node)
+            if held is not None:
+                return held
             shard = _shard_data(node)
             if shard is not None:
                 return self._shard_data(node, shard, None)
@@ -61,6 +64,9 @@ class ExpressionsMixin:
             return SAME
         if isinstance(node, ast.BinOp):
             return self._binop(node)
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(
+                node.ops[0], (ast.Lt, ast.Gt, ast.LtE, ast.GtE, ast.Eq, ast.NotEq)):
+            return self._elementwise(node, [node.left, node.comparators[0]])
         if isinstance(node, ast.Dict):
             return self._dict(node)
         if isinstance(node, (ast.Tuple, ast.List)):
@@ -129,6 +135,9 @@ class ExpressionsMixin:
 
     def _call(self, call: ast.Call) -> Kind:
         func = call.func
+        held = self._instance_call(call)
+        if held is not None:
+            return held
         name = self._qualified(func)
         if isinstance(func, ast.Call) and isinstance(func.func, ast.Name) \
                 and func.func.id in self.sites and self.sites[func.func.id].factory:
@@ -303,6 +312,23 @@ class ExpressionsMixin:
         raise Blocker("PM605", node, f"`{ast.unparse(node)}` combines {_describe(left)} and "
                       f"{_describe(right)}")
 
+    def _elementwise(self, node, operands) -> Kind:
+        """An elementwise comparison or `where` of per-device batches of one known rank and
+        numbers: the merged batch gives the merged result, row for row."""
+        kinds = [self.eval(operand) for operand in operands]
+        if not any(kind.changed for kind in kinds):
+            return SAME
+        ranks = {kind.rank for kind in kinds if kind.changed}
+        numbers = all(isinstance(o, ast.Constant) and type(o.value) in (int, float, bool)
+                      or (isinstance(o, ast.UnaryOp) and isinstance(o.operand, ast.Constant)
+                          and type(o.operand.value) in (int, float))
+                      for o, kind in zip(operands, kinds) if not kind.changed)
+        if all(k.tag == "merged" and k.axis == 0 for k in kinds if k.changed) and numbers \
+                and len(ranks) == 1 and None not in ranks:
+            return Kind("merged", rank=ranks.pop())
+        raise Blocker("PM605", node, f"`{ast.unparse(node)}` combines per-device values with "
+                      "values other than numbers or batches of the same rank")
+
     def _dict(self, node: ast.Dict) -> Kind:
         fields = []
         for key, value in zip(node.keys, node.values):
@@ -430,7 +456,7 @@ class ExpressionsMixin:
                 specs.append(spec)
                 if whole:
                     replicated.add(site.params[position])
-        if site.function_node is not None and not site.factory:
+        if site.function_node is not None and not site.factory and not site.holder:
             # A closure or partial keyword sees the caller's value as it is: it must keep
             # its layout.
             for node in ast.walk(site.function_node):
@@ -559,6 +585,8 @@ class ExpressionsMixin:
         are every device (jax.devices() / jax.local_devices(): one process) and the device
         count. A module-level site's option is read only as such a call, not through names
         of this function."""
+        if site.holder:
+            return  # read where the class builds it (classes.py)
         for option, node in site.placement.items():
             direct = site.owner is not None or isinstance(node, ast.Call)
             want = "devices" if option == "devices" else "devcount"

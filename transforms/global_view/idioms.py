@@ -286,19 +286,32 @@ class IdiomsMixin:
                     for argument in call.args:
                         self._need_same(argument)
                     return receiver
+                if func.attr in ("sum", "mean", "max", "min") and receiver.tag == "merged" \
+                        and len(call.args) == 1 and not call.keywords:
+                    return self._trailing_reduction(call, receiver, call.args[0])
+        if name in ("numpy.where", "jax.numpy.where") and len(call.args) == 3 \
+                and not call.keywords:
+            return self._elementwise(call, call.args)
         if name in REDUCTIONS and len(call.args) == 1:
             kind = self.eval(call.args[0])
             if kind.tag == "merged":
                 axis = next((k.value for k in call.keywords if k.arg == "axis"), None)
-                if (kind.rank is not None and isinstance(axis, ast.UnaryOp)
-                        and isinstance(axis.op, ast.USub) and isinstance(axis.operand, ast.Constant)
-                        and type(axis.operand.value) is int
-                        and 1 <= axis.operand.value <= kind.rank - 2 and kind.rank - 1 >= 2
-                        and len(call.keywords) == 1):
-                    return Kind("merged", rank=kind.rank - 1)
-                raise Blocker("PM605", call, "a reduction over the batch or device axis of a "
-                              "per-device batch")
+                if len(call.keywords) != 1:
+                    raise Blocker("PM605", call, "a reduction over the batch or device axis of "
+                                  "a per-device batch")
+                return self._trailing_reduction(call, kind, axis)
         return None
+
+    def _trailing_reduction(self, call: ast.Call, kind: Kind, axis) -> Kind:
+        """A reduction of a per-device batch over a trailing axis (`axis=-k`, k at most its
+        rank - 2): merged batch in, merged batch out, row for row."""
+        if (kind.rank is not None and isinstance(axis, ast.UnaryOp)
+                and isinstance(axis.op, ast.USub) and isinstance(axis.operand, ast.Constant)
+                and type(axis.operand.value) is int
+                and 1 <= axis.operand.value <= kind.rank - 2 and kind.rank - 1 >= 2):
+            return Kind("merged", rank=kind.rank - 1)
+        raise Blocker("PM605", call, "a reduction over the batch or device axis of a "
+                      "per-device batch")
 
     def _tree_map_lambda(self, function: ast.Lambda, tree) -> Kind | None:
         """`tree_map(lambda x: ..., stacks)`: the lambda sees one leaf, an array of the tree's

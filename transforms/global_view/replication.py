@@ -39,8 +39,11 @@ class BodyAnalysis:
                  constants: dict[str, str] | None = None):
         self.site = site
         self.imported = imported
-        self.constants = constants or {}
+        self.constants = {**(constants or {}), **site.constants}
         self.functions = {s.name: s for s in module.body if isinstance(s, ast.FunctionDef)}
+        if site.enclosing is not None:  # a def nested in a factory or `__init__`: its siblings
+            self.functions.update({s.name: s for s in site.enclosing.body
+                                   if isinstance(s, ast.FunctionDef)})
         self._function_varies: dict[str, bool] = {}
 
     def first_varying_output(self, replicated_params: set[str]) -> ast.AST | None:

@@ -21,6 +21,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 
 from transforms.codes.findings import Finding
 from transforms.faithful.multiprocess import _first_evidence
+from transforms.global_view.classes import class_callers, faithful_class_use
 from transforms.global_view.dataflow import CallerAnalysis, CallerResult
 from transforms.global_view.hoist import hoist_local_sites
 from transforms.global_view.layout import FunctionLayout
@@ -197,7 +198,13 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
                     faithful_call = _faithful_callee(
                         functions[caller], functions, callers, blocked_callers, table.imported,
                         {s.name for s in sites if s.owner is None and s.key not in blocked},
-                        barrier_pmaps)
+                        barrier_pmaps) or faithful_class_use(
+                        functions[caller], tree, table.imported, sites, blocked,
+                        lambda method: _faithful_callee(
+                            method, functions, callers, blocked_callers, table.imported,
+                            {s.name for s in sites if s.owner is None and s.key not in blocked}
+                            | {s.statement.name for s in sites if s.holder and s.factory},
+                            barrier_pmaps))
                     if faithful_call is not None:
                         raise Blocker("PM608", faithful_call, f"`{caller}` calls "
                                       f"`{faithful_call.id}`, which keeps pmap code in the "
@@ -261,6 +268,10 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
                     "layout (P(axis))")
         else:
             kept = ""
+        if site.holder:
+            kept += (f"; held by `{site.holder}`, whose methods and instance attributes were "
+                     "followed from where its instances are made (callers in other modules "
+                     "must pass global arrays to its methods too)")
         if site.static:
             kept += f"; static arguments {', '.join(site.params[i] for i in site.static)} " \
                 "are jax.jit's static_argnums and reach the body by closure"
@@ -395,7 +406,11 @@ def _callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, Block
     for site in sites.values():
         if site.owner is not None:
             callers.setdefault(site.owner, set()).add(site.key)
-    module_sites = {s.name: s for s in sites.values() if s.owner is None}
+    module_sites = {s.name: s for s in sites.values() if s.owner is None and not s.holder}
+    held_callers, held_blocked = class_callers(tree, sites.values())
+    for caller, held in held_callers.items():
+        callers.setdefault(caller, set()).update(held)
+    blocked.update({k: b for k, b in held_blocked.items() if k not in blocked})
     sites = module_sites
     for statement in tree.body:
         if isinstance(statement, ast.FunctionDef):

@@ -54,10 +54,21 @@ class Site:
     out_tree: tuple | dict | int | None = None
     outer_jit: ast.AST | None = None  # a bare `@jax.jit` right above the pmap decorator
     replaced: ast.AST | None = None  # `jax.jit(jax.pmap(...))`: the jit call the rewrite replaces
+    # Held by a class (global_view/classes.py): `self.<attribute> = jax.pmap(...)` in the
+    # `__init__` of the module-level class `holder`, or of a factory's returned pmap.
+    holder: str | None = None
+    attribute: str | None = None
+    # Names the body reads that are string constants in its scope (a factory's `axis_name`
+    # parameter whose default every call uses), and the function whose nested defs it calls.
+    constants: dict[str, str] = dataclasses.field(default_factory=dict)
+    enclosing: ast.FunctionDef | None = None
+    bound_self: str | None = None  # a bound method `self.m`: the name of its `self` parameter
 
     @property
     def label(self) -> str:
         """How findings name the site."""
+        if self.holder:
+            return f"`self.{self.attribute}` of `{self.holder}` (line {self.node.lineno})"
         if self.factory:
             return f"the jax.pmap(...) `{self.name}` returns (line {self.node.lineno})"
         return f"the jax.pmap(...) called at line {self.node.lineno}" if self.inline else f"`{self.name}`"
@@ -70,6 +81,8 @@ class Site:
     @property
     def key(self) -> str:
         """Unique in the module: a local site is named after the function it is built in."""
+        if self.holder:
+            return f"{self.holder}.{self.attribute}"
         return self.name if self.owner is None or self.inline else f"{self.owner}.{self.name}"
 
 
@@ -136,6 +149,11 @@ def find_sites(tree: ast.Module, imported: dict[str, str]) -> tuple[list[Site], 
         if site is not None:
             sites.append(site)
             claimed.update(id(n) for n in ast.walk(site.node))
+    from transforms.global_view.classes import find_class_sites  # it builds on this module
+
+    held, held_blockers = find_class_sites(tree, imported, functions, constants, claimed)
+    sites += held
+    blockers += held_blockers
     bound = _bound_names(tree)
     for site in list(sites):
         if site.decorated and site.static and f"_{site.name}" in bound:
@@ -146,14 +164,35 @@ def find_sites(tree: ast.Module, imported: dict[str, str]) -> tuple[list[Site], 
     for node in ast.walk(tree):
         if id(node) not in claimed and isinstance(node, (ast.Name, ast.Attribute)):
             if dotted(node, imported) == PMAP and isinstance(node.ctx, ast.Load):
-                blockers.append(Blocker(
-                    "PM601", node,
-                    "this pmap is not a module-level decorated def or module-level assignment "
-                    "(used as a value, built inside a function, or wrapped): kept in the "
-                    "faithful style",
-                ))
+                blockers.append(Blocker("PM601", node, f"this pmap {_unfollowed(node, tree)}: "
+                                        "kept in the faithful style"))
                 claimed.update(id(n) for n in ast.walk(node))
     return sites, blockers
+
+
+def _unfollowed(pmap: ast.AST, tree: ast.Module) -> str:
+    """Why a pmap reference is none of the shapes the global style follows, in the terms of
+    where it stands: used as a value, wrapped in another call, or built in a function or
+    class whose result is kept as a value."""
+    parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    parent = parents.get(id(pmap))
+    if not (isinstance(parent, ast.Call) and parent.func is pmap):
+        return "is used as a value (passed, stored or returned without being called)"
+    outer = parents.get(id(parent))
+    scope = next((s for s in tree.body if any(n is pmap for n in ast.walk(s))), None)
+    if isinstance(outer, ast.Call) and parent in outer.args:
+        where = f"wrapped in `{ast.unparse(outer.func)}(...)`"
+    elif isinstance(scope, ast.ClassDef):
+        return (f"is built in the class `{scope.name}` other than as `self.<name> = "
+                "jax.pmap(...)` in its `__init__`")
+    elif isinstance(scope, ast.FunctionDef):
+        where = f"built in the function `{scope.name}`"
+    else:
+        return "is built at module level other than as `name = jax.pmap(...)` or a decorator"
+    if isinstance(scope, ast.FunctionDef) and isinstance(outer, ast.Return):
+        return (f"is returned by `{scope.name}`, whose result is kept as a value rather than "
+                f"called on the spot (`{scope.name}(...)(x)`) or held by a class")
+    return f"is {where}, and the global style does not follow what is done with it"
 
 
 def _called_on_the_spot(tree: ast.Module) -> set[str]:

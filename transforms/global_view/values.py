@@ -42,10 +42,11 @@ class Kind:
     tree: bool = False  # repl: may be a tuple or list of stacks (a step's result of unknown shape)
     element: Kind | None = None  # list, iterator (a followed generator): its elements' kind
     fields: tuple = ()  # fields: ((key path step, Kind), ...) of a dict or tuple literal
+    holder: str = ""  # instance: the module class (global_view/classes.py) it is an instance of
 
     @property
     def changed(self) -> bool:
-        return self.tag in ("repl", "merged", "list", "fields", "iterator")
+        return self.tag in ("repl", "merged", "list", "fields", "iterator", "instance")
 
 
 def least_rank(kind: Kind) -> int:
@@ -174,4 +175,5 @@ def _describe(kind: Kind) -> str:
         "devcount": "the device count",
         "devices": "the device list",
         "fields": "a tree of per-device values of mixed layout",
+        "instance": f"a `{kind.holder}` instance (a class holding pmaps)",
     }[kind.tag]

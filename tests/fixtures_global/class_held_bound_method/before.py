@@ -1,0 +1,37 @@
+"""A class maps its own methods (`jax.pmap(self._update, ...)`): the bodies read a plain
+attribute of `self`; one result is replicated, the other per-device (merged)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class Scaler:
+    def __init__(self, eps):
+        self.eps = eps
+        self._p_stats = jax.pmap(self._stats, axis_name="i")
+        self._p_apply = jax.pmap(self._apply, axis_name="i")
+
+    def _stats(self, total, batch):
+        return total + jax.lax.psum(jnp.sum(batch, axis=0), "i")
+
+    def _apply(self, total, batch):
+        return batch / (total + self.eps)
+
+    def zeros(self, n):
+        return jnp.zeros((n, 2))
+
+    def update(self, total, batch):
+        return self._p_stats(total, batch)
+
+    def apply(self, total, batch):
+        return self._p_apply(total, batch)
+
+
+def run():
+    n = jax.local_device_count()
+    scaler = Scaler(1e-3)
+    total = scaler.zeros(n)
+    batch = np.random.RandomState(1).uniform(size=(n, 3, 2)).astype(np.float32)
+    total = scaler.update(total, batch)
+    scaled = scaler.apply(total, batch)
+    return {"total": np.asarray(total), "scaled": np.asarray(scaled)}

@@ -1,0 +1,50 @@
+"""A class holds a module factory's pmap (`self.step = make_step(lr)`, axis_name left to the
+factory's default) and calls it on replicated state it keeps on `self`, donating it."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AxisType, PartitionSpec as P
+
+
+def make_step(lr, axis_name="batch"):
+    def loss_fn(w, x):
+        return jnp.mean((x @ w - 1.0) ** 2)
+
+    def step(w, x):
+        loss, grad = jax.value_and_grad(loss_fn)(w, x)
+        return w - lr * jax.lax.pmean(grad, axis_name), jax.lax.pmean(loss, axis_name)
+
+    return jax.jit(jax.shard_map(
+        step,
+        in_specs=(P(), P("batch")), out_specs=P(), check_vma=False,
+    ), donate_argnums=0)
+
+
+class Trainer:
+    def __init__(self, lr):
+        self.step = make_step(lr)
+        self.w = None
+
+    def init(self, n):
+        self.w = jnp.zeros((3,))
+
+    def fit(self, x, epochs):
+        losses = []
+        for _ in range(epochs):
+            old = self.w
+            self.w, loss = self.step(old, x)
+            losses.append(float(loss))
+        self.deleted = old.is_deleted()
+        return losses
+
+
+def run():
+    mesh = jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(AxisType.Auto,))
+    with jax.set_mesh(mesh):
+        n = jax.local_device_count()
+        x = np.random.RandomState(0).normal(size=(n * 4, 3)).astype(np.float32)
+        trainer = Trainer(0.1)
+        trainer.init(n)
+        losses = trainer.fit(x, 3)
+        return {"w": np.asarray(trainer.w), "losses": np.asarray(losses),
+                "deleted": np.asarray(trainer.deleted)}

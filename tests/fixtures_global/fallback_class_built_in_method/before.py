@@ -1,0 +1,15 @@
+"""PM609: the pmap is built in a method other than `__init__` (rebuilt on every call), so
+the tool does not follow it: kept in the faithful style."""
+import jax
+import numpy as np
+
+
+class Lazy:
+    def total(self, x):
+        summed = jax.pmap(lambda v: jax.lax.psum(v, "i"), axis_name="i")
+        return summed(x)
+
+
+def run():
+    n = jax.local_device_count()
+    return {"t": np.asarray(Lazy().total(np.ones((n, 2), np.float32)))}

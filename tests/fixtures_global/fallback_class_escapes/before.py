@@ -1,0 +1,24 @@
+"""PM609: the instance is handed to another function, where its methods may be called with
+layouts the tool does not see: the class stays faithful."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class Summer:
+    def __init__(self):
+        self._total = jax.pmap(lambda x: jax.lax.psum(x, "i"), axis_name="i")
+
+    def total(self, x):
+        return self._total(x)
+
+
+def report(summer, n):
+    return summer.total(jnp.ones((n, 3)))
+
+
+def run():
+    n = jax.local_device_count()
+    summer = Summer()
+    first = summer.total(np.ones((n, 3), np.float32))
+    return {"first": np.asarray(first), "reported": np.asarray(report(summer, n))}

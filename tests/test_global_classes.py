@@ -1,0 +1,199 @@
+"""`--style global` for pmaps held by a class (transforms/global_view/classes.py): what goes
+global, and each blocker that keeps the class faithful with a finding naming it. The fixture
+pairs under tests/fixtures_global/class_held_* and fallback_class_* are run on 8 devices by
+test_global_view.py; these cases vary one thing each on a small trainer."""
+
+from __future__ import annotations
+
+import pytest
+
+from transforms.pipeline import migrate_source
+
+TRAINER = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class Trainer:
+    def __init__(self, lr):
+        self.lr = lr
+        self.step = jax.pmap(self._step, axis_name="batch")
+        self.w = None
+
+    def _step(self, w, x):
+        grad = jax.lax.pmean(jnp.mean(x, axis=0), "batch")
+        return w - self.lr * grad
+
+    def init(self, n):
+        self.w = jnp.zeros((n, 3))
+
+    def fit(self, x):
+        for _ in range(2):
+            self.w = self.step(self.w, x)
+        return self.w
+
+
+def run():
+    n = jax.local_device_count()
+    trainer = Trainer(0.1)
+    trainer.init(n)
+    x = np.ones((n, 4, 3), np.float32)
+    w = trainer.fit(x)
+    return {"w": np.asarray(w[0])}
+'''
+
+
+def _findings(source: str) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for finding in migrate_source(source.encode(), style="global").findings:
+        found.setdefault(finding.code, []).append(f"{finding.line}: {finding.message}")
+    return found
+
+
+def _migrated(source: str) -> str:
+    return migrate_source(source.encode(), style="global").source.decode()
+
+
+def test_the_trainer_goes_global():
+    text = _migrated(TRAINER)
+    assert "jax.jit(jax.shard_map(" in text and "jax.pmap" not in text
+    assert "jnp.zeros((3,))" in text and '"w": np.asarray(w)' in text
+    assert "PM600" in _findings(TRAINER)
+
+
+def test_a_state_read_before_it_is_stored_settles():
+    """`first` reads `self.seen` before `fit` stores it, in program order (a loop): the
+    creator is analysed again once the attribute's kind is known, so `self.seen[0]` of the
+    replicated state becomes direct use instead of indexing the unstacked value."""
+    source = TRAINER.replace("        return self.w\n", "        self.seen = self.w\n"
+                             "        return self.w\n\n    def first(self):\n"
+                             "        return self.seen[0]\n")
+    source = source.replace("    w = trainer.fit(x)\n", "    first = None\n"
+                            "    for epoch in range(2):\n        if epoch:\n"
+                            "            first = trainer.first()\n        w = trainer.fit(x)\n")
+    source = source.replace('"w": np.asarray(w[0])', '"w": np.asarray(w[0]), "first": first')
+    assert "PM600" in _findings(source), _findings(source)
+    text = _migrated(source)
+    assert "        return self.seen\n" in text and "self.seen[0]" not in text
+
+
+@pytest.mark.parametrize("edit, code, words", [
+    # the instance is returned from the function that made it
+    (('return {"w": np.asarray(w[0])}', 'return trainer'), "PM609", "is returned"),
+    # a special method Python runs implicitly
+    (("    def init(self, n):", "    def __getattr__(self, name):\n        return None\n\n"
+      "    def init(self, n):"), "PM609", "run by Python implicitly"),
+    # the mapped method reads an attribute whose layout the migration changes
+    (("return w - self.lr * grad", "return w - self.lr * grad + 0 * self.w"), "PM609",
+     "whose layout the migration changes"),
+    # one attribute holds a replicated stack and a per-device batch
+    (("    w = trainer.fit(x)", "    trainer.w = np.random.RandomState(0).normal(size=(n, 3))\n"
+      "    w = trainer.fit(x)"), "PM605", "holds both"),
+    # a method called with two layouts: one migrated text cannot serve both
+    (("    w = trainer.fit(x)", "    w = trainer.fit(x)\n    trainer.init(n)\n"
+      "    trainer.w = jnp.stack([jnp.zeros(3)] * n)\n"
+      "    other = trainer.fit(x.sum(-1, keepdims=True))"),
+     None, None),
+    # the instance called without a __call__
+    (("    w = trainer.fit(x)", "    w = trainer(x)"), "PM609", "no `__call__`"),
+    # a class-level reference (a second instance made at module level)
+    (("def run():", "DEFAULT = Trainer(0.5)\n\n\ndef run():"), "PM609", "at module level"),
+    # a method replaced on the instance, and the instance's __dict__ read
+    (("    w = trainer.fit(x)", "    trainer.fit = print\n    w = trainer.fit(x)"),
+     "PM609", "replaces a method"),
+    (("    w = trainer.fit(x)", "    w = trainer.fit(x)\n    print(trainer.__dict__)"),
+     "PM609", "__dict__"),
+    # made in two functions
+    (("def run():", "def other():\n    return Trainer(0.5)\n\n\ndef run():"), "PM609",
+     "several functions"),
+])
+def test_each_blocker_keeps_the_class_faithful(edit, code, words):
+    source = TRAINER.replace(*edit)
+    assert source != TRAINER
+    found = _findings(source)
+    assert "PM600" not in found, found
+    if code is not None:
+        assert any(words in message for message in found.get(code, [])), found
+
+
+def test_a_closure_over_an_init_local_whose_layout_changes_stays_faithful():
+    source = TRAINER.replace(
+        '        self.step = jax.pmap(self._step, axis_name="batch")',
+        '        n = jax.local_device_count()\n        offset = jnp.zeros((n, 3))\n\n'
+        '        def step(w, x):\n'
+        '            return w + offset[0] * jax.lax.pmean(x[0], "batch")\n\n'
+        '        self.step = jax.pmap(step, axis_name="batch")')
+    found = _findings(source)
+    assert "PM600" not in found
+    # the nested def is refused where it stands (PM605) or as the mapped closure (PM609)
+    assert any("`offset`" in m for m in found.get("PM605", []) + found.get("PM609", [])), found
+
+
+def test_a_global_caller_of_a_faithful_class_stays_faithful():
+    """Code kept faithful must not run under the caller's mesh."""
+    source = TRAINER.replace("        self.w = None\n", "        self.w = None\n"
+                             '        self.other = jax.pmap(lambda v: v, axis_name="batch")\n'
+                             "\n    def reset(self):\n        self.other = None\n")
+    source = source.replace("def run():", '@jax.pmap\ndef double(v):\n    return 2 * v\n\n\n'
+                            "def run():").replace(
+        '    return {"w": np.asarray(w[0])}',
+        '    d = double(jnp.stack([jnp.ones(2)] * n))\n'
+        '    return {"w": np.asarray(w[0]), "d": np.asarray(d[0])}')
+    found = _findings(source)
+    assert "PM600" not in found, found
+    assert any("assigned again" in m for m in found.get("PM609", [])), found
+    assert any("calls `Trainer`" in m for m in found.get("PM608", [])), found
+
+
+def test_a_class_in_a_multiprocess_module_stays_faithful():
+    source = TRAINER.replace("    n = jax.local_device_count()\n",
+                             "    n = jax.local_device_count()\n    rank = jax.process_index()\n")
+    found = _findings(source)
+    assert "PM600" not in found
+    assert any("multi-process" in m for m in found.get("PM607", [])), found
+
+
+def test_a_factory_given_a_changed_value_stays_faithful():
+    source = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def make_step(scale):
+    return jax.pmap(lambda x: jax.lax.psum(x, "i") * scale, axis_name="i")
+
+
+class Model:
+    def __init__(self, n):
+        scale = jnp.stack([jnp.ones(())] * n)
+        self.step = make_step(scale)
+
+    def total(self, x):
+        return self.step(x)
+
+
+def run():
+    n = jax.local_device_count()
+    model = Model(n)
+    return {"t": np.asarray(model.total(np.ones((n, 2), np.float32)))}
+'''
+    found = _findings(source)
+    assert "PM600" not in found
+    assert any("pmap factory `make_step`" in m for m in found.get("PM605", [])), found
+    assert "PM600" in _findings(source.replace("= make_step(scale)", "= make_step(2.0)"))
+
+
+def test_a_stack_appended_to_an_alias_of_a_list_attribute_is_refused():
+    """The attribute's kind would not see the append: the list is a plain value once read."""
+    source = TRAINER.replace("        self.w = None\n", "        self.w = None\n"
+                             "        self.history = []\n")
+    source = source.replace("            self.w = self.step(self.w, x)\n",
+                            "            self.w = self.step(self.w, x)\n"
+                            "            history = self.history\n"
+                            "            history.append(self.w)\n")
+    source = source.replace('"w": np.asarray(w[0])', '"w": np.asarray(w[0]), '
+                            '"h": np.asarray(trainer.history)')
+    found = _findings(source)
+    assert "PM600" not in found, found
+    assert "PM600" in _findings(source.replace("history.append(self.w)",
+                                               "history.append(float(self.w[0][0]))"))

@@ -1,0 +1,402 @@
+"""Pmaps held by a class, for the global style: `self.step = jax.pmap(...)` (or a module
+factory's returned pmap, `self.step = make_step(lr)`) in a class's `__init__`, called as
+`self.step(...)` from its methods on state kept on `self` or handed back to module code.
+
+Such a site goes global only when every use is in sight, because the class's methods then
+take and give global arrays:
+- the class is defined at module level, has no base classes, decorators or decorated
+  methods, and nothing in the module subclasses it;
+- the attribute is assigned once in the module, in `__init__`, and only ever called as
+  `self.<attribute>(...)` in the class's own methods;
+- the class is instantiated in one module-level function only (that function builds the mesh
+  and runs under it), and its instances never escape it (not passed, stored or returned);
+- the mapped function is a lambda, a module-level def, a def nested in `__init__` or in the
+  factory, or a plain method bound as `self.<method>` whose body reads only attributes of
+  `self` that the migration leaves as they are.
+The instances' attributes get one kind each (joined over every store, `None` placeholders
+aside), methods are followed like helpers with their arguments' kinds, and the function that
+creates the instances is re-analysed until those kinds settle. Anything else is a PM609
+finding naming the line; the site and its callers stay faithful.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import dataclasses
+
+from transforms.global_view.sites import (
+    PMAP,
+    Blocker,
+    Site,
+    _assigned_site,
+    _pmap_call,
+    _site,
+    dotted,
+    pmap_call_options,
+)
+
+CODE = "PM609"
+# Special methods run only by explicit calls the analysis sees (or by printing, which it
+# refuses for instances as an escape).
+_PLAIN_DUNDERS = {"__init__", "__call__", "__repr__", "__str__"}
+
+
+@dataclasses.dataclass
+class HeldClass:
+    """A module-level class that holds global-style sites."""
+
+    node: ast.ClassDef
+    sites: dict[str, Site]  # attribute -> site
+    methods: dict[str, ast.FunctionDef]
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+
+# -- finding the sites -------------------------------------------------------------------------
+def find_class_sites(tree: ast.Module, imported, functions, constants, claimed: set[int]):
+    """The sites held by module-level classes, and a PM609 blocker for every class-held pmap
+    that does not qualify. Claims (adds to `claimed`) the pmap references it reports on."""
+    sites, blockers = [], []
+    factories = {name: f for name, f in functions.items() if _returned_pmap(f, imported)}
+    for statement in tree.body:
+        if not isinstance(statement, ast.ClassDef):
+            continue
+        held = _held_assignments(statement, imported, factories, claimed)
+        if not held:
+            continue
+        for target, value, pmap_node, factory in held:
+            try:
+                site = _held_site(statement, target, value, factory, tree, imported,
+                                  functions, constants)
+                sites.append(site)
+            except Blocker as blocker:
+                blockers.append(blocker)
+            claimed.update(id(n) for n in ast.walk(factory or pmap_node))
+    return sites, blockers
+
+
+def _returned_pmap(function: ast.FunctionDef, imported) -> ast.Call | None:
+    """The `jax.pmap(...)` a module function returns as its last statement, when it is the
+    function's only pmap and its only return."""
+    last = function.body[-1] if function.body else None
+    if function.decorator_list or not (isinstance(last, ast.Return)
+                                       and isinstance(last.value, ast.Call)
+                                       and dotted(last.value.func, imported) == PMAP):
+        return None
+    others = [n for n in ast.walk(function) if isinstance(n, (ast.Name, ast.Attribute))
+              and dotted(n, imported) == PMAP and n is not last.value.func]
+    return None if others or any(_own_returns(s) for s in function.body[:-1]) else last.value
+
+
+def _own_returns(statement) -> bool:
+    """`statement` holds a return of its own function (not of a def or lambda nested in it)."""
+    if isinstance(statement, ast.Return):
+        return True
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+        return False
+    return any(_own_returns(child) for child in ast.iter_child_nodes(statement))
+
+
+def _held_assignments(cls: ast.ClassDef, imported, factories, claimed):
+    """(target, value, pmap node, factory or None) of each pmap the class builds or gets from
+    a factory: in a method, `self.x = jax.pmap(...)` / `self.x = factory(...)`, or any other
+    pmap reference in the class body (reported as not qualifying)."""
+    found = []
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            pmapped = _pmap_call(node.value, imported)
+            factory = node.value.func.id if isinstance(node.value.func, ast.Name) \
+                and node.value.func.id in factories else None
+            if pmapped is not None and id(pmapped.func) not in claimed:
+                found.append((node, node.value, pmapped, None))
+            elif factory is not None:
+                found.append((node, node.value, _returned_pmap(factories[factory], imported),
+                              factories[factory]))
+    inside = {id(n) for _, value, _, _ in found for n in ast.walk(value)}
+    for node in ast.walk(cls):
+        if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load) \
+                and dotted(node, imported) == PMAP and id(node) not in inside \
+                and id(node) not in claimed:
+            found.append((None, node, node, None))
+            inside.update(id(n) for n in ast.walk(node))
+    return found
+
+
+def _held_site(cls: ast.ClassDef, statement, value, factory, tree, imported, functions,
+               constants) -> Site:
+    """The site of one pmap the class holds; a Blocker (at the pmap) naming what keeps it
+    faithful otherwise."""
+    where = value if factory is None else _returned_pmap(factory, imported)
+    where = _pmap_call(where, imported) or where
+    if statement is None:
+        raise Blocker(CODE, where, f"this pmap is used in the class `{cls.name}` other than as "
+                      "`self.<name> = jax.pmap(...)` in its `__init__`: kept in the faithful "
+                      "style")
+    init = next((m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"),
+                None)
+    target = statement.targets[0] if len(statement.targets) == 1 else None
+    self_name = init.args.args[0].arg if init is not None and init.args.args else None
+    if init is None or not any(s is statement for s in init.body) or not (
+            isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+            and target.value.id == self_name):
+        method = next((m.name for m in cls.body if isinstance(m, ast.FunctionDef)
+                       and any(n is statement for n in ast.walk(m))), None)
+        raise Blocker(CODE, where, f"this pmap is held by `{cls.name}` other than by a "
+                      "`self.<name> = ...` statement of its `__init__` body"
+                      + (f" (it is built in `{method}`, line {statement.lineno})" if method
+                         and method != "__init__" else "")
+                      + ", so its uses cannot all be followed: kept in the faithful style")
+    attribute = target.attr
+    _class_shape(cls, tree, where)
+    _single_assignment(attribute, statement, tree, cls, where)
+    _called_through_self(cls, attribute, tree, where)
+    if factory is not None:
+        site = _factory_held(factory, value, tree, imported, functions, constants)
+    else:
+        site = _init_held(cls, init, value, imported, functions, constants)
+    if site.static:
+        raise Blocker("PM602", site.node, "static_broadcasted_argnums on a pmap held by a class")
+    site.holder, site.attribute, site.name = cls.name, attribute, attribute
+    return site
+
+
+def _class_shape(cls: ast.ClassDef, tree: ast.Module, where) -> None:
+    if cls.bases or cls.keywords or cls.decorator_list:
+        raise Blocker(CODE, where, f"`{cls.name}` has base classes, a metaclass or decorators: "
+                      "methods it inherits or that others override are not seen, so its "
+                      "pmaps stay faithful")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and any(
+                isinstance(b, ast.Name) and b.id == cls.name for b in node.bases):
+            raise Blocker(CODE, where, f"`{cls.name}`, which holds this pmap, is subclassed by "
+                          f"`{node.name}` (line {node.lineno}), whose methods may call it with "
+                          "other layouts")
+    for member in cls.body:
+        if isinstance(member, (ast.AsyncFunctionDef, ast.ClassDef)) or (
+                isinstance(member, ast.FunctionDef) and member.decorator_list):
+            raise Blocker(CODE, where, f"`{cls.name}.{member.name}` (line {member.lineno}) is "
+                          "decorated, async or a nested class: the global style follows plain "
+                          "methods only")
+        if isinstance(member, ast.FunctionDef) and member.name.startswith("__") \
+                and member.name.endswith("__") and member.name not in _PLAIN_DUNDERS:
+            raise Blocker(CODE, where, f"`{cls.name}.{member.name}` (line {member.lineno}) is "
+                          "run by Python implicitly (attribute access, operators, iteration, "
+                          "...), where the global style cannot follow it")
+
+
+def _single_assignment(attribute: str, statement, tree: ast.Module, cls, where) -> None:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == attribute \
+                and not isinstance(node.ctx, ast.Load) and node is not statement.targets[0]:
+            raise Blocker(CODE, where, f"the attribute `{attribute}` of `{cls.name}` holding "
+                          f"this pmap is assigned again at line {node.lineno} "
+                          f"(`{ast.unparse(node)}`), so which pmap a call reaches is not known: "
+                          "kept in the faithful style")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in ("setattr", "delattr", "vars"):
+            raise Blocker(CODE, where, f"`{node.func.id}(...)` at line {node.lineno} may rebind "
+                          f"the attribute `{attribute}` of `{cls.name}` holding this pmap")
+
+
+def _called_through_self(cls: ast.ClassDef, attribute: str, tree: ast.Module, where) -> None:
+    """Every load of `.attribute` anywhere is `self.attribute(...)` in a method of `cls`."""
+    calls = set()
+    for member in cls.body:
+        if isinstance(member, ast.FunctionDef) and member.args.args:
+            me = member.args.args[0].arg
+            for node in ast.walk(member):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                        and node.func.attr == attribute and isinstance(node.func.value, ast.Name) \
+                        and node.func.value.id == me:
+                    calls.add(id(node.func))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == attribute \
+                and isinstance(node.ctx, ast.Load) and id(node) not in calls:
+            raise Blocker(CODE, where, f"`{ast.unparse(node)}` at line {node.lineno} uses this "
+                          f"pmap `{cls.name}` holds other than as a `self.{attribute}(...)` "
+                          "call in the class's own methods (called from outside the class, or "
+                          "used as a value), so not every call can be followed")
+
+
+def _init_held(cls, init, value, imported, functions, constants) -> Site:
+    """`self.x = jax.pmap(f, ...)` in `__init__`: f a lambda, a module def, a def nested in
+    `__init__`, or a bound plain method `self.m`."""
+    call = _pmap_call(value, imported)
+    function, positional, keywords = pmap_call_options(call, imported)
+    me = init.args.args[0].arg
+    nested = {s.name: s for s in init.body if isinstance(s, ast.FunctionDef)}
+    methods = {m.name: m for m in cls.body if isinstance(m, ast.FunctionDef)}
+    if isinstance(function, ast.Attribute) and isinstance(function.value, ast.Name) \
+            and function.value.id == me and function.attr in methods:
+        method = methods[function.attr]
+        if not method.args.args or method.args.posonlyargs:
+            raise Blocker("PM602", call, f"the bound method `{function.attr}` has no plain "
+                          "`self` parameter")
+        _reads_plain_attributes(method, cls, call)
+        unbound = copy.copy(method)
+        unbound.args = copy.copy(method.args)
+        unbound.args.args = method.args.args[1:]
+        unbound.args.defaults = method.args.defaults[-len(unbound.args.args):] \
+            if unbound.args.args else []
+        site = _site(function.attr, call, value, unbound, positional, keywords, False, constants)
+        site.body, site.function_node = method, function
+        site.bound_self = me
+    elif isinstance(function, ast.Name) and function.id in nested \
+            and _bound_once(init, function.id):
+        site = _site(function.id, call, value, nested[function.id], positional, keywords,
+                     False, constants)
+        site.function_node, site.enclosing = function, init
+    else:
+        site = _assigned_site(ast.unparse(function) if function else "pmap", call, value,
+                              imported, functions, constants)
+    site.replaced = value if value is not call else None
+    return site
+
+
+def _reads_plain_attributes(method: ast.FunctionDef, cls: ast.ClassDef, where) -> None:
+    """A bound method mapped by pmap sees `self` as a closure: it may read attributes of it
+    (checked against the attributes' kinds at the calls) but not call methods or pass `self`."""
+    me = method.args.args[0].arg
+    methods = {m.name for m in cls.body if isinstance(m, ast.FunctionDef)}
+    reads = {id(n.value) for n in ast.walk(method) if isinstance(n, ast.Attribute)
+             and isinstance(n.value, ast.Name) and n.value.id == me
+             and isinstance(n.ctx, ast.Load) and n.attr not in methods}
+    for node in ast.walk(method):
+        if isinstance(node, ast.Name) and node.id == me and id(node) not in reads \
+                and node is not method.args.args[0]:
+            raise Blocker(CODE, node, f"the method `{method.name}` that pmap maps uses "
+                          f"`{me}` other than to read a plain attribute (line {node.lineno}): "
+                          "what it reaches through it is not followed")
+
+
+def _bound_once(function: ast.FunctionDef, name: str) -> bool:
+    stores = [n for n in ast.walk(function) if (isinstance(n, ast.Name) and n.id == name
+                                                and not isinstance(n.ctx, ast.Load))
+              or (isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name)
+              or (isinstance(n, ast.arg) and n.arg == name)]
+    return len(stores) == 1
+
+
+def _factory_held(factory: ast.FunctionDef, value: ast.Call, tree, imported, functions,
+                  constants) -> Site:
+    """`self.x = make_step(...)`: the module function's returned pmap, built each time the
+    factory is called. The factory is called only here; an axis_name that is one of its
+    parameters counts when its default is a string and this call leaves it to the default."""
+    loads = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == factory.name
+             and isinstance(n.ctx, ast.Load)]
+    if len(loads) != 1 or loads[0] is not value.func:
+        raise Blocker(CODE, value, f"the pmap factory `{factory.name}` is used elsewhere in the "
+                      "module too, so not every pmap it builds can be followed")
+    call = _returned_pmap(factory, imported)
+    local = _defaulted_strings(factory, value)
+    nested = {s.name: s for s in factory.body if isinstance(s, ast.FunctionDef)}
+    function, positional, keywords = pmap_call_options(call, imported)
+    scope = {**constants, **local}
+    if isinstance(function, ast.Name) and function.id in nested \
+            and _bound_once(factory, function.id):
+        site = _site(factory.name, call, factory, nested[function.id], positional, keywords,
+                     False, scope)
+        site.function_node, site.enclosing = function, factory
+    else:
+        site = _assigned_site(factory.name, call, factory, imported, functions, scope)
+    site.factory, site.constants = True, local
+    for argument in [*value.args, *(k.value for k in value.keywords)]:
+        if isinstance(argument, ast.Starred) or value.keywords and any(
+                k.arg is None for k in value.keywords):
+            raise Blocker(CODE, value, f"`{factory.name}` called with *args or **kwargs")
+    return site
+
+
+def _defaulted_strings(factory: ast.FunctionDef, call: ast.Call) -> dict[str, str]:
+    """Parameters of `factory` with a string default that `call` leaves to it and that the
+    factory never rebinds (a nested function or lambda may not shadow them either)."""
+    arguments = factory.args
+    positional = arguments.args
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(arguments.defaults):]],
+                        arguments.defaults))
+    passed = {a.arg for a in positional[:len(call.args)]} | {k.arg for k in call.keywords}
+    found = {}
+    for name, default in defaults.items():
+        if name in passed or not (isinstance(default, ast.Constant)
+                                  and isinstance(default.value, str)):
+            continue
+        if _bound_once(factory, name):
+            found[name] = default.value
+    return found
+
+
+# -- who creates the instances ---------------------------------------------------------------
+def class_callers(tree: ast.Module, sites) -> tuple[dict[str, set[str]], dict[str, Blocker]]:
+    """Module function -> the held sites it reaches through the instances it creates, and a
+    blocker for the sites of each class whose instances are not all created in one module
+    function (or whose name is used other than to call it)."""
+    by_class: dict[str, list[Site]] = {}
+    for site in sites:
+        if site.holder:
+            by_class.setdefault(site.holder, []).append(site)
+    callers, blocked = {}, {}
+    for name, held in by_class.items():
+        creators, blocker = set(), None
+        for statement in tree.body:
+            for node in ast.walk(statement):
+                if not (isinstance(node, ast.Name) and node.id == name):
+                    continue
+                if isinstance(statement, ast.ClassDef) and statement.name == name:
+                    blocker = Blocker(CODE, node, f"`{name}` refers to itself in its own body "
+                                      f"(line {node.lineno}): its instances are not all seen")
+                elif not isinstance(statement, ast.FunctionDef):
+                    blocker = blocker or Blocker(CODE, node, f"`{name}` is used at module level "
+                                                 f"(line {node.lineno}), outside the module "
+                                                 "functions the global style follows")
+                else:
+                    creators.add(statement.name)
+        calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        loose = next((n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == name
+                      and isinstance(n.ctx, ast.Load) and id(n) not in calls), None)
+        if loose is not None:
+            blocker = blocker or Blocker(CODE, loose, f"the class `{name}` is used other than "
+                                         f"called (line {loose.lineno}): its instances or "
+                                         "subclasses are not all seen")
+        if len(creators) > 1:
+            blocker = blocker or Blocker(CODE, held[0].node, f"instances of `{name}` are made in "
+                                         f"several functions ({', '.join(sorted(creators))}); "
+                                         "the global style follows them in one")
+        if not creators:
+            blocker = blocker or Blocker("PM603", held[0].node, f"`{name}` is never "
+                                         "instantiated in this module, so the layouts its "
+                                         "pmaps are called with are unknown")
+        for site in held:
+            if blocker is not None:
+                blocked[site.key] = blocker
+            else:
+                callers.setdefault(next(iter(creators)), set()).add(site.key)
+    return callers, blocked
+
+
+def faithful_class_use(function: ast.FunctionDef, tree: ast.Module, imported, sites, blocked,
+                       faithful_callee) -> ast.Name | None:
+    """The first use in `function` of a module class that keeps pmap code in the faithful
+    style (its own pmaps, or module functions its methods call): that code would run under the
+    function's mesh. `faithful_callee(method)` is rewrite's check of a method's calls."""
+    classes = {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)}
+    held: dict[str, list[Site]] = {}
+    for site in sites:
+        if site.holder:
+            held.setdefault(site.holder, []).append(site)
+    for node in ast.walk(function):
+        if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+                and node.id in classes):
+            continue
+        cls = classes[node.id]
+        global_held = node.id in held and all(s.key not in blocked for s in held[node.id])
+        builds = {id(n) for s in held.get(node.id, ()) for n in ast.walk(s.built)} \
+            if global_held else set()
+        if any(dotted(n, imported) == PMAP for n in ast.walk(cls)
+               if isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in builds):
+            return node
+        if any(faithful_callee(m) is not None for m in cls.body if isinstance(m, ast.FunctionDef)):
+            return node
+    return None
