@@ -63,11 +63,10 @@ def plan_axes(analysis, default_axis: str) -> AxisPlan:
         return AxisPlan(axis, {key: axis for key in analysis.specs})
     calls = _site_calls(analysis)
     named = [sites[key].axis_name for _, key in calls if sites[key].axis_name is not None]
-    counts = Counter(named)
+    main = _main_axis(named)
     first = {}
     for name in named:
         first.setdefault(name, len(first))
-    main = max(counts, key=lambda a: (counts[a], -first[a]))
     module = analysis.module
     taken = _module_names(module.tree)
     meshes = {main: MESH}
@@ -83,7 +82,26 @@ def plan_axes(analysis, default_axis: str) -> AxisPlan:
     return AxisPlan(main, site_axes, tuple((meshes[a], a) for a in order), statements.split_calls)
 
 
-def _site_calls(analysis) -> list[tuple[ast.Call, str]]:
+def columns_added(analysis, site: Site) -> int:
+    """How far right a call of `site` moves under its own `with jax.set_mesh(...)` (for line
+    breaks decided while the calls are analysed, before the meshes are known)."""
+    named = [analysis.all_sites[key].axis_name for _, key in _site_calls(analysis, True)]
+    named = [a for a in named if a is not None]
+    if len(set(named)) <= 1 or site.axis_name is None:
+        return 0
+    return 0 if site.axis_name == _main_axis(named) else 4
+
+
+def _main_axis(named: list[str]) -> str:
+    """The most-called axis name (the first called of those tied): `mesh`'s axis."""
+    counts = Counter(named)
+    first = {}
+    for name in named:
+        first.setdefault(name, len(first))
+    return max(counts, key=lambda a: (counts[a], -first[a]))
+
+
+def _site_calls(analysis, every: bool = False) -> list[tuple[ast.Call, str]]:
     """(call, site key) of every call of a site the analysis followed, in source order (the
     same three call shapes `ExpressionsMixin._call` dispatches on)."""
     found = []
@@ -98,7 +116,7 @@ def _site_calls(analysis) -> list[tuple[ast.Call, str]]:
             site = analysis.sites[func.id]
         elif id(func) in analysis.inline:
             site = analysis.inline[id(func)]
-        if site is not None and site.key in analysis.specs:
+        if site is not None and (every or site.key in analysis.specs):
             found.append((node, site.key))
     return sorted(found, key=lambda c: (c[0].lineno, c[0].col_offset))
 

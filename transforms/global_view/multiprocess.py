@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 
+from transforms.global_view.axes import columns_added
 from transforms.global_view.dataflow import CallerAnalysis
 from transforms.global_view.process_dependence import ProcessDependence
 from transforms.global_view.sites import Blocker, Site, dotted
@@ -228,14 +229,17 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
         line = self.module.source.splitlines()[call.lineno - 1].decode("utf-8")
         indent = line[:len(line) - len(line.lstrip())]
         tail = len(line) - call.end_col_offset if call.end_lineno == call.lineno else 0
+        added = columns_added(self, site)  # a statement under its own mesh (axes.py)
         if self.modes[site.key] == STACKED_OUT:
             # The process's own rows of every per-device result, as pmap returned them.
-            inner = _call_text(self.render(call.func), arguments, indent + "    ", len(indent) + 4, 1)
+            inner = _call_text(self.render(call.func), arguments, indent + "    ",
+                               len(indent) + 4 + added, 1)
             text = _call_text("multihost_utils.global_array_to_host_local_array",
                               [inner, MESH_PLACEHOLDER, f"P({AXIS_PLACEHOLDER})"], indent,
-                              call.col_offset, tail)
+                              call.col_offset + added, tail)
         else:
-            text = _call_text(self.render(call.func), arguments, indent, call.col_offset, tail)
+            text = _call_text(self.render(call.func), arguments, indent, call.col_offset + added,
+                              tail)
         self._edit(call, text)
         return kind
 
