@@ -268,6 +268,12 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
                     "layout (P(axis))")
         else:
             kept = ""
+        own = next(r for c, r in results.items() if site.key in callers.get(c, ()))
+        if site.key in module.under_other_mesh:
+            mesh = dict((axis, name) for name, axis in own.meshes).get(axis, "its own mesh")
+            kept += (f"; its calls run under `{mesh}`: the devices of the caller's `mesh` "
+                     f"(axis {quoted(own.axis)}), in the same order, with the axis named "
+                     f"{quoted(axis)}")
         if site.static:
             kept += f"; static arguments {', '.join(site.params[i] for i in site.static)} " \
                 "are jax.jit's static_argnums and reach the body by closure"
