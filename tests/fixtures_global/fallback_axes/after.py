@@ -286,6 +286,15 @@ def helper_in_statement():
     return out
 
 
+def multi_line_string():
+    n = jax.local_device_count()
+    x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+    t = _pmap_style_shard_map(total, axis_name="i")(x)
+    m, note = _pmap_style_shard_map(largest, axis_name="j")(x), """the largest entry,
+    on every device"""
+    return np.asarray(t), np.asarray(m)
+
+
 def nested_calls():
     n = jax.local_device_count()
     x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
@@ -309,6 +318,7 @@ def run():
         "on_one_line": on_one_line(),
         "ordered_call": ordered_call(),
         "helper_in_statement": helper_in_statement(),
+        "multi_line_string": multi_line_string(),
         "nested_calls": nested_calls(),
         "unnamed_under_two_meshes": unnamed_under_two_meshes(),
     }
