@@ -59,7 +59,8 @@ def test_global_cases_leave_no_faithful_helper():
         text = (case / "after.py").read_text()
         if case.name.startswith(("producer", "consumer", "per_device", "inline", "static_argnums",
                                  "stacked_decorators", "out_axes_tree", "class_constant_axis",
-                                 "placement_options", "in_axes_tree", "nonzero_axes")):
+                                 "placement_options", "in_axes_tree", "nonzero_axes",
+                                 "axes_", "multiprocess_axes")):
             assert "_pmap_style_shard_map" not in text and "jax.pmap(" not in text.split('"""', 2)[-1]
             assert "_first_replica" not in text, case.name
 

@@ -77,6 +77,10 @@ def plan_axes(analysis, default_axis: str) -> AxisPlan:
     statements = _Statements(analysis, by_call, main, meshes, site_axes, taken)
     statements.block(analysis.function.body)
     for key in analysis.specs:
+        if key not in site_axes and sites[key].axis_name not in (None, main):
+            raise Blocker("PM602", sites[key].node, f"calls pmap sites with different axis "
+                          f"names, and {sites[key].label} is called where no statement of "
+                          "this function can be put under its mesh: kept in the faithful style")
         site_axes.setdefault(key, sites[key].axis_name or main)
     order = [a for a in sorted(meshes, key=first.get) if a != main]
     return AxisPlan(main, site_axes, tuple((meshes[a], a) for a in order), statements.split_calls)
