@@ -597,7 +597,7 @@ def section_global_style(args, scratch: Path, tools: dict, programs: list[str]) 
     log("[bold]Section 4: --style global code speed[/bold]")
     out = scratch / "corpus-global"
     done = subprocess.run(
-        [tools["pmap-migrate"], "apply", "--style", "global", str(CORPUS), "--out-dir", str(out),
+        [*tools["pmap-migrate"], "apply", "--style", "global", str(CORPUS), "--out-dir", str(out),
          "--no-progress"], capture_output=True, text=True)
     if done.returncode not in (0, 1):
         raise SystemExit(f"pmap-migrate apply --style global failed: {done.stderr[-800:]}")

@@ -59,7 +59,7 @@ def test_global_cases_leave_no_faithful_helper():
         text = (case / "after.py").read_text()
         if case.name.startswith(("producer", "consumer", "per_device", "inline", "static_argnums",
                                  "stacked_decorators", "out_axes_tree", "class_constant_axis",
-                                 "placement_options", "in_axes_tree", "nonzero_axes",
+                                 "placement_options", "in_axes_tree", "nonzero_axes", "hoist",
                                  "axes_", "multiprocess_axes")):
             assert "_pmap_style_shard_map" not in text and "jax.pmap(" not in text.split('"""', 2)[-1]
             assert "_first_replica" not in text, case.name
@@ -317,7 +317,7 @@ def test_each_axis_name_gets_its_own_mesh_of_the_same_devices():
         in text
     assert 'mesh_i = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))' \
         in text
-    assert "        with jax.set_mesh(mesh_i):\n            t = jax.jit(" in text
+    assert "        with jax.set_mesh(mesh_i):\n            t = total_sharded(x)\n" in text
     assert text.count("set_mesh(mesh_i)") == 1 and "_pmap_style_shard_map" not in text
 
 

@@ -23,6 +23,7 @@ from transforms.codes.findings import Finding
 from transforms.faithful.multiprocess import _first_evidence
 from transforms.global_view.dataflow import CallerAnalysis, CallerResult
 from transforms.global_view.axes import MESH, indent_blocks
+from transforms.global_view.hoist import hoist_local_sites
 from transforms.global_view.layout import FunctionLayout
 from transforms.global_view.multiprocess import (
     NAMES as MULTIPROCESS_NAMES,
@@ -299,6 +300,13 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     new_module = cst.parse_module(text.encode("utf-8"))
     new_module = new_module.visit(_WithMesh({c: r.axis for c, r in results.items()}, module.jax,
                                             {c: r.meshes for c, r in results.items()}))
+    assigned = {(s.owner, s.name) for s in global_sites if s.owner is not None and not s.inline}
+    inline = {(s.owner, s.function_node.id) for s in global_sites
+              if s.inline and s.owner is not None and isinstance(s.function_node, ast.Name)}
+    hoisted, moved = hoist_local_sites(new_module.code, module.jax, assigned, inline)
+    if moved:
+        new_module = cst.parse_module(hoisted.encode("utf-8"))
+        findings = _with_hoisting_noted(findings, global_sites, moved)
     context = CodemodContext()
     AddImportsVisitor.add_needed_import(context, "jax.sharding", "AxisType")
     AddImportsVisitor.add_needed_import(context, "jax.sharding", "PartitionSpec", "P")
@@ -314,6 +322,20 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     layouts = tuple(FunctionLayout(c, r.layouts) for c, r in sorted(results.items()) if r.layouts)
     return GlobalResult(new_module.bytes, _dedupe(findings), layouts,
                         tuple(s.key for s in global_sites))
+
+
+def _with_hoisting_noted(findings: list[Finding], sites: list[Site], moved: dict) -> list[Finding]:
+    """PM600 of each site hoist.py moved says where it went, and why."""
+    notes = {}
+    for site in sites:
+        key = (site.owner, site.function_node.id if site.inline else site.name) \
+            if site.inline and isinstance(site.function_node, ast.Name) or not site.inline else None
+        if key in moved:
+            notes[(site.node.lineno, site.node.col_offset + 1)] = (
+                f"; built once, at module level as `{moved[key]}` (a shard_map made on each call "
+                "would be traced and compiled again on each call; pmap cached it)")
+    return [dataclasses.replace(f, message=f.message + notes[(f.line, f.col)])
+            if f.code == "PM600" and (f.line, f.col) in notes else f for f in findings]
 
 
 def _compose(edits: dict, site_edits: dict, module: ModuleInfo) -> tuple[int, int] | None:

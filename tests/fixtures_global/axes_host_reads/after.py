@@ -15,15 +15,22 @@ def largest(x):
     return jax.lax.pmax(jnp.max(x), "j")
 
 
+total_sharded = jax.jit(jax.shard_map(total, in_specs=(P("i"),), out_specs=P(), check_vma=False))
+largest_sharded = jax.jit(jax.shard_map(
+    largest,
+    in_specs=(P("j"),), out_specs=P(), check_vma=False,
+))
+
+
 def run():
     mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
     mesh_j = jax.make_mesh((jax.device_count(),), ("j",), axis_types=(AxisType.Auto,))
     with jax.set_mesh(mesh):
         n = jax.local_device_count()
         x = np.arange(n * 2, dtype=np.float32)
-        t = jax.jit(jax.shard_map(total, in_specs=(P("i"),), out_specs=P(), check_vma=False))(x)
+        t = total_sharded(x)
         with jax.set_mesh(mesh_j):
-            m = jax.jit(jax.shard_map(largest, in_specs=(P("j"),), out_specs=P(), check_vma=False))(x)
+            m = largest_sharded(x)
         return {
             "t": np.asarray(t),
             "m": float(m),

@@ -19,6 +19,17 @@ def smallest(x):
     return jax.lax.pmin(x, "j")
 
 
+total_sharded = jax.jit(jax.shard_map(total, in_specs=(P("i"),), out_specs=P(), check_vma=False))
+largest_sharded = jax.jit(jax.shard_map(
+    largest,
+    in_specs=(P("j"),), out_specs=P(), check_vma=False,
+))
+smallest_sharded = jax.jit(jax.shard_map(
+    smallest,
+    in_specs=(P("j"),), out_specs=P(), check_vma=False,
+))
+
+
 def run():
     mesh = jax.make_mesh((jax.device_count(),), ("j",), axis_types=(AxisType.Auto,))
     mesh_i = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
@@ -26,7 +37,7 @@ def run():
         n = jax.local_device_count()
         x = np.arange(n * 2, dtype=np.float32)
         with jax.set_mesh(mesh_i):
-            t = jax.jit(jax.shard_map(total, in_specs=(P("i"),), out_specs=P(), check_vma=False))(x)
-        m = jax.jit(jax.shard_map(largest, in_specs=(P("j"),), out_specs=P(), check_vma=False))(x)
-        s = jax.jit(jax.shard_map(smallest, in_specs=(P("j"),), out_specs=P(), check_vma=False))(x)
+            t = total_sharded(x)
+        m = largest_sharded(x)
+        s = smallest_sharded(x)
         return {"total": np.asarray(t), "largest": np.asarray(m), "smallest": np.asarray(s)}

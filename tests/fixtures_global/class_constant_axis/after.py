@@ -16,13 +16,16 @@ def scaled_max(x):
     return jax.lax.pmax(x, Cfg.axis) * Cfg.scale
 
 
+scaled_max_sharded = jax.jit(jax.shard_map(
+    scaled_max,
+    in_specs=(P("replica"),), out_specs=P(), check_vma=False,
+))
+
+
 def run():
     mesh = jax.make_mesh((jax.device_count(),), ("replica",), axis_types=(AxisType.Auto,))
     with jax.set_mesh(mesh):
         n = jax.local_device_count()
         x = np.arange(n * 2, dtype=np.float32) ** 2
-        m = jax.jit(jax.shard_map(
-            scaled_max,
-            in_specs=(P("replica"),), out_specs=P(), check_vma=False,
-        ))(x)
+        m = scaled_max_sharded(x)
         return {"scaled_max": np.asarray(m)}

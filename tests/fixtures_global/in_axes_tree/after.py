@@ -22,6 +22,12 @@ def pair_total(pair, scale):
     return jax.lax.psum(jnp.sum(a) + jnp.sum(b), "i") * scale
 
 
+p_total = jax.jit(jax.shard_map(
+    pair_total,
+    in_specs=((P(), P("i")), P()), out_specs=P(), check_vma=False,
+))
+
+
 def run():
     mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
     with jax.set_mesh(mesh):
@@ -35,9 +41,5 @@ def run():
         y = linear(params, x)
         a = np.ones((2,), np.float32)
         b = np.arange(n * 2, dtype=np.float32)
-        p_total = jax.jit(jax.shard_map(
-            pair_total,
-            in_specs=((P(), P("i")), P()), out_specs=P(), check_vma=False,
-        ))
         total = p_total((a, b), 0.5)
         return {"linear": np.asarray(y), "total": np.asarray(total)}

@@ -43,6 +43,21 @@ def summarize(pair, scale):
     }
 
 
+p_summarize = jax.jit(jax.shard_map(
+    summarize,
+    in_specs=((P(), P("i")), P()),
+    out_specs={"scaled": P("i"), "total": P()},
+    check_vma=False,
+))
+p_split = jax.jit(jax.shard_map(
+    lambda v: (
+        jax.tree.map(lambda y: jnp.expand_dims(y, 1), v * 2),
+        jax.tree.map(lambda y: jnp.expand_dims(y, 0), jnp.sum(v)),
+    ),
+    in_specs=(P("i"),), out_specs=(P(None, "i"), P("i")), check_vma=False,
+))
+
+
 def run():
     mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
     with jax.set_mesh(mesh):
@@ -52,20 +67,7 @@ def run():
         scaled = scaled_columns(np.ones((3, n), np.float32), 2)
         a = np.ones((2,), np.float32)
         b = np.arange(n * 2, dtype=np.float32)
-        p_summarize = jax.jit(jax.shard_map(
-            summarize,
-            in_specs=((P(), P("i")), P()),
-            out_specs={"scaled": P("i"), "total": P()},
-            check_vma=False,
-        ))
         summary = p_summarize((a, b), 0.5)
-        p_split = jax.jit(jax.shard_map(
-            lambda v: (
-                jax.tree.map(lambda y: jnp.expand_dims(y, 1), v * 2),
-                jax.tree.map(lambda y: jnp.expand_dims(y, 0), jnp.sum(v)),
-            ),
-            in_specs=(P("i"),), out_specs=(P(None, "i"), P("i")), check_vma=False,
-        ))
         doubled_t, sums = p_split(b)
         return {
             "column_softmax": np.asarray(cols),

@@ -21,20 +21,22 @@ def spread(x):
     )
 
 
+p_normalize = jax.jit(jax.shard_map(
+    normalize,
+    in_specs=(P("i"),), out_specs=(P("i"), P()), check_vma=False,
+))
+p_spread = jax.jit(jax.shard_map(
+    spread,
+    in_specs=(P("i"),), out_specs=(P(), P("i")), check_vma=False,
+))
+
+
 def run():
     mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
     with jax.set_mesh(mesh):
         n = jax.local_device_count()
         x = np.arange(n * 4, dtype=np.float32)
-        p_normalize = jax.jit(jax.shard_map(
-            normalize,
-            in_specs=(P("i"),), out_specs=(P("i"), P()), check_vma=False,
-        ))
         centered, mean = p_normalize(x)
-        p_spread = jax.jit(jax.shard_map(
-            spread,
-            in_specs=(P("i"),), out_specs=(P(), P("i")), check_vma=False,
-        ))
         width, doubled = p_spread(x)
         return {
             "centered": np.asarray(centered),

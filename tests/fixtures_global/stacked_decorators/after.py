@@ -26,15 +26,17 @@ def block(x):
     return x + jax.lax.pmax(x, "i")
 
 
+jitted_block = jax.jit(jax.shard_map(
+    block,
+    in_specs=(P("i"),), out_specs=P("i"), check_vma=False,
+))
+
+
 def run():
     mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
     with jax.set_mesh(mesh):
         n = jax.local_device_count()
         x = np.linspace(0.1, 1.0, n * 3, dtype=np.float32)
-        jitted_block = jax.jit(jax.shard_map(
-            block,
-            in_specs=(P("i"),), out_specs=P("i"), check_vma=False,
-        ))
         return {
             "normalized": np.asarray(normalized(x)),
             "centered_total": np.asarray(centered_total(x)),
