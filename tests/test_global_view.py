@@ -59,8 +59,8 @@ def test_global_cases_leave_no_faithful_helper():
         text = (case / "after.py").read_text()
         if case.name.startswith(("producer", "consumer", "per_device", "inline", "static_argnums",
                                  "stacked_decorators", "out_axes_tree", "class_constant_axis",
-                                 "placement_options", "in_axes_tree", "nonzero_axes",
-                                 "class_held", "hoist")):
+                                 "placement_options", "in_axes_tree", "nonzero_axes", "hoist",
+                                 "axes_", "multiprocess_axes", "class_held")):
             assert "_pmap_style_shard_map" not in text and "jax.pmap(" not in text.split('"""', 2)[-1]
             assert "_first_replica" not in text, case.name
 
@@ -309,9 +309,44 @@ def test_in_axes_one_squeezes_in_the_body_and_checks_the_axis_size():
     assert "not provably the device count" in findings
 
 
-def test_different_axis_names_in_one_caller_name_both():
-    findings = (GLOBAL_FIXTURES / "fallback_axis_names" / "findings.txt").read_text()
-    assert '"i" at line 19, "j" at line 20' in findings
+def test_each_axis_name_gets_its_own_mesh_of_the_same_devices():
+    """The main mesh carries the most-called axis; each other axis gets a mesh built by the
+    same call, and only the statements calling its sites run under it."""
+    text = (GLOBAL_FIXTURES / "axes_separate_statements" / "after.py").read_text()
+    assert 'mesh = jax.make_mesh((jax.device_count(),), ("j",), axis_types=(AxisType.Auto,))' \
+        in text
+    assert 'mesh_i = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))' \
+        in text
+    assert "        with jax.set_mesh(mesh_i):\n            t = total_sharded(x)\n" in text
+    assert text.count("set_mesh(mesh_i)") == 1 and "_pmap_style_shard_map" not in text
+
+
+def test_a_statement_calling_two_axes_is_split_in_evaluation_order():
+    text = (GLOBAL_FIXTURES / "axes_one_statement" / "after.py").read_text()
+    run = text[text.index("def run():"):]
+    order = [run.index(f"{name} = ") for name in ("first", "top", "top_again", "total_2")]
+    assert order == sorted(order)  # `total` is the site's name, so its local is `total_2`
+    assert "with jax.set_mesh(mesh_j):\n            top = largest(x)\n" \
+        "            top_again = largest(x * 2)\n" in run
+    assert '"total": total_2,' in run
+
+
+def test_mesh_names_never_shadow_the_modules_names():
+    source = (GLOBAL_FIXTURES / "axes_separate_statements" / "before.py").read_text()
+    source = source.replace("def run():", "mesh_i = 3\n\n\ndef run():")
+    text = _global_result(source).source.decode()
+    assert "mesh_i_2 = jax.make_mesh" in text and "with jax.set_mesh(mesh_i_2):" in text
+
+
+def test_every_axis_fallback_names_its_line():
+    findings = (GLOBAL_FIXTURES / "fallback_axes" / "findings.txt").read_text()
+    for reason in ("in the header of this statement", "shares its line with other code",
+                   "whose order relative to those calls could be seen",
+                   "the helper `log_count`", "one site's call is an argument of another's",
+                   "it holds a multi-line string",
+                   "has no axis_name and is called under the meshes of axes"):
+        assert reason in findings, reason
+    assert "_pmap_style_shard_map" in (GLOBAL_FIXTURES / "fallback_axes" / "after.py").read_text()
 
 
 # -- caller dataflow: merged results, generators, factories, per-device scalars ------------

@@ -164,6 +164,10 @@ def test_two_jobs_at_once_get_their_own_ports(trees):
 # with a planted fault that only shows with several processes.
 GLOBAL_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_train"
 PER_DEVICE_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_per_device_results"
+AXES_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_axes"  # two meshes, two axis names
+# The second mesh over this process's devices only: its collectives stop at the host.
+AXES_LOCAL_MESH = ('mesh_eval = jax.make_mesh((jax.device_count(),)',
+                   'mesh_eval = jax.make_mesh((jax.local_device_count(),)')
 # Per-device results returned as the global array (every process's rows) where pmap gave each
 # process its own rows.
 GLOBAL_READ_FAULT = ("multihost_utils.global_array_to_host_local_array(",
@@ -199,7 +203,11 @@ def global_trees(tmp_path_factory):
     modules = {"global_honest": (before, after),
                **{k: (before, planted(after, v)) for k, v in GLOBAL_FAULTS.items()},
                "per_device_honest": (per_device, per_device_after),
-               "per_device_global_read": (per_device, planted(per_device_after, GLOBAL_READ_FAULT))}
+               "per_device_global_read": (per_device, planted(per_device_after, GLOBAL_READ_FAULT)),
+               "axes_honest": ((AXES_CASE / "before.py").read_bytes(),
+                               (AXES_CASE / "after.py").read_bytes()),
+               "axes_local_mesh": ((AXES_CASE / "before.py").read_bytes(),
+                                   planted((AXES_CASE / "after.py").read_bytes(), AXES_LOCAL_MESH))}
     for name, (original, migrated) in modules.items():
         (root / "orig" / f"{name}.py").write_bytes(original)
         (root / "migrated" / f"{name}.py").write_bytes(migrated)
@@ -229,4 +237,16 @@ def test_global_style_faults_show_only_with_two_processes(global_trees):
                             extra=["--style=global"])
     assert one.returncode == 0, one.stdout[-3000:]
     assert {r["verdict"] for r in results.values()} == {"equivalent"}
+    assert alive_under(global_trees) == []
+
+
+def test_global_style_meshes_of_two_axis_names_at_two_processes(global_trees):
+    """Each process's rows made global on the mesh of the site taking them; both meshes span
+    every process's devices. A second mesh over one process's devices is caught."""
+    two, results, _ = check(global_trees, ["axes_honest", "axes_local_mesh"], processes=2,
+                            devices=8, timeout=120, extra=["--style=global"])
+    assert two.returncode == 1, two.stdout[-3000:]
+    for process in (0, 1):
+        assert results[("axes_honest", process)]["verdict"] == "equivalent", results
+        assert results[("axes_local_mesh", process)]["verdict"] != "equivalent", results
     assert alive_under(global_trees) == []

@@ -18,6 +18,7 @@ import ast
 import dataclasses
 from typing import TYPE_CHECKING
 
+from transforms.global_view.axes import plan_axes
 from transforms.global_view.expressions import ExpressionsMixin
 from transforms.global_view.idioms import IdiomsMixin
 from transforms.global_view.instances import InstancesMixin
@@ -38,7 +39,6 @@ if TYPE_CHECKING:  # rewrite.py imports this module
 
 
 @dataclasses.dataclass
-@dataclasses.dataclass
 class CallerResult:
     specs: dict[str, tuple[str, ...]]  # site key -> in_specs texts
     modes: dict[str, str]  # site key -> REPLICATED_OUT (P(), unstacked) | STACKED_OUT
@@ -46,6 +46,9 @@ class CallerResult:
     edits: dict[tuple[int, int], str]
     layouts: tuple[OutputLayout, ...]
     returns_changed: bool
+    site_axes: dict[str, str] = dataclasses.field(default_factory=dict)  # key -> its mesh's axis
+    meshes: tuple[tuple[str, str], ...] = ()  # (name, axis) of meshes besides `mesh` (axes.py)
+    split_calls: dict[str, tuple[str, int]] = dataclasses.field(default_factory=dict)
 
 
 
@@ -123,19 +126,11 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, IdiomsMixin):
             raise Blocker("PM605", self.function, "the name `mesh` the global style binds is "
                           "already used in this function")
         self._analyse_body()
-        axes = {self.all_sites[key].axis_name for key in self.specs} - {None}
-        if len(axes) > 1:
-            first: dict[str, int] = {}
-            for key in sorted(self.specs, key=lambda k: self.all_sites[k].node.lineno):
-                if self.all_sites[key].axis_name is not None:
-                    first.setdefault(self.all_sites[key].axis_name, self.all_sites[key].node.lineno)
-            named = ", ".join(f'"{axis}" at line {line}' for axis, line in first.items())
-            raise Blocker("PM602", self.function, f"calls pmap sites with different axis names "
-                          f"({named}): one function runs under one mesh, whose single axis "
-                          "carries one name")
+        plan = plan_axes(self, DEFAULT_AXIS)  # several axis names: one mesh each (axes.py)
         layouts = self._layouts()
-        return CallerResult(self.specs, self.modes, axes.pop() if axes else DEFAULT_AXIS,
-                            self.edits, layouts, returns_changed=bool(layouts))
+        return CallerResult(self.specs, self.modes, plan.axis, self.edits, layouts,
+                            returns_changed=bool(layouts), site_axes=plan.site_axes,
+                            meshes=plan.meshes, split_calls=plan.split_calls)
 
     def _assign(self, name: str, kind: Kind, node: ast.AST) -> None:
         """A binding: flow-sensitive, so `params = replicate(params)` is two values."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 
+from transforms.global_view.axes import columns_added
 from transforms.global_view.dataflow import CallerAnalysis
 from transforms.global_view.process_dependence import ProcessDependence
 from transforms.global_view.sites import Blocker, Site, dotted
@@ -35,6 +36,7 @@ from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
     DEVICE_COUNT,
     DEVICES,
+    MESH_PLACEHOLDER,
     REPLICATED_OUT,
     STACKED_OUT,
     Kind,
@@ -221,19 +223,23 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                     if self.eval(argument).tag != "repl":
                         text = f"{jax}.device_put({text}, P())"
             else:
-                text = f"{jax}.make_array_from_process_local_data(NamedSharding(mesh, {spec}), {text})"
+                text = (f"{jax}.make_array_from_process_local_data("
+                        f"NamedSharding({MESH_PLACEHOLDER}, {spec}), {text})")
             arguments.append(text)
         line = self.module.source.splitlines()[call.lineno - 1].decode("utf-8")
         indent = line[:len(line) - len(line.lstrip())]
         tail = len(line) - call.end_col_offset if call.end_lineno == call.lineno else 0
+        added = columns_added(self, site)  # a statement under its own mesh (axes.py)
         if self.modes[site.key] == STACKED_OUT:
             # The process's own rows of every per-device result, as pmap returned them.
-            inner = _call_text(self.render(call.func), arguments, indent + "    ", len(indent) + 4, 1)
+            inner = _call_text(self.render(call.func), arguments, indent + "    ",
+                               len(indent) + 4 + added, 1)
             text = _call_text("multihost_utils.global_array_to_host_local_array",
-                              [inner, "mesh", f"P({AXIS_PLACEHOLDER})"], indent,
-                              call.col_offset, tail)
+                              [inner, MESH_PLACEHOLDER, f"P({AXIS_PLACEHOLDER})"], indent,
+                              call.col_offset + added, tail)
         else:
-            text = _call_text(self.render(call.func), arguments, indent, call.col_offset, tail)
+            text = _call_text(self.render(call.func), arguments, indent, call.col_offset + added,
+                              tail)
         self._edit(call, text)
         return kind
 
@@ -244,11 +250,16 @@ LINE_LIMIT = 99
 def _call_text(function: str, arguments: list[str], indent: str, column: int, tail: int) -> str:
     """`function(arguments)` on one line when it fits, else one argument per line."""
     flat = f"{function}({', '.join(arguments)})"
-    if column + len(flat.replace(AXIS_PLACEHOLDER, '"axis"')) + tail <= LINE_LIMIT \
+    if column + len(_as_written(flat)) + tail <= LINE_LIMIT \
             or "\n" in flat:
         return flat
     pad = indent + "    "
     return f"{function}(\n" + "".join(f"{pad}{a},\n" for a in arguments) + f"{indent})"
+
+
+def _as_written(text: str) -> str:
+    """`text` as long as it will be written (the placeholders' usual spellings)."""
+    return text.replace(AXIS_PLACEHOLDER, '"axis"').replace(MESH_PLACEHOLDER, "mesh")
 
 
 def process_idiom_findings(function: ast.FunctionDef, module) -> list[tuple[ast.AST, str]]:

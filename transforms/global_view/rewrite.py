@@ -23,6 +23,7 @@ from transforms.codes.findings import Finding
 from transforms.faithful.multiprocess import _first_evidence
 from transforms.global_view.classes import class_callers, faithful_class_use
 from transforms.global_view.dataflow import CallerAnalysis, CallerResult
+from transforms.global_view.axes import MESH, indent_blocks
 from transforms.global_view.hoist import hoist_local_sites
 from transforms.global_view.layout import FunctionLayout
 from transforms.global_view.multiprocess import (
@@ -37,6 +38,7 @@ from transforms.global_view.sites import Blocker, Site, _string_constants, dotte
 from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
     MERGED_OUT,
+    MESH_PLACEHOLDER,
     SCALARS_OUT,
     STACKED_OUT,
     quoted,
@@ -80,6 +82,8 @@ class ModuleInfo:
         self.constants = _string_constants(tree)
         self.functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
         self.callers: set[str] = set()  # set once the callers are known
+        self.under_other_mesh: set[str] = set()  # sites called under `with jax.set_mesh(mesh_j)`
+        self.split_calls: dict[str, tuple[str, int]] = {}  # site -> (indent, column) once split
         self.loads: dict[str, int] = {}
         for node in ast.walk(tree):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
@@ -252,8 +256,12 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
                      for node, message in process_idiom_findings(functions[caller], module)]
     for caller, result in results.items():
         axis = quoted(result.axis)
-        edits.update({k: v.replace(AXIS_PLACEHOLDER, axis) for k, v in result.edits.items()})
+        edits.update({k: v.replace(AXIS_PLACEHOLDER, axis).replace(MESH_PLACEHOLDER, MESH)
+                      for k, v in result.edits.items()})
     site_edits: dict[tuple[int, int], str] = {}
+    module.under_other_mesh = {key for r in results.values() for key, axis in r.site_axes.items()
+                               if axis != r.axis}
+    module.split_calls = {key: at for r in results.values() for key, at in r.split_calls.items()}
     for site in global_sites:
         specs, mode, axis = _usage(next(results[c] for c in callers_of(site.key, callers)), site.key)
         modes = mode if isinstance(mode, tuple) else (mode,)
@@ -272,6 +280,12 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
             kept += (f"; held by `{site.holder}`, whose methods and instance attributes were "
                      "followed from where its instances are made (callers in other modules "
                      "must pass global arrays to its methods too)")
+        own = next((r for c, r in results.items() if site.key in callers.get(c, ())), None)
+        if own is not None and site.key in module.under_other_mesh:
+            mesh = dict((axis, name) for name, axis in own.meshes).get(axis, "its own mesh")
+            kept += (f"; its calls run under `{mesh}`: the devices of the caller's `mesh` "
+                     f"(axis {quoted(own.axis)}), in the same order, with the axis named "
+                     f"{quoted(axis)}")
         if site.static:
             kept += f"; static arguments {', '.join(site.params[i] for i in site.static)} " \
                 "are jax.jit's static_argnums and reach the body by closure"
@@ -293,9 +307,10 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
         return GlobalResult(source, _dedupe([f for f in findings if f.code != "PM600"] + [
             _finding(Blocker("PM605", node, "a caller's edit and this site's edit overlap in a "
                              "way the rewrite cannot join: the module stays faithful"))]))
-    text = module.render(0, len(source), edits)
+    text = indent_blocks(module.render(0, len(source), edits))
     new_module = cst.parse_module(text.encode("utf-8"))
-    new_module = new_module.visit(_WithMesh({c: r.axis for c, r in results.items()}, module.jax))
+    new_module = new_module.visit(_WithMesh({c: r.axis for c, r in results.items()}, module.jax,
+                                            {c: r.meshes for c, r in results.items()}))
     assigned = {(s.owner, s.name) for s in global_sites if s.owner is not None and not s.inline}
     inline = {(s.owner, s.function_node.id) for s in global_sites
               if s.inline and s.owner is not None and isinstance(s.function_node, ast.Name)}
@@ -306,7 +321,7 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     context = CodemodContext()
     AddImportsVisitor.add_needed_import(context, "jax.sharding", "AxisType")
     AddImportsVisitor.add_needed_import(context, "jax.sharding", "PartitionSpec", "P")
-    if "NamedSharding(mesh, " in text:
+    if re.search(r"NamedSharding\(mesh\w*, ", text):
         AddImportsVisitor.add_needed_import(context, "jax.sharding", "NamedSharding")
     if "multihost_utils.global_array_to_host_local_array(" in text:
         AddImportsVisitor.add_needed_import(context, "jax.experimental", "multihost_utils")
@@ -359,9 +374,9 @@ def _compose(edits: dict, site_edits: dict, module: ModuleInfo) -> tuple[int, in
 
 def _usage(result: CallerResult, key: str) -> tuple[tuple[str, ...], str, str]:
     """(in_specs, result mode, mesh axis) of a site as one caller uses it."""
-    axis = quoted(result.axis)
-    return tuple(s.replace(AXIS_PLACEHOLDER, axis) for s in result.specs[key]), \
-        result.modes[key], result.axis
+    own = result.site_axes.get(key, result.axis)  # the axis of the mesh the site runs under
+    return tuple(s.replace(AXIS_PLACEHOLDER, quoted(own)) for s in result.specs[key]), \
+        result.modes[key], own
 
 
 def _out_specs(site: Site, mode, axis: str) -> str:
@@ -690,9 +705,12 @@ def _site_text(site: Site, specs, out_specs: str, module: ModuleInfo, inner_edit
     donate = f", donate_argnums={site.donate}" if site.donate else ""
     text = f"{jax}.jit({jax}.shard_map({function}, {options}){donate})"
     under_mesh = 4 if site.owner is not None else 0  # the caller's body moves under `with`
-    if under_mesh + site.built.col_offset + len(text) > LINE_LIMIT and "\n" not in function:
-        line = module.source.splitlines()[site.built.lineno - 1].decode("utf-8")
-        indent = line[:len(line) - len(line.lstrip())]
+    under_mesh += 4 if site.key in module.under_other_mesh else 0  # its statement too (axes.py)
+    line = module.source.splitlines()[site.built.lineno - 1].decode("utf-8")
+    indent = line[:len(line) - len(line.lstrip())]
+    # A call split out of its statement (axes.py) starts its own line: `name = <call>`.
+    indent, column = module.split_calls.get(site.key, (indent, site.built.col_offset))
+    if under_mesh + column + len(text) > LINE_LIMIT and "\n" not in function:
         pad = indent + "    "
         lambda_node = site.node.args[0]
         if isinstance(lambda_node, ast.Lambda) and under_mesh + len(pad) + len(function) + 1 > \
@@ -716,10 +734,11 @@ def _one_per_line(specs, out_specs: str, pad: str) -> str:
 class _WithMesh(cst.CSTTransformer):
     """Each global caller builds the mesh on entry and runs its body under jax.set_mesh."""
 
-    def __init__(self, axes: dict[str, str], jax: str):
+    def __init__(self, axes: dict[str, str], jax: str, meshes: dict | None = None):
         super().__init__()
         self.axes = axes
         self.jax = jax
+        self.meshes = meshes or {}  # caller -> ((name, axis), ...) of its other meshes
         self.depth = 0
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
@@ -735,16 +754,18 @@ class _WithMesh(cst.CSTTransformer):
         docstring = []
         if body and _is_docstring(body[0]):
             docstring = [body.pop(0)]
-        mesh_name = "mesh"
+        mesh_name = MESH
         jax = self.jax
-        make = cst.parse_statement(
-            f"{mesh_name} = {jax}.make_mesh(({jax}.device_count(),), ({quoted(self.axes[name])},), "
+        # One mesh per axis name, built by the same call: the same devices in the same order.
+        make = [cst.parse_statement(
+            f"{mesh} = {jax}.make_mesh(({jax}.device_count(),), ({quoted(axis)},), "
             f"axis_types=(AxisType.Auto,))\n")
+            for mesh, axis in ((mesh_name, self.axes[name]), *self.meshes.get(name, ()))]
         block = cst.With(
             items=[cst.WithItem(cst.parse_expression(f"{jax}.set_mesh({mesh_name})"))],
             body=cst.IndentedBlock(body=body),
         )
-        return updated.with_changes(body=updated.body.with_changes(body=[*docstring, make, block]))
+        return updated.with_changes(body=updated.body.with_changes(body=[*docstring, *make, block]))
 
 
 def _is_docstring(statement) -> bool:

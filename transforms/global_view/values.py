@@ -10,6 +10,7 @@ from transforms.global_view.layout import MERGED, REPLICATED, OutputLayout
 from transforms.global_view.sites import Blocker
 
 AXIS_PLACEHOLDER = "\x00axis\x00"  # the caller's mesh axis, known once its sites are
+MESH_PLACEHOLDER = "\x00mesh\x00"  # the name of that axis's mesh (`mesh`, or `mesh_j`: axes.py)
 TREE_MAP = {"jax.tree_util.tree_map", "jax.tree.map", "jax.tree_map"}
 STACK = {"jax.numpy.stack", "numpy.stack"}
 BROADCAST_TO = {"jax.numpy.broadcast_to", "numpy.broadcast_to"}

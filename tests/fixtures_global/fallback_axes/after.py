@@ -1,8 +1,25 @@
-"""PM602: one function calls pmap sites with different axis names; it runs under one mesh
-whose single axis has one name, so it and its sites stay faithful."""
+"""PM602 / PM604: functions calling sites of two axis names where a statement cannot be given
+one mesh, each kept faithful with a finding naming the line."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+
+# pmap-migrate: helper (plain JAX, safe to keep; see the pmap-migrate rules reference)
+def _first_replica(x):
+    """`x[0]` for host transfer, without a cross-device gather.
+
+    On an array split over devices along its leading axis (a pmap output, or the jit +
+    shard_map output that replaces it), `x[0]` compiles a gather with an all-reduce and
+    returns a copy on every device; the device holding row 0 already has it, so read that
+    shard. Anything else (another layout, a tuple, a NumPy array) gets plain `x[0]`.
+    """
+    for shard in getattr(x, "addressable_shards", ()):
+        start = shard.index[0] if shard.index else None
+        if (isinstance(start, slice) and start.start in (0, None)
+                and shard.data.shape == (1, *x.shape[1:])):
+            return shard.data.squeeze(0)
+    return x[0]
 
 
 # pmap-migrate: helper (plain JAX, safe to keep; see the pmap-migrate rules reference)
@@ -213,12 +230,95 @@ def total(x):
 
 
 def largest(x):
-    return jax.lax.pmax(x, "j")
+    return jax.lax.pmax(jnp.max(x), "j")
 
 
-def run():
+def double(x):
+    return x * 2
+
+
+def log_value(x):
+    print("logged", x)
+    return 0
+
+
+def log_count(n):
+    print("devices", n)
+    return n
+
+
+def in_a_header():
     n = jax.local_device_count()
     x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
     t = _pmap_style_shard_map(total, axis_name="i")(x)
-    m = _pmap_style_shard_map(largest, axis_name="j")(x)
-    return {"total": np.asarray(t), "largest": np.asarray(m)}
+    sign = 1.0
+    if float(_first_replica(_pmap_style_shard_map(largest, axis_name="j")(x))) > 0:
+        sign = -1.0
+    return {"t": np.asarray(t), "sign": np.float32(sign)}
+
+
+def on_one_line():
+    n = jax.local_device_count()
+    x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+    t = _pmap_style_shard_map(total, axis_name="i")(x); m = _pmap_style_shard_map(largest, axis_name="j")(x)
+    return np.asarray(t), np.asarray(m)
+
+
+def ordered_call():
+    n = jax.local_device_count()
+    x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+    out = {
+        "t": _pmap_style_shard_map(total, axis_name="i")(x),
+        "logged": log_value(3),
+        "m": _pmap_style_shard_map(largest, axis_name="j")(x),
+    }
+    return out
+
+
+def helper_in_statement():
+    n = jax.local_device_count()
+    x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+    out = {
+        "t": _pmap_style_shard_map(total, axis_name="i")(x),
+        "logged": log_count(n),
+        "m": _pmap_style_shard_map(largest, axis_name="j")(x),
+    }
+    return out
+
+
+def multi_line_string():
+    n = jax.local_device_count()
+    x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+    t = _pmap_style_shard_map(total, axis_name="i")(x)
+    m, note = _pmap_style_shard_map(largest, axis_name="j")(x), """the largest entry,
+    on every device"""
+    return np.asarray(t), np.asarray(m)
+
+
+def nested_calls():
+    n = jax.local_device_count()
+    x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+    return np.asarray(_pmap_style_shard_map(largest, axis_name="j")(_pmap_style_shard_map(total, axis_name="i")(x)))
+
+
+p_double = _pmap_style_shard_map(double)
+
+
+def unnamed_under_two_meshes():
+    n = jax.local_device_count()
+    x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+    t = _pmap_style_shard_map(total, axis_name="i")(p_double(x))
+    m = _pmap_style_shard_map(largest, axis_name="j")(p_double(x))
+    return np.asarray(t), np.asarray(m)
+
+
+def run():
+    return {
+        "in_a_header": in_a_header(),
+        "on_one_line": on_one_line(),
+        "ordered_call": ordered_call(),
+        "helper_in_statement": helper_in_statement(),
+        "multi_line_string": multi_line_string(),
+        "nested_calls": nested_calls(),
+        "unnamed_under_two_meshes": unnamed_under_two_meshes(),
+    }

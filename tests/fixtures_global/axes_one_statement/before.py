@@ -1,0 +1,28 @@
+"""Sites of two axis names called in one statement (a dict literal): their calls become named
+locals, in the order the dict evaluated them, each group under its axis's mesh."""
+import functools
+
+import jax
+import numpy as np
+
+
+@functools.partial(jax.pmap, axis_name="i")
+def total(x):
+    return jax.lax.psum(x, "i")
+
+
+@functools.partial(jax.pmap, axis_name="j")
+def largest(x):
+    return jax.lax.pmax(x, "j")
+
+
+def run():
+    n = jax.local_device_count()
+    x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+    out = {
+        "first": total(x),
+        "top": largest(x),
+        "top_again": largest(x * 2),
+        "total": total(x + 1),
+    }
+    return out

@@ -1,0 +1,104 @@
+"""PM602 / PM604: functions calling sites of two axis names where a statement cannot be given
+one mesh, each kept faithful with a finding naming the line."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def total(x):
+    return jax.lax.psum(x, "i")
+
+
+def largest(x):
+    return jax.lax.pmax(jnp.max(x), "j")
+
+
+def double(x):
+    return x * 2
+
+
+def log_value(x):
+    print("logged", x)
+    return 0
+
+
+def log_count(n):
+    print("devices", n)
+    return n
+
+
+def in_a_header():
+    n = jax.local_device_count()
+    x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+    t = jax.pmap(total, axis_name="i")(x)
+    sign = 1.0
+    if float(jax.pmap(largest, axis_name="j")(x)[0]) > 0:
+        sign = -1.0
+    return {"t": np.asarray(t), "sign": np.float32(sign)}
+
+
+def on_one_line():
+    n = jax.local_device_count()
+    x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+    t = jax.pmap(total, axis_name="i")(x); m = jax.pmap(largest, axis_name="j")(x)
+    return np.asarray(t), np.asarray(m)
+
+
+def ordered_call():
+    n = jax.local_device_count()
+    x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+    out = {
+        "t": jax.pmap(total, axis_name="i")(x),
+        "logged": log_value(3),
+        "m": jax.pmap(largest, axis_name="j")(x),
+    }
+    return out
+
+
+def helper_in_statement():
+    n = jax.local_device_count()
+    x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+    out = {
+        "t": jax.pmap(total, axis_name="i")(x),
+        "logged": log_count(n),
+        "m": jax.pmap(largest, axis_name="j")(x),
+    }
+    return out
+
+
+def multi_line_string():
+    n = jax.local_device_count()
+    x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+    t = jax.pmap(total, axis_name="i")(x)
+    m, note = jax.pmap(largest, axis_name="j")(x), """the largest entry,
+    on every device"""
+    return np.asarray(t), np.asarray(m)
+
+
+def nested_calls():
+    n = jax.local_device_count()
+    x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+    return np.asarray(jax.pmap(largest, axis_name="j")(jax.pmap(total, axis_name="i")(x)))
+
+
+p_double = jax.pmap(double)
+
+
+def unnamed_under_two_meshes():
+    n = jax.local_device_count()
+    x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+    t = jax.pmap(total, axis_name="i")(p_double(x))
+    m = jax.pmap(largest, axis_name="j")(p_double(x))
+    return np.asarray(t), np.asarray(m)
+
+
+def run():
+    return {
+        "in_a_header": in_a_header(),
+        "on_one_line": on_one_line(),
+        "ordered_call": ordered_call(),
+        "helper_in_statement": helper_in_statement(),
+        "multi_line_string": multi_line_string(),
+        "nested_calls": nested_calls(),
+        "unnamed_under_two_meshes": unnamed_under_two_meshes(),
+    }

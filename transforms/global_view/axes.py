@@ -1,0 +1,376 @@
+"""A caller whose sites name different axes: one mesh per axis name, each statement under its own.
+
+A 1-D mesh carries one axis name, and `jax.shard_map` without `mesh=` takes the axis names of
+the mesh `jax.set_mesh` sets. So a function that calls sites of axes "i" and "j" runs under the
+mesh of its most-called axis (`mesh`), builds one more mesh per other axis (`mesh_j`: the same
+`jax.make_mesh` call, so the same devices in the same order), and each statement that calls
+sites of another axis goes under `with jax.set_mesh(mesh_j):`. The meshes differ only in the
+name of their one axis: an array placed with `P("i")` on `mesh` and one placed with `P("j")` on
+`mesh_j` have the same layout, so values (and donated buffers) flow between them unchanged.
+
+A statement calling sites of two axes at once (`out = {"a": f_i(x), "b": f_j(x)}`) has its
+site calls hoisted, in their evaluation order, into named locals, each group under its mesh,
+when nothing else in it runs code whose order could be observed. Anything else (a site of
+another axis called in a loop header, a lambda or a statement sharing its line) keeps the
+function faithful with a PM602 finding naming the line.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import keyword
+import re
+from collections import Counter
+
+from transforms.global_view.sites import Blocker, Site, dotted
+from transforms.global_view.values import (
+    AS_ARRAY,
+    AXIS_PLACEHOLDER,
+    MESH_PLACEHOLDER,
+    REDUCTIONS,
+    TO_SCALAR,
+    quoted,
+)
+
+_INDENT, _DEDENT = "\x00indent\x00", "\x00dedent\x00"  # around a statement put under `with`
+MESH = "mesh"  # the mesh of the function's main axis (the name the single-axis style binds)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.GeneratorExp)
+_SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)
+# What may stand in a split statement besides its site calls: nothing that runs user code
+# whose order (relative to the hoisted calls) could be seen, or that may skip a call.
+_ORDERED = (ast.Call, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom, ast.Lambda,
+            ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.IfExp, ast.BoolOp)
+_INERT = AS_ARRAY | TO_SCALAR | REDUCTIONS
+
+
+@dataclasses.dataclass(frozen=True)
+class AxisPlan:
+    axis: str  # the main axis: `mesh`'s
+    site_axes: dict  # site key -> the axis of the mesh it runs under
+    meshes: tuple = ()  # (mesh name, axis) of the other meshes, in order of first use
+    split_calls: dict = dataclasses.field(default_factory=dict)  # site -> (indent, column) of
+    # its call split out of a statement into `name = <call>` (for the site text's line breaks)
+
+
+def plan_axes(analysis, default_axis: str) -> AxisPlan:
+    """The meshes of one caller; for several axis names, the statement edits are added to
+    `analysis.edits` (texts still hold AXIS_PLACEHOLDER / MESH_PLACEHOLDER for the main mesh)."""
+    sites: dict[str, Site] = analysis.all_sites
+    axes = {sites[key].axis_name for key in analysis.specs} - {None}
+    if len(axes) <= 1:
+        axis = axes.pop() if axes else default_axis
+        return AxisPlan(axis, {key: axis for key in analysis.specs})
+    calls = _site_calls(analysis)
+    named = [sites[key].axis_name for _, key in calls if sites[key].axis_name is not None]
+    main = _main_axis(named)
+    first = {}
+    for name in named:
+        first.setdefault(name, len(first))
+    module = analysis.module
+    taken = _module_names(module.tree)
+    meshes = {main: MESH}
+    for name in sorted(set(named) - {main}, key=first.get):
+        meshes[name] = _fresh(f"{MESH}_{_identifier(name)}", taken)
+    by_call = {id(call): key for call, key in calls}
+    site_axes: dict[str, str] = {}
+    statements = _Statements(analysis, by_call, main, meshes, site_axes, taken)
+    statements.block(analysis.function.body)
+    for key in analysis.specs:
+        if key not in site_axes and sites[key].axis_name not in (None, main):
+            raise Blocker("PM602", sites[key].node, f"calls pmap sites with different axis "
+                          f"names, and {sites[key].label} is called where no statement of "
+                          "this function can be put under its mesh: kept in the faithful style")
+        site_axes.setdefault(key, sites[key].axis_name or main)
+    order = [a for a in sorted(meshes, key=first.get) if a != main]
+    return AxisPlan(main, site_axes, tuple((meshes[a], a) for a in order), statements.split_calls)
+
+
+def columns_added(analysis, site: Site) -> int:
+    """How far right a call of `site` moves under its own `with jax.set_mesh(...)` (for line
+    breaks decided while the calls are analysed, before the meshes are known)."""
+    named = [analysis.all_sites[key].axis_name for _, key in _site_calls(analysis, True)]
+    named = [a for a in named if a is not None]
+    if len(set(named)) <= 1 or site.axis_name is None:
+        return 0
+    return 0 if site.axis_name == _main_axis(named) else 4
+
+
+def _main_axis(named: list[str]) -> str:
+    """The most-called axis name (the first called of those tied): `mesh`'s axis."""
+    counts = Counter(named)
+    first = {}
+    for name in named:
+        first.setdefault(name, len(first))
+    return max(counts, key=lambda a: (counts[a], -first[a]))
+
+
+def _site_calls(analysis, every: bool = False) -> list[tuple[ast.Call, str]]:
+    """(call, site key) of every call of a site the analysis followed, in source order (the
+    same three call shapes `ExpressionsMixin._call` dispatches on)."""
+    found = []
+    for node in ast.walk(analysis.function):
+        if not isinstance(node, ast.Call):
+            continue
+        func, site = node.func, None
+        if isinstance(func, ast.Call) and isinstance(func.func, ast.Name) \
+                and func.func.id in analysis.sites and analysis.sites[func.func.id].factory:
+            site = analysis.sites[func.func.id]
+        elif isinstance(func, ast.Name) and func.id in analysis.sites:
+            site = analysis.sites[func.id]
+        elif id(func) in analysis.inline:
+            site = analysis.inline[id(func)]
+        if site is not None and (every or site.key in analysis.specs):
+            found.append((node, site.key))
+    return sorted(found, key=lambda c: (c[0].lineno, c[0].col_offset))
+
+
+class _Statements:
+    """Walks the caller's statements and gives each one that calls sites of an axis other than
+    the main one its mesh."""
+
+    def __init__(self, analysis, by_call, main, meshes, site_axes, taken):
+        self.analysis = analysis
+        self.module = analysis.module
+        self.sites = analysis.all_sites
+        self.by_call = by_call
+        self.main = main
+        self.meshes = meshes
+        self.site_axes = site_axes
+        self.taken = taken
+        self.split_calls: dict[str, tuple[str, int]] = {}
+
+    def block(self, statements) -> None:
+        for statement in statements:
+            if isinstance(statement, _SCOPES):  # runs when called, under whichever mesh
+                self._under_main(list(ast.walk(statement)), statement, "inside a nested "
+                                 "function or class")
+                continue
+            if isinstance(statement, _SIMPLE):
+                self.simple(statement)
+                continue
+            bodies = [getattr(statement, f) for f in ("body", "orelse", "finalbody")
+                      if isinstance(getattr(statement, f, None), list)]
+            bodies += [h.body for h in getattr(statement, "handlers", [])]
+            inner = {id(n) for body in bodies for s in body for n in ast.walk(s)}
+            header = [n for n in ast.walk(statement) if id(n) not in inner]
+            self._under_main(header, statement, "in the header of this statement")
+            for body in bodies:
+                self.block(body)
+
+    def _calls_in(self, nodes) -> list[tuple[ast.Call, str]]:
+        return [(n, self.by_call[id(n)]) for n in nodes if id(n) in self.by_call]
+
+    def _axis_of(self, key: str, axis: str, node) -> str:
+        """Record (and check) the mesh axis a site runs under: a site without axis_name runs
+        under the mesh of the statement that calls it."""
+        site = self.sites[key]
+        axis = site.axis_name or axis
+        if self.site_axes.setdefault(key, axis) != axis:
+            raise Blocker("PM604", node, f"{site.label} has no axis_name and is called under "
+                          f"the meshes of axes {quoted(self.site_axes[key])} and {quoted(axis)}")
+        return axis
+
+    def _under_main(self, nodes, statement, where: str) -> None:
+        for call, key in self._calls_in(nodes):
+            if self._axis_of(key, self.main, call) != self.main:
+                raise self._blocker(call, f"{self.sites[key].label} (axis "
+                                    f"{quoted(self.sites[key].axis_name)}) is called {where}, "
+                                    "which cannot be put under that axis's mesh alone")
+
+    def _blocker(self, node, why: str) -> Blocker:
+        return Blocker("PM602", node, f"calls pmap sites with different axis names, and {why}: "
+                       "kept in the faithful style")
+
+    def simple(self, statement) -> None:
+        nested = {id(n) for scope in ast.walk(statement) if isinstance(scope, _SCOPES)
+                  for n in ast.walk(scope) if n is not scope}
+        nodes = list(ast.walk(statement))
+        self._under_main([n for n in nodes if id(n) in nested], statement,
+                         "inside a lambda, nested function or generator expression")
+        calls = self._calls_in(n for n in nodes if id(n) not in nested)
+        named = {self.sites[k].axis_name for _, k in calls} - {None}
+        if not named or named == {self.main}:
+            for call, key in calls:
+                self._axis_of(key, self.main, call)
+            return
+        self._fits_a_block(statement)
+        self._runs_no_helper(statement)
+        if len(named) == 1:
+            axis = named.pop()
+            for call, key in calls:
+                self._axis_of(key, axis, call)
+            text = self._for_mesh(self.analysis.render(statement), axis)
+            self.analysis._edit(statement, self._with(axis, text, self._indent(statement)))
+            return
+        self._split(statement, calls)
+
+    def _split(self, statement, calls) -> None:
+        """`out = {"a": f_i(x), "b": f_j(x)}`: each site call becomes a local, in evaluation
+        order, grouped under its mesh, and the statement reads the locals."""
+        positions = {id(call) for call, _ in calls}
+        inside_calls = {id(n) for call, _ in calls for n in ast.walk(call) if n is not call}
+        if positions & inside_calls:
+            raise self._blocker(statement, "one site's call is an argument of another's")
+        # The pmap expression an inline site is called on (`jax.pmap(f)(x)`) is the site itself.
+        built = {id(n) for call, _ in calls if isinstance(call.func, ast.Call)
+                 for n in ast.walk(call.func)}
+        odd = next((n for n in ast.walk(statement) if isinstance(n, _ORDERED)
+                    and id(n) not in positions | built and not self._inert(n)), None)
+        if odd is not None:
+            raise self._blocker(odd, "a statement calling sites of two axes also runs code "
+                                "whose order relative to those calls could be seen (a call, a "
+                                "conditional, a lambda or a comprehension), so its site calls "
+                                "cannot be split out one mesh at a time")
+        names = _result_names(statement, [(c, self.sites[k]) for c, k in calls], self.taken)
+        indent = self._indent(statement)
+        lines, groups = [], []
+        for (call, key), name in zip(calls, names):
+            axis = self._axis_of(key, self.main, call)
+            self.split_calls[key] = (indent + ("    " if axis != self.main else ""),
+                                     len(indent) + len(name) + 3)
+            line = f"{name} = {self._for_mesh(self.analysis.render(call), axis)}"
+            if groups and groups[-1][0] == axis:
+                groups[-1][1].append(line)
+            else:
+                groups.append((axis, [line]))
+        for axis, group in groups:
+            text = f"\n{indent}".join(group)
+            lines.append(text if axis == self.main else self._with(axis, text, indent))
+        lines.append(self._render_reading(statement, calls, names))
+        self.analysis._edit(statement, f"\n{indent}".join(lines))
+
+    def _inert(self, node) -> bool:
+        """A host read of a result (`np.asarray(f(x))`, `float(...)`): it runs no user code,
+        so running it after every site call of the statement changes nothing."""
+        if not isinstance(node, ast.Call):
+            return False
+        builtin = isinstance(node.func, ast.Name) and node.func.id in ("float", "int", "bool") \
+            and node.func.id not in self.module.table.bound_otherwise
+        return builtin or dotted(node.func, self.module.imported) in _INERT
+
+    def _render_reading(self, statement, calls, names) -> str:
+        """The statement's text with each site call replaced by its local."""
+        edits = dict(self.analysis.edits)
+        module = self.module
+        for (call, _), name in zip(calls, names):
+            span = module.span(call)
+            outer = [k for k in edits if k[0] <= span[0] and span[1] <= k[1] and k != span]
+            if not outer:
+                edits[span] = name
+                continue
+            rendered = self.analysis.render(call)
+            for container in outer:
+                if edits[container].count(rendered) != 1:
+                    raise self._blocker(call, "its call is rewritten together with the code "
+                                        "around it, so it cannot be split out")
+                edits[container] = edits[container].replace(rendered, name)
+        start, end = module.span(statement)
+        return module.render(start, end, edits)
+
+    def _fits_a_block(self, statement) -> None:
+        """The statement has its lines to itself (no `a = f(x); b = g(x)`, no `if c: ...` on
+        one line) and no multi-line string (its lines move right under the `with`)."""
+        source = self.module.source
+        start, end = self.module.span(statement)
+        line_start = source.rfind(b"\n", 0, start) + 1
+        line_end = source.find(b"\n", end)
+        line_end = len(source) if line_end < 0 else line_end
+        rest = source[end:line_end].strip()
+        if source[line_start:start].strip() or (rest and not rest.startswith(b"#")):
+            raise self._blocker(statement, "it shares its line with other code, so it cannot "
+                                "be put under `with jax.set_mesh(...)`")
+        if any(isinstance(n, (ast.Constant, ast.JoinedStr)) and n.lineno != n.end_lineno
+               for n in ast.walk(statement)):
+            raise self._blocker(statement, "it holds a multi-line string, which would change "
+                                "if its lines were indented under `with jax.set_mesh(...)`")
+
+    def _runs_no_helper(self, statement) -> None:
+        """A helper the analysis rewrote places values on the main mesh (bare `P(axis)`),
+        so it must not run under another one."""
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                    and node.func.id in self.analysis.helpers:
+                raise self._blocker(node, f"the helper `{node.func.id}`, which the analysis "
+                                    "follows (and rewrites for the main mesh), runs in the same "
+                                    "statement")
+
+    def _indent(self, statement) -> str:
+        source = self.module.source
+        start = self.module.span(statement)[0]
+        return source[source.rfind(b"\n", 0, start) + 1:start].decode("utf-8")
+
+    def _for_mesh(self, text: str, axis: str) -> str:
+        """Generated code in a statement under `axis`'s mesh names that axis and mesh."""
+        if axis == self.main:
+            return text
+        return text.replace(AXIS_PLACEHOLDER, quoted(axis)).replace(MESH_PLACEHOLDER,
+                                                                    self.meshes[axis])
+
+    def _with(self, axis: str, text: str, indent: str) -> str:
+        """The statement under its mesh. Its later lines move right once the sites' own
+        edits are in it (`indent_blocks`)."""
+        return (f"with {self.module.jax}.set_mesh({self.meshes[axis]}):\n{indent}    "
+                f"{_INDENT}{text}{_DEDENT}")
+
+
+def indent_blocks(text: str) -> str:
+    """The module text with each statement put under a `with` (by `_Statements._with`)
+    indented one level: its lines after the first move right by four spaces."""
+    out, position = [], 0
+    while (start := text.find(_INDENT, position)) >= 0:
+        end = text.index(_DEDENT, start)
+        out += [text[position:start], text[start + len(_INDENT):end].replace("\n", "\n    ")]
+        position = end + len(_DEDENT)
+    return "".join(out) + text[position:]
+
+
+def _result_names(statement, calls: list[tuple[ast.Call, Site]], taken: set[str]) -> list[str]:
+    """A local per hoisted call: the dict key it is stored under when that is a free
+    identifier (`"relu": f(x)` -> `relu`), else `<site>_result`."""
+    keys = {}
+    positions = {id(call) for call, _ in calls}
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                inside = [n for n in ast.walk(value) if id(n) in positions]
+                if isinstance(key, ast.Constant) and isinstance(key.value, str) \
+                        and len(inside) == 1:
+                    keys[id(inside[0])] = key.value
+    names = []
+    for call, site in calls:
+        wanted = keys.get(id(call), "")
+        if not wanted.isidentifier() or keyword.iskeyword(wanted):
+            wanted = f"{site.name}_result" if site.name.isidentifier() else "pmapped_result"
+        names.append(_fresh(wanted, taken))
+    return names
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    """`name`, or `name_2`, `name_3`, ... : the first the module does not use (then taken)."""
+    candidate, number = name, 1
+    while candidate in taken:
+        number += 1
+        candidate = f"{name}_{number}"
+    taken.add(candidate)
+    return candidate
+
+
+def _identifier(axis: str) -> str:
+    text = re.sub(r"\W", "_", axis).strip("_") or "axis"
+    return text if not text[0].isdigit() else f"axis_{text}"
+
+
+def _module_names(tree: ast.Module) -> set[str]:
+    """Every name the module binds or reads, so a new mesh or local shadows none of them."""
+    names = set(keyword.kwlist) | {"mesh"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
