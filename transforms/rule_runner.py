@@ -33,6 +33,7 @@ from libcst.metadata.base_provider import LazyValue
 from libcst.metadata.position_provider import NEWLINE_RE
 
 from transforms.reading.names import ImportTable, parse_or_none
+from transforms.traversal import TOKEN_TYPES
 
 _MISSING = object()
 _NOTHING: frozenset[str] = frozenset()
@@ -128,8 +129,10 @@ class ModuleFacts:
                 return names  # refers to nothing, whatever its parent
             # `pmap` in `jax.pmap` is no reference by itself. (Asking for the parent of a node
             # the traversal has not reached yet costs a walk of the module.)
+            # (`type(...) is`: libcst's node classes are ABCs, and an isinstance that fails
+            # goes through ABCMeta; nothing derives from Attribute.)
             parent = self.parent(node)
-            return _NOTHING if isinstance(parent, cst.Attribute) and parent.attr is node else names
+            return _NOTHING if type(parent) is cst.Attribute and parent.attr is node else names
         found = self._qualified.get(node)
         if found is None:
             found = self._qualified[node] = frozenset(self._qualify(node))
@@ -149,16 +152,21 @@ def _child_fields(node_type: type) -> tuple[str, ...]:
     return tuple(field.name for field in dataclasses.fields(node_type))
 
 
+@functools.cache
+def _is_node_type(value_type: type) -> bool:
+    return issubclass(value_type, cst.CSTNode)
+
+
 def _children_by_field(node: cst.CSTNode):
     """The node's children from its dataclass fields, without libcst's `children`, which
     rebuilds the node to find them."""
     for name in _child_fields(type(node)):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
+        if _is_node_type(type(value)):
             yield value
         elif type(value) in (tuple, list):
             for item in value:
-                if isinstance(item, cst.CSTNode):
+                if _is_node_type(type(item)):
                     yield item
 
 
@@ -303,6 +311,12 @@ class RuleRunner(cst.CSTTransformer):
             for kind, node_type, attribute in _hooks(type(rule)):
                 table = self._visits if kind == "visit" else self._leaves
                 table.setdefault(node_type, []).append((index, getattr(rule, attribute)))
+        # Subtrees of whitespace, punctuation and the like are not entered when no rule hooks
+        # any of those types (transforms/traversal.py).
+        hooked = self._visits.keys() | self._leaves.keys()
+        self.unvisited_types = (
+            frozenset() if any(t.__name__ in hooked for t in TOKEN_TYPES) else TOKEN_TYPES
+        )
         # A rule whose visit_ returned False hears nothing below that node, as in libcst.
         self._muted_at: list[cst.CSTNode | None] = [None] * len(rules)
         self._muted = 0  # how many entries of _muted_at are set
