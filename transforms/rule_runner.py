@@ -50,14 +50,18 @@ class ModuleFacts:
         # The standard ast, for cheap whole-module questions; parsed once per file.
         self.syntax_tree = parse_or_none(source) if syntax_tree is _MISSING else syntax_tree
         self.imports = ImportTable.from_tree(self.syntax_tree)
-        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        # By id(node): libcst's __hash__ is a Python function, and the keys are the input
+        # module's nodes, alive as long as it is.
+        self.parents: dict[int, cst.CSTNode] = {}
         self._wrapper: MetadataWrapper | None = None
         self._resolved: dict[type, object] = {}
         self._all_parents = False
         self._unplaced: list[tuple[object, cst.CSTNode]] = []
-        self._recorded_below: set[cst.CSTNode] = set()
+        self._recorded_below: set[int] = set()
         self._qualified: dict[cst.CSTNode, frozenset[str]] = {}
         self._by_name: dict[str, frozenset[str]] = {}
+        self._last_asked: cst.CSTNode | None = None
+        self._last_answer: frozenset[str] = _NOTHING
         self.stack: list[cst.CSTNode] = []  # the traversal's current path (set by RuleRunner)
 
     def _metadata(self, provider: type) -> dict:
@@ -91,16 +95,16 @@ class ModuleFacts:
         ]
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        found = self.parents.get(node, _MISSING)
+        found = self.parents.get(id(node), _MISSING)
         if found is _MISSING and self.stack:
             # Rules look a little ahead of the walk (a call's function, an argument's value):
             # most such nodes are a child or grandchild of the node being visited.
             found = _parent_below(self.stack[-1], node)
             if found is not None:
-                self.parents[node] = found
+                self.parents[id(node)] = found
                 return found
             found = _MISSING
-        if found is _MISSING and self.stack and self.stack[-1] not in self._recorded_below:
+        if found is _MISSING and self.stack and id(self.stack[-1]) not in self._recorded_below:
             # Rules look a little ahead of the walk (a call's function, its arguments): record
             # the parents below the node being visited before walking the whole module.
             top = self.stack[-1]
@@ -108,19 +112,27 @@ class ModuleFacts:
             recorder.stack.append(top)
             for child in top.children:
                 child.visit(recorder)
-            self._recorded_below.add(top)
-            found = self.parents.get(node, _MISSING)
+            self._recorded_below.add(id(top))
+            found = self.parents.get(id(node), _MISSING)
         if found is _MISSING and not self._all_parents:
             # A node the traversal has not reached yet: record every parent once (a plain
             # visit, a third of what ParentNodeProvider costs).
             self.module.visit(_ParentRecorder(self.parents))
             self._all_parents = True
-            found = self.parents.get(node, _MISSING)
+            found = self.parents.get(id(node), _MISSING)
         return None if found is _MISSING else found
 
     def qualified(self, node: cst.CSTNode) -> frozenset[str]:
         """Asked by several rules for the same node: computed once per node (a Name's, once
-        per spelling, as ImportTable.qualified gives it)."""
+        per spelling, as ImportTable.qualified gives it). The rules ask one after the other
+        about the node being visited, so the last answer is kept at hand."""
+        if node is self._last_asked:
+            return self._last_answer
+        names = self._qualified_uncached(node)
+        self._last_asked, self._last_answer = node, names
+        return names
+
+    def _qualified_uncached(self, node: cst.CSTNode) -> frozenset[str]:
         if type(node) is cst.Name and not self.imports.needs_scope_analysis:
             names = self._by_name.get(node.value)
             if names is None:
@@ -266,7 +278,7 @@ class _ParentRecorder(cst.CSTVisitor):
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if self.stack:
-            self.parents[node] = self.stack[-1]
+            self.parents[id(node)] = self.stack[-1]
         self.stack.append(node)
         return True
 
@@ -305,18 +317,17 @@ class RuleRunner(cst.CSTTransformer):
     def __init__(self, rules: Sequence[cst.CSTTransformer], facts: ModuleFacts):
         super().__init__()
         self.facts = facts
-        self._visits: dict[str, list[tuple[int, object]]] = {}
-        self._leaves: dict[str, list[tuple[int, object]]] = {}
+        # Keyed by the node class libcst names `visit_<Type>` after.
+        self._visits: dict[type, list[tuple[int, object]]] = {}
+        self._leaves: dict[type, list[tuple[int, object]]] = {}
         for index, rule in enumerate(rules):
             for kind, node_type, attribute in _hooks(type(rule)):
                 table = self._visits if kind == "visit" else self._leaves
-                table.setdefault(node_type, []).append((index, getattr(rule, attribute)))
+                table.setdefault(getattr(cst, node_type), []).append((index, getattr(rule, attribute)))
         # Subtrees of whitespace, punctuation and the like are not entered when no rule hooks
         # any of those types (transforms/traversal.py).
         hooked = self._visits.keys() | self._leaves.keys()
-        self.unvisited_types = (
-            frozenset() if any(t.__name__ in hooked for t in TOKEN_TYPES) else TOKEN_TYPES
-        )
+        self.unvisited_types = frozenset() if hooked & TOKEN_TYPES else TOKEN_TYPES
         # A rule whose visit_ returned False hears nothing below that node, as in libcst.
         self._muted_at: list[cst.CSTNode | None] = [None] * len(rules)
         self._muted = 0  # how many entries of _muted_at are set
@@ -325,9 +336,9 @@ class RuleRunner(cst.CSTTransformer):
     def on_visit(self, node: cst.CSTNode) -> bool:
         stack = self._stack
         if stack:
-            self.facts.parents[node] = stack[-1]
+            self.facts.parents[id(node)] = stack[-1]
         stack.append(node)
-        visits = self._visits.get(type(node).__name__)
+        visits = self._visits.get(type(node))
         if visits:
             muted_at = self._muted_at
             for index, visit in visits:
@@ -338,7 +349,7 @@ class RuleRunner(cst.CSTTransformer):
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
         self._stack.pop()
-        leaves = self._leaves.get(type(original_node).__name__)
+        leaves = self._leaves.get(type(original_node))
         if leaves:
             for index, leave in leaves:
                 muted = self._muted_at[index]
