@@ -88,6 +88,21 @@ def test_almost_every_node_type_has_a_plan():
     assert len(without) <= 8, without
 
 
+def test_method_source_is_what_inspect_finds():
+    """visit_plan reads each method's lines itself (inspect.getsource tokenizes them: about
+    four times the cost, paid at every run's start); the text must be the same."""
+    import inspect
+    import textwrap
+
+    from transforms.traversal import _method_source
+
+    types = [t for t in vars(cst).values()
+             if isinstance(t, type) and issubclass(t, cst.CSTNode) and not t.__abstractmethods__]
+    for node_type in types:
+        method = node_type._visit_and_replace_children
+        assert _method_source(method) == textwrap.dedent(inspect.getsource(method)), node_type
+
+
 def _migrate(source: bytes, *, by_libcst_visit: bool, helpers_as_text: bool, monkeypatch):
     if by_libcst_visit:
         monkeypatch.setattr(pipeline, "transform_module", lambda module, runner: module.visit(runner))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
-import inspect
+import linecache
 import textwrap
 
 import libcst as cst
@@ -39,11 +39,11 @@ _MANY = ("visit_sequence", "visit_body_sequence")
 def visit_plan(node_type: type) -> tuple[tuple[str, str], ...] | None:
     """(field, libcst helper that visits it) for the fields libcst visits, in its order; None
     when the type's `_visit_and_replace_children` is not the plain one-constructor shape."""
+    source = _method_source(node_type._visit_and_replace_children)
     try:
-        source = textwrap.dedent(inspect.getsource(node_type._visit_and_replace_children))
-    except (OSError, TypeError):
+        body = ast.parse(source).body[0].body
+    except (SyntaxError, IndexError, AttributeError):
         return None
-    body = ast.parse(source).body[0].body
     if (len(body) == 1 and isinstance(body[0], ast.Return) and isinstance(body[0].value, ast.Name)
             and body[0].value.id == "self"):
         return ()  # a leaf: whitespace, a comment, an operator
@@ -69,6 +69,28 @@ def visit_plan(node_type: type) -> tuple[tuple[str, str], ...] | None:
             return None
         plan.append((keyword.arg, value.func.id))
     return tuple(plan)
+
+
+def _method_source(function) -> str:
+    """The source of a method: its lines from the module's text up to the first line indented
+    no deeper than its `def` (what inspect.getsource finds, without tokenizing; a method this
+    cuts short does not parse, and gets no plan)."""
+    code = getattr(function, "__code__", None)
+    lines = linecache.getlines(code.co_filename) if code is not None else []
+    if not lines:
+        return ""
+    start = code.co_firstlineno - 1
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    end = start
+    while end < len(lines) and not lines[end].rstrip().endswith(":"):
+        end += 1  # the rest of a signature written over several lines
+    end += 1
+    while end < len(lines) and (not lines[end].strip()
+                                or len(lines[end]) - len(lines[end].lstrip()) > indent):
+        end += 1
+    while end > start + 1 and not lines[end - 1].strip():
+        end -= 1
+    return textwrap.dedent("".join(lines[start:end]))
 
 
 def _is_own_field(node: ast.expr, field: str) -> bool:
