@@ -217,9 +217,12 @@ class _StartsOfWanted(CodegenState):
         # An indented block's syntactic start is its first statement's (libcst hoists it).
         self.wanted.update(node.body[0] for node in wanted
                            if isinstance(node, cst.IndentedBlock) and node.body)
-        self.remaining = set(self.wanted)
+        # Membership by id: every node passes these tests, and libcst's __hash__ is a Python
+        # call (the wanted nodes belong to the module, so their ids stay theirs).
+        self._wanted = {id(node) for node in self.wanted}
+        self.remaining = set(self._wanted)
         self.starts: dict[cst.CSTNode, CodePosition] = {}
-        self._inclusive: dict[cst.CSTNode, CodePosition] = {}
+        self._inclusive: dict[int, CodePosition] = {}
 
     def add_indent_tokens(self) -> None:
         for token in self.indent_tokens:
@@ -235,18 +238,18 @@ class _StartsOfWanted(CodegenState):
             self.column += len(value)
 
     def before_codegen(self, node: cst.CSTNode) -> None:
-        if node in self.wanted:
-            self._inclusive[node] = CodePosition(self.line, self.column)
+        if id(node) in self._wanted:
+            self._inclusive[id(node)] = CodePosition(self.line, self.column)
 
     def after_codegen(self, node: cst.CSTNode) -> None:
-        if node in self.remaining:
-            self.starts.setdefault(node, self._inclusive[node])
-            self.remaining.discard(node)
+        if id(node) in self.remaining:
+            self.starts.setdefault(node, self._inclusive[id(node)])
+            self.remaining.discard(id(node))
             if not self.remaining:
                 raise _AllPlaced
 
     def record_syntactic_position(self, node, *, start_node=None, end_node=None):
-        if node not in self.wanted:
+        if id(node) not in self._wanted:
             return _NOT_WANTED
         return self._syntactic(node, start_node)
 
