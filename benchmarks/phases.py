@@ -33,7 +33,7 @@ def main() -> int:
     from transforms import pipeline
     from transforms.imports import apply_queued_imports
     from transforms.module_helpers import insert_helpers, requested_helpers
-    from transforms.reading.prefilter import has_reference, might_need_migration, parse_or_none
+    from transforms.reading.prefilter import might_need_migration, parse_or_none, referenced_rules
     from transforms.rule_runner import ModuleFacts, RuleRunner
     from transforms.suppressions import Suppressions
     from transforms.traversal import transform_module
@@ -58,13 +58,15 @@ def main() -> int:
             continue
         counted += 1
         tree = timed("ast.parse", parse_or_none, source)
-        if not timed("references (ast walk)", has_reference, source, tree):
+        rule_names = timed("references (ast walk)", referenced_rules, source, tree)
+        if not rule_names:
             continue
         referenced += 1
         module = timed("libcst parse", cst.parse_module, source)
         context = CodemodContext()
         suppressions = Suppressions.from_source(source)
-        rules = [rule(context, pipeline.DEFAULT_TARGET, suppressions) for rule in pipeline.RULES]
+        rules = [rule(context, pipeline.DEFAULT_TARGET, suppressions) for rule in pipeline.RULES
+                 if rule.__name__ in rule_names]
         facts = timed("import table (ast walk)", ModuleFacts, module, source, tree)
         for rule in rules:
             rule.facts = facts

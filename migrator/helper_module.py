@@ -32,7 +32,6 @@ from pathlib import Path
 
 from migrator.config import Config, is_dotted_name
 from transforms.helpers.helper_templates import helper_text
-from transforms.module_helpers import HELPER_NAMES, HELPER_ORDER
 from transforms.target import TargetJax
 
 DOCSTRING = (
@@ -109,6 +108,8 @@ class HelperModule:
 
     def imported_names(self, source: bytes) -> set[str]:
         """The helper names a migrated file imports from this module."""
+        from transforms.module_helpers import HELPER_NAMES  # (it imports libcst: see _order)
+
         try:
             tree = ast.parse(source)
         except (SyntaxError, ValueError):
@@ -125,7 +126,7 @@ class HelperModule:
         current = self.path.read_bytes() if self.path.is_file() else b""
         text = current.decode("utf-8")
         defined = _defined_functions(text, self.path)
-        missing = [n for n in HELPER_ORDER if n in needed and n not in defined]
+        missing = [n for n in _order() if n in needed and n not in defined]
         if "_pmap_compat" in missing and "_pmap_style_shard_map" not in defined | set(missing):
             missing.insert(0, "_pmap_style_shard_map")  # the drop-in calls it
             needed = {**needed, "_pmap_style_shard_map": needed["_pmap_compat"]}
@@ -164,3 +165,11 @@ def _show(path: Path) -> str:
         return Path(path).relative_to(Path.cwd()).as_posix() or "."
     except ValueError:
         return Path(path).as_posix()
+
+
+def _order() -> tuple[str, ...]:
+    """The helpers in the order they are written. Imported when needed: transforms.module_helpers
+    imports libcst and libcst.codemod, which a run over files without references never loads."""
+    from transforms.module_helpers import HELPER_ORDER
+
+    return HELPER_ORDER

@@ -25,7 +25,7 @@ from migrator.config import Config
 from migrator.files import SourceFile, discover
 from migrator.textio import NotText, atomic_write, check_text
 from transforms.codes.findings import Finding
-from transforms.reading.prefilter import has_reference, might_need_migration, parse_or_none
+from transforms.reading.prefilter import might_need_migration, parse_or_none, referenced_rules
 from transforms.codes.rules import all_rules
 from transforms.target import TargetJax
 
@@ -108,7 +108,8 @@ def _process(
         # skipped file took half of a whole-tree run.
         return result
     syntax_tree = parse_or_none(result.original)
-    if not has_reference(result.original, syntax_tree):
+    rule_names = referenced_rules(result.original, syntax_tree)
+    if not rule_names:
         return result  # words in docstrings, comments or identifiers only
     import libcst as cst
 
@@ -117,8 +118,8 @@ def _process(
     try:
         # Decided above: no second look at the references.
         migration = migrate_source(result.original, target, ignored, syntax_tree=syntax_tree,
-                                   precise_prefilter=False, helper_module=helper_module,
-                                   style=style)
+                                   helper_module=helper_module, style=style,
+                                   rule_names=rule_names)
     except cst.ParserSyntaxError as error:
         _check_syntax(result)  # Python's own message and position are the clearer ones
         if not result.has_error:

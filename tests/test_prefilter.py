@@ -161,6 +161,30 @@ def test_a_reference(name):
         assert_same_with_and_without(source)
 
 
+PMAP_RULES = frozenset(rule for rule, (names, _) in prefilter.RULE_REFERENCES.items()
+                       if prefilter.PMAP in names)
+
+
+@pytest.mark.parametrize("source,rules", [
+    ("import jax\nf = jax.pmap(g)\n", PMAP_RULES),
+    ("import jax\ny = jax.tree_map(f, x)\n", {"RemovedApis"}),
+    ("import jax\nf = jax.pmap(g)\ny = jax.tree_map(f, x)\n", PMAP_RULES | {"RemovedApis"}),
+    ("from jax import device_put_replicated\n", {"DataPlacement"}),
+    ("x = arr.device_buffers\n", {"RemovedApis"}),
+    ('jax.config.update("jax_pmap_shmap_merge", True)\n', {"ConfigFlags"}),
+    ("class jax:\n    def pmap(self):\n        pass\n", PMAP_RULES | {"RemovedApis", "ConfigFlags"}),
+    ("import jax  # pmap-migrate: ignore\n", prefilter.ALL_RULES),
+    ("def f(:\n    jax.pmap\n", prefilter.ALL_RULES),
+])
+def test_referenced_rules(source, rules):
+    """Each file goes through the rules whose references it holds (the pipeline runs no
+    other: the comparisons with every rule run, above and below, hold with that)."""
+    source = source.encode()
+    assert prefilter.referenced_rules(source, prefilter.parse_or_none(source)) == rules
+    if b"def f(:" not in source:
+        assert_same_with_and_without(source)
+
+
 # -- every input the project has -----------------------------------------------------------------
 
 def project_sources() -> list[Path]:

@@ -16,7 +16,7 @@ from conftest import CORPUS, fixture_cases
 from transforms import pipeline
 from transforms.suppressions import Suppressions
 from transforms.target import DEFAULT_TARGET
-from transforms.traversal import transform_module, visit_plan
+from transforms.traversal import TOKEN_TYPES, transform_module, visit_plan
 
 SOURCES = [c / "before.py" for c in fixture_cases()] + sorted(CORPUS.glob("*.py"))
 IDS = [f"{p.parent.name}/{p.name}" for p in SOURCES]
@@ -88,6 +88,21 @@ def test_almost_every_node_type_has_a_plan():
     assert len(without) <= 8, without
 
 
+def test_method_source_is_what_inspect_finds():
+    """visit_plan reads each method's lines itself (inspect.getsource tokenizes them: about
+    four times the cost, paid at every run's start); the text must be the same."""
+    import inspect
+    import textwrap
+
+    from transforms.traversal import _method_source
+
+    types = [t for t in vars(cst).values()
+             if isinstance(t, type) and issubclass(t, cst.CSTNode) and not t.__abstractmethods__]
+    for node_type in types:
+        method = node_type._visit_and_replace_children
+        assert _method_source(method) == textwrap.dedent(inspect.getsource(method)), node_type
+
+
 def _migrate(source: bytes, *, by_libcst_visit: bool, helpers_as_text: bool, monkeypatch):
     if by_libcst_visit:
         monkeypatch.setattr(pipeline, "transform_module", lambda module, runner: module.visit(runner))
@@ -152,3 +167,64 @@ def test_printed_helper_is_libcsts_codegen(name, text, newline, indent):
     statements = _helper_statements(text, newline)
     expected = cst.Module(body=statements, default_newline=newline, default_indent=indent).code
     assert printed_helper(text, newline, indent) == expected
+
+
+def _annotated_node_types(node_type: type) -> set[type] | None:
+    """The node types libcst's field annotations allow below `node_type` (an abstract base
+    stands for its concrete subclasses); None where an annotation says "anything"."""
+    import dataclasses
+    import typing
+
+    concrete = [t for t in vars(cst).values() if isinstance(t, type)
+                and issubclass(t, cst.CSTNode) and not t.__abstractmethods__]
+    hints = typing.get_type_hints(node_type)
+    found: set[type] = set()
+    for field in dataclasses.fields(node_type):
+        pending = [hints[field.name]]
+        while pending:
+            hint = pending.pop()
+            if typing.get_origin(hint) is typing.Literal:
+                continue
+            if typing.get_args(hint):
+                pending.extend(typing.get_args(hint))
+            elif not isinstance(hint, type):
+                return None
+            elif issubclass(hint, cst.CSTNode):
+                found.update(t for t in concrete if issubclass(t, hint))
+    return found
+
+
+@pytest.mark.parametrize("node_type", sorted(TOKEN_TYPES, key=lambda t: t.__name__),
+                         ids=lambda t: t.__name__)
+def test_token_types_hold_only_token_types(node_type):
+    """A subtree the traversal does not enter must not hold a node a rule could hook."""
+    below = _annotated_node_types(node_type)
+    assert below is not None and below <= TOKEN_TYPES, sorted(t.__name__ for t in below - TOKEN_TYPES)
+
+
+def test_token_subtrees_are_not_entered_and_others_are():
+    """RuleRunner skips the token subtrees only while no rule hooks a token type."""
+    from transforms.rule_runner import ModuleFacts, RuleRunner
+
+    class CountsNames(cst.CSTTransformer):
+        def __init__(self):
+            super().__init__()
+            self.names = 0
+
+        def visit_Name(self, node):
+            self.names += 1
+
+    class HooksCommas(CountsNames):
+        commas = 0
+
+        def visit_Comma(self, node):
+            self.commas += 1
+
+    source = b"f(a, (b), c)\nx = [1, 2.5, -3j]  # comment\n"
+    module = cst.parse_module(source)
+    for rule in (CountsNames(), HooksCommas()):
+        runner = RuleRunner([rule], ModuleFacts(module, source))
+        assert (runner.unvisited_types == TOKEN_TYPES) is (type(rule) is CountsNames)
+        assert transform_module(module, runner) is module
+        assert rule.names == 5
+    assert rule.commas == 4

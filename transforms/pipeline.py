@@ -22,7 +22,7 @@ from transforms.imports import apply_queued_imports
 from transforms.module_helpers import provide_helpers
 from transforms.faithful.multiprocess import MultiProcess
 from transforms.faithful.placement import DataPlacement
-from transforms.reading.prefilter import has_reference, might_need_migration, parse_or_none
+from transforms.reading.prefilter import might_need_migration, parse_or_none, referenced_rules
 from transforms.faithful.pmap_sites import PmapToShardMap
 from transforms.faithful.process_idioms import ProcessIdioms
 from transforms.faithful.removed_apis import RemovedApis
@@ -45,8 +45,9 @@ RULES: tuple[type[ReportingTransformer], ...] = (
 )
 
 # Files without any of the rules' words (`might_need_migration`) cannot hold a site, and files
-# with words but without a reference to an API the rules act on (`has_reference`) cannot get a
-# change or a finding: neither is parsed by libcst (transforms/reading/prefilter.py).
+# with words but without a reference to an API the rules act on (`referenced_rules`) cannot get
+# a change or a finding: neither is parsed by libcst (transforms/reading/prefilter.py). Of the
+# others, each goes through the rules whose references it holds.
 _UNPARSED = object()
 
 
@@ -89,14 +90,17 @@ def run_rules(
     helper_module: str | None = None,
     *,
     helpers_as_text: bool = False,
+    rule_names: frozenset[str] | None = None,
 ) -> tuple[cst.Module, list[Finding]]:
     """Every rule over `module` in one traversal with one shared context, then the helpers
     and imports any rule asked for, each added once. `source`: the bytes `module` was parsed
     from, and `syntax_tree` their `ast`, when the caller has them. `helper_module`: import the
     helpers from this module instead of defining them. `helpers_as_text`: for a caller that
-    only wants the module's code (module_helpers.HelperText). Findings are sorted and include
-    unused suppressions."""
-    rules = [rule_class(context, target, suppressions) for rule_class in RULES]
+    only wants the module's code (module_helpers.HelperText). `rule_names`: only these of
+    RULES (prefilter.referenced_rules: the others can do nothing here), in RULES' order.
+    Findings are sorted and include unused suppressions."""
+    rules = [rule_class(context, target, suppressions) for rule_class in RULES
+             if rule_names is None or rule_class.__name__ in rule_names]
     source = module.bytes if source is None else source
     facts = (ModuleFacts(module, source) if syntax_tree is _UNPARSED
              else ModuleFacts(module, source, syntax_tree))
@@ -120,13 +124,15 @@ def migrate_source(
     precise_prefilter: bool = True,
     helper_module: str | None = None,
     style: str = "faithful",
+    rule_names: frozenset[str] | None = None,
 ) -> MigrationResult:
     """Migrate one module. Raises libcst.ParserSyntaxError if `source` does not parse.
 
     `ignored`: finding codes the project configuration turns off here; a site whose finding
     is ignored is left alone (ignoring PM100 means "do not migrate"). `syntax_tree`:
     `ast.parse(source)` (None if it fails) when the caller has it. `precise_prefilter=False`
-    sends every file with a rule's word to libcst (for tests that compare the two).
+    sends every file with a rule's word to libcst, through every rule (for tests that compare
+    the two). `rule_names`: `referenced_rules(source, syntax_tree)` when the caller has it.
     `helper_module`: a dotted module name the helpers are imported from instead of being
     defined here.
     `style`: "faithful", or "global" (transforms/global_view first, the rules on what is left).
@@ -134,11 +140,12 @@ def migrate_source(
     unchanged = MigrationResult(source=source, findings=[], _original=source)
     if not might_need_migration(source):
         return unchanged
-    if precise_prefilter:
+    if precise_prefilter and rule_names is None:
         if syntax_tree is _UNPARSED:
             syntax_tree = parse_or_none(source)
-        if not has_reference(source, syntax_tree):
-            return unchanged
+        rule_names = referenced_rules(source, syntax_tree)
+    if rule_names is not None and not rule_names:
+        return unchanged
     if style == "global" and "PM100" not in ignored:
         from transforms.global_view.pipeline_hook import migrate_global_then_faithful
 
@@ -148,6 +155,6 @@ def migrate_source(
     context = CodemodContext()
     module, findings = run_rules(
         module, context, target, Suppressions.from_source(source, ignored), source, syntax_tree,
-        helper_module, helpers_as_text=True,
+        helper_module, helpers_as_text=True, rule_names=rule_names,
     )
     return MigrationResult(source=module.bytes, findings=findings, _original=source)

@@ -33,6 +33,7 @@ from libcst.metadata.base_provider import LazyValue
 from libcst.metadata.position_provider import NEWLINE_RE
 
 from transforms.reading.names import ImportTable, parse_or_none
+from transforms.traversal import TOKEN_TYPES
 
 _MISSING = object()
 _NOTHING: frozenset[str] = frozenset()
@@ -49,14 +50,18 @@ class ModuleFacts:
         # The standard ast, for cheap whole-module questions; parsed once per file.
         self.syntax_tree = parse_or_none(source) if syntax_tree is _MISSING else syntax_tree
         self.imports = ImportTable.from_tree(self.syntax_tree)
-        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        # By id(node): libcst's __hash__ is a Python function, and the keys are the input
+        # module's nodes, alive as long as it is.
+        self.parents: dict[int, cst.CSTNode] = {}
         self._wrapper: MetadataWrapper | None = None
         self._resolved: dict[type, object] = {}
         self._all_parents = False
         self._unplaced: list[tuple[object, cst.CSTNode]] = []
-        self._recorded_below: set[cst.CSTNode] = set()
+        self._recorded_below: set[int] = set()
         self._qualified: dict[cst.CSTNode, frozenset[str]] = {}
         self._by_name: dict[str, frozenset[str]] = {}
+        self._last_asked: cst.CSTNode | None = None
+        self._last_answer: frozenset[str] = _NOTHING
         self.stack: list[cst.CSTNode] = []  # the traversal's current path (set by RuleRunner)
 
     def _metadata(self, provider: type) -> dict:
@@ -90,16 +95,16 @@ class ModuleFacts:
         ]
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        found = self.parents.get(node, _MISSING)
+        found = self.parents.get(id(node), _MISSING)
         if found is _MISSING and self.stack:
             # Rules look a little ahead of the walk (a call's function, an argument's value):
             # most such nodes are a child or grandchild of the node being visited.
             found = _parent_below(self.stack[-1], node)
             if found is not None:
-                self.parents[node] = found
+                self.parents[id(node)] = found
                 return found
             found = _MISSING
-        if found is _MISSING and self.stack and self.stack[-1] not in self._recorded_below:
+        if found is _MISSING and self.stack and id(self.stack[-1]) not in self._recorded_below:
             # Rules look a little ahead of the walk (a call's function, its arguments): record
             # the parents below the node being visited before walking the whole module.
             top = self.stack[-1]
@@ -107,19 +112,27 @@ class ModuleFacts:
             recorder.stack.append(top)
             for child in top.children:
                 child.visit(recorder)
-            self._recorded_below.add(top)
-            found = self.parents.get(node, _MISSING)
+            self._recorded_below.add(id(top))
+            found = self.parents.get(id(node), _MISSING)
         if found is _MISSING and not self._all_parents:
             # A node the traversal has not reached yet: record every parent once (a plain
             # visit, a third of what ParentNodeProvider costs).
             self.module.visit(_ParentRecorder(self.parents))
             self._all_parents = True
-            found = self.parents.get(node, _MISSING)
+            found = self.parents.get(id(node), _MISSING)
         return None if found is _MISSING else found
 
     def qualified(self, node: cst.CSTNode) -> frozenset[str]:
         """Asked by several rules for the same node: computed once per node (a Name's, once
-        per spelling, as ImportTable.qualified gives it)."""
+        per spelling, as ImportTable.qualified gives it). The rules ask one after the other
+        about the node being visited, so the last answer is kept at hand."""
+        if node is self._last_asked:
+            return self._last_answer
+        names = self._qualified_uncached(node)
+        self._last_asked, self._last_answer = node, names
+        return names
+
+    def _qualified_uncached(self, node: cst.CSTNode) -> frozenset[str]:
         if type(node) is cst.Name and not self.imports.needs_scope_analysis:
             names = self._by_name.get(node.value)
             if names is None:
@@ -128,8 +141,10 @@ class ModuleFacts:
                 return names  # refers to nothing, whatever its parent
             # `pmap` in `jax.pmap` is no reference by itself. (Asking for the parent of a node
             # the traversal has not reached yet costs a walk of the module.)
+            # (`type(...) is`: libcst's node classes are ABCs, and an isinstance that fails
+            # goes through ABCMeta; nothing derives from Attribute.)
             parent = self.parent(node)
-            return _NOTHING if isinstance(parent, cst.Attribute) and parent.attr is node else names
+            return _NOTHING if type(parent) is cst.Attribute and parent.attr is node else names
         found = self._qualified.get(node)
         if found is None:
             found = self._qualified[node] = frozenset(self._qualify(node))
@@ -149,16 +164,21 @@ def _child_fields(node_type: type) -> tuple[str, ...]:
     return tuple(field.name for field in dataclasses.fields(node_type))
 
 
+@functools.cache
+def _is_node_type(value_type: type) -> bool:
+    return issubclass(value_type, cst.CSTNode)
+
+
 def _children_by_field(node: cst.CSTNode):
     """The node's children from its dataclass fields, without libcst's `children`, which
     rebuilds the node to find them."""
     for name in _child_fields(type(node)):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
+        if _is_node_type(type(value)):
             yield value
         elif type(value) in (tuple, list):
             for item in value:
-                if isinstance(item, cst.CSTNode):
+                if _is_node_type(type(item)):
                     yield item
 
 
@@ -197,9 +217,12 @@ class _StartsOfWanted(CodegenState):
         # An indented block's syntactic start is its first statement's (libcst hoists it).
         self.wanted.update(node.body[0] for node in wanted
                            if isinstance(node, cst.IndentedBlock) and node.body)
-        self.remaining = set(self.wanted)
+        # Membership by id: every node passes these tests, and libcst's __hash__ is a Python
+        # call (the wanted nodes belong to the module, so their ids stay theirs).
+        self._wanted = {id(node) for node in self.wanted}
+        self.remaining = set(self._wanted)
         self.starts: dict[cst.CSTNode, CodePosition] = {}
-        self._inclusive: dict[cst.CSTNode, CodePosition] = {}
+        self._inclusive: dict[int, CodePosition] = {}
 
     def add_indent_tokens(self) -> None:
         for token in self.indent_tokens:
@@ -215,18 +238,18 @@ class _StartsOfWanted(CodegenState):
             self.column += len(value)
 
     def before_codegen(self, node: cst.CSTNode) -> None:
-        if node in self.wanted:
-            self._inclusive[node] = CodePosition(self.line, self.column)
+        if id(node) in self._wanted:
+            self._inclusive[id(node)] = CodePosition(self.line, self.column)
 
     def after_codegen(self, node: cst.CSTNode) -> None:
-        if node in self.remaining:
-            self.starts.setdefault(node, self._inclusive[node])
-            self.remaining.discard(node)
+        if id(node) in self.remaining:
+            self.starts.setdefault(node, self._inclusive[id(node)])
+            self.remaining.discard(id(node))
             if not self.remaining:
                 raise _AllPlaced
 
     def record_syntactic_position(self, node, *, start_node=None, end_node=None):
-        if node not in self.wanted:
+        if id(node) not in self._wanted:
             return _NOT_WANTED
         return self._syntactic(node, start_node)
 
@@ -258,7 +281,7 @@ class _ParentRecorder(cst.CSTVisitor):
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if self.stack:
-            self.parents[node] = self.stack[-1]
+            self.parents[id(node)] = self.stack[-1]
         self.stack.append(node)
         return True
 
@@ -297,12 +320,17 @@ class RuleRunner(cst.CSTTransformer):
     def __init__(self, rules: Sequence[cst.CSTTransformer], facts: ModuleFacts):
         super().__init__()
         self.facts = facts
-        self._visits: dict[str, list[tuple[int, object]]] = {}
-        self._leaves: dict[str, list[tuple[int, object]]] = {}
+        # Keyed by the node class libcst names `visit_<Type>` after.
+        self._visits: dict[type, list[tuple[int, object]]] = {}
+        self._leaves: dict[type, list[tuple[int, object]]] = {}
         for index, rule in enumerate(rules):
             for kind, node_type, attribute in _hooks(type(rule)):
                 table = self._visits if kind == "visit" else self._leaves
-                table.setdefault(node_type, []).append((index, getattr(rule, attribute)))
+                table.setdefault(getattr(cst, node_type), []).append((index, getattr(rule, attribute)))
+        # Subtrees of whitespace, punctuation and the like are not entered when no rule hooks
+        # any of those types (transforms/traversal.py).
+        hooked = self._visits.keys() | self._leaves.keys()
+        self.unvisited_types = frozenset() if hooked & TOKEN_TYPES else TOKEN_TYPES
         # A rule whose visit_ returned False hears nothing below that node, as in libcst.
         self._muted_at: list[cst.CSTNode | None] = [None] * len(rules)
         self._muted = 0  # how many entries of _muted_at are set
@@ -311,9 +339,9 @@ class RuleRunner(cst.CSTTransformer):
     def on_visit(self, node: cst.CSTNode) -> bool:
         stack = self._stack
         if stack:
-            self.facts.parents[node] = stack[-1]
+            self.facts.parents[id(node)] = stack[-1]
         stack.append(node)
-        visits = self._visits.get(type(node).__name__)
+        visits = self._visits.get(type(node))
         if visits:
             muted_at = self._muted_at
             for index, visit in visits:
@@ -324,7 +352,7 @@ class RuleRunner(cst.CSTTransformer):
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
         self._stack.pop()
-        leaves = self._leaves.get(type(original_node).__name__)
+        leaves = self._leaves.get(type(original_node))
         if leaves:
             for index, leave in leaves:
                 muted = self._muted_at[index]

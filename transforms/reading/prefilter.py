@@ -9,7 +9,8 @@
    handed on to ModuleFacts, so a file that does is still parsed once by each parser.
 
 Stage 2 must never skip a file in which a rule would change or report something, so it errs
-towards "yes". A file has a reference when it holds any of:
+towards "yes". It also says which rules (`referenced_rules`): a file goes only through the
+rules whose references it holds (a pmap-only file skips RemovedApis' and ConfigFlags' hooks). A file has a reference when it holds any of:
 - a name or dotted name that any resolution libcst could give it makes one of the qualified
   names the rules act on (`RULE_REFERENCES`): every import target a local name has anywhere in
   the file counts, so does the dotted text itself (scope analysis names an attribute of a
@@ -108,14 +109,27 @@ def parse_or_none(source: bytes) -> ast.Module | None:
         return None
 
 
+ALL_RULES = frozenset(RULE_REFERENCES)
+
+
 def has_reference(source: bytes, tree: ast.Module | None) -> bool:
     """Whether any rule could change or report something in the module (`tree` is
     `ast.parse(source)`, or None when it does not parse). False only when none can."""
+    return bool(referenced_rules(source, tree))
+
+
+def referenced_rules(source: bytes, tree: ast.Module | None) -> frozenset[str]:
+    """The rules (class names, RULE_REFERENCES' keys) that could change or report something
+    in the module: each rule whose references the module holds. A rule left out can do
+    nothing here, so the pipeline need not run it. Every rule for a module the `ast` cannot
+    read or with a suppression comment (a suppression no rule uses is a finding)."""
     if tree is None or SUPPRESSION_WORD in source:
-        return True
+        return ALL_RULES
+    found = _References(tree).found()
     if FLAG.encode() in source.lower() and _names_flag_in_strings(source):
-        return True
-    return _References(tree).found()
+        found.add(f"jax.config.{FLAG}")
+    return frozenset(rule for rule, (names, attributes) in RULE_REFERENCES.items()
+                     if not found.isdisjoint(names) or not found.isdisjoint(attributes))
 
 
 class _References:
@@ -127,7 +141,9 @@ class _References:
         self.star_modules: list[str] = []
         self.names: set[str] = set()  # ids of Name nodes (each may be a reference)
         self.dotted: list[tuple[str, str]] = []  # (root name, ".attr.attr") of attributes
-        self.direct = False  # an import of a referenced name, or a class shadowing one
+        # Referenced names and attributes found without resolving a name: attributes matched
+        # by their name, imports of a referenced name, the names a class shadows.
+        self.direct: set[str] = set()
         self._walk(tree)
 
     def _walk(self, tree: ast.Module) -> None:
@@ -137,7 +153,7 @@ class _References:
                 self.names.add(node.id)
             elif kind is ast.Attribute:
                 if node.attr in REFERENCED_ATTRIBUTES:
-                    self.direct = True
+                    self.direct.add(node.attr)
                 elif node.attr in _LAST_PARTS:
                     self._note_attribute(node)
             elif kind is ast.Import:
@@ -154,13 +170,14 @@ class _References:
                     dotted = f"{base}.{alias.name}" if node.module else f"{base}{alias.name}"
                     self._imported(alias.asname or alias.name, dotted, dotted)
             elif kind is ast.ClassDef and node.name in _FIRST_PARTS:
-                self.direct = True
+                self.direct.update(name for name in REFERENCED_NAMES
+                                   if name.partition(".")[0] == node.name)
 
     def _imported(self, local: str, target: str, full: str) -> None:
         self.targets.setdefault(local, set()).add(target)
         parts = full.split(".")
-        if any(".".join(parts[:i]) in REFERENCED_NAMES for i in range(1, len(parts) + 1)):
-            self.direct = True
+        prefixes = (".".join(parts[:i]) for i in range(1, len(parts) + 1))
+        self.direct.update(prefix for prefix in prefixes if prefix in REFERENCED_NAMES)
 
     def _note_attribute(self, node: ast.Attribute) -> None:
         """Record `root` and `.a.b` for an attribute chain, walking through calls and
@@ -186,17 +203,17 @@ class _References:
         meanings.update(f"{module}.{name}" for module in self.star_modules)
         return meanings
 
-    def found(self) -> bool:
-        if self.direct:
-            return True
+    def found(self) -> set[str]:
+        """The referenced names and attributes the module holds."""
+        found = set(self.direct)
         for name in self.names:
             if name in self.targets or self.star_modules:
-                if self._meanings(name) & REFERENCED_NAMES:
-                    return True
-        return any(
-            f"{meaning}{rest}" in REFERENCED_NAMES
-            for root, rest in self.dotted for meaning in self._meanings(root)
+                found |= self._meanings(name) & REFERENCED_NAMES
+        found.update(
+            f"{meaning}{rest}" for root, rest in self.dotted for meaning in self._meanings(root)
+            if f"{meaning}{rest}" in REFERENCED_NAMES
         )
+        return found
 
 
 def names_flag(value: str) -> bool:
