@@ -104,7 +104,8 @@ class DonatedReads:
             self._closed_over(self.function, name)
 
     def _closed_over(self, node, name) -> None:
-        hit = self.held.get(name, set()) & self.state.donated
+        held = self.held.get(name, set())
+        hit = {t for t in self.state.donated if t in held or ("node", t[1]) in held}
         if hit:
             raise Blocker(CODE, node, f"`{name}` may hold {self._what(hit)}, which "
                           f"{self._donor(hit)}; it is visible outside this function's own "
@@ -112,8 +113,13 @@ class DonatedReads:
                           "be ruled out")
 
     # -- messages -------------------------------------------------------------------------
+    def _named(self, tokens) -> Token:
+        """The token a message names: a recognised producer's, else the latest value's."""
+        return max(tokens, key=lambda t: (self.origin.get(t) is not None
+                                          and id(self.origin[t]) in self.produced, self._line(t)))
+
     def _what(self, tokens) -> str:
-        token = min(tokens, key=self._line)
+        token = self._named(tokens)
         kind, value = token
         if kind == "parameter":
             return f"the parameter `{value}` (its producer is not in sight)"
@@ -125,7 +131,7 @@ class DonatedReads:
         return f"the value of `{text}` (line {node.lineno})"
 
     def _donor(self, tokens) -> str:
-        call, site = self.donors[min(tokens, key=self._line)]
+        call, site = self.donors[self._named(tokens)]
         return f"{site.label} donates at line {call.lineno}"
 
     def _line(self, token) -> int:
@@ -365,6 +371,9 @@ class DonatedReads:
             return self.state.names[name]
         if name in self.local:
             return frozenset()  # not bound on this path yet
+        if name in self.module.imported or name in self.module.functions or any(
+                isinstance(s, ast.ClassDef) and s.name == name for s in self.module.tree.body):
+            return frozenset()  # a module, function or class, not an array
         return frozenset({("global", name)})
 
     # -- expressions ----------------------------------------------------------------------
@@ -535,8 +544,17 @@ class DonatedReads:
             and self.qualify(s.value.func) in SAFE_PRODUCERS for s in body)
 
     def _token(self, node) -> Token:
+        """The token of the value `node` makes now. A value it made before that a step may
+        have deleted keeps its status under an "earlier" token: this one is fresh."""
         token = ("node", id(node))
         self.origin.setdefault(token, node)
+        if token in self.state.donated:
+            earlier = ("earlier", id(node))
+            self.origin[earlier] = node
+            self.donors.setdefault(earlier, self.donors[token])
+            rename = {name: (tokens - {token}) | {earlier} if token in tokens else tokens
+                      for name, tokens in self.state.names.items()}
+            self.state = State(rename, (self.state.donated - {token}) | {earlier})
         return token
 
 
@@ -601,7 +619,11 @@ def _ends_early(loop: ast.For) -> bool:
 
 
 def _free_names(node) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    """The names a closure reads that it does not bind itself (its parameters, its stores)."""
+    bound = {a.arg for a in ast.walk(node) if isinstance(a, ast.arg)}
+    bound |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+            and n.id not in bound}
 
 
 def _module_ints(tree: ast.Module) -> dict[str, int]:
