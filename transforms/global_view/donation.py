@@ -141,10 +141,10 @@ class DonatedReads:
     def _deleted_read(self, read: ast.AST, tokens, raises: bool) -> Blocker:
         effect = ("the read raises `Array has been deleted` where the original computes" if raises
                   else "`is_deleted()` gives True where the original gives False")
-        return Blocker(CODE, read, f"`{_short(read)}` reads {self._what(tokens)} after "
-                       f"{self._donor(tokens)}: pmap donated a copy of it (not laid out for "
-                       f"pmap), so the original keeps it, but the migrated jit deletes it, and "
-                       f"{effect}")
+        return Blocker(CODE, read, f"`{_short(read)}` is read after {self._donor(tokens)} and "
+                       f"may hold {self._what(tokens)}: pmap donated a copy of that value (not "
+                       f"laid out for pmap), so the original keeps it, but the migrated jit "
+                       f"deletes it, and {effect}")
 
     # -- statements -----------------------------------------------------------------------
     def _block(self, statements) -> None:
