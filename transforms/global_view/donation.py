@@ -47,7 +47,7 @@ class State:
     names: dict  # name -> frozenset of tokens it may hold
     donated: frozenset  # tokens a donating call may have deleted
 
-    def join(self, other: "State | None") -> "State":
+    def join(self, other: State | None) -> State:
         if other is None:
             return self
         names = {n: self.names.get(n, frozenset()) | other.names.get(n, frozenset())
@@ -79,8 +79,8 @@ class DonatedReads:
                                       *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]
                       if a is not None]
         self.local |= set(parameters)
-        self.escaping = {name for n in ast.walk(function) if isinstance(n, (ast.Global, ast.Nonlocal))
-                         for name in n.names}
+        self.escaping = {name for n in ast.walk(function)
+                         if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
         self.introspects = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
                                and n.func.id in ("locals", "vars", "exec", "eval")
                                for n in ast.walk(function))
@@ -89,7 +89,7 @@ class DonatedReads:
         self.donors: dict[Token, tuple[ast.Call, Site]] = {}
         self.loops: list[_Loop] = []
         self.guarded = 0  # inside try / with: an exception may skip a loop's later iterations
-        self.tolerated: set[int] = set()  # statements whose is_deleted() read may see a deleted value
+        self.tolerated: set[int] = set()  # statements whose is_deleted() may see a deleted value
         self.collectors: list[list[State]] = []  # the states an active try's handlers may see
         self.held: dict[str, set] = {}  # every token a name ever held (closures, globals)
         self.closures: list[tuple[ast.AST, set[str]]] = []
@@ -474,10 +474,10 @@ class DonatedReads:
         passed = frozenset().union(*(self._eval(a) for a in arguments))
         if id(call) in self.produced:
             return self._produced(call, self.produced[id(call)], passed | receiver)
+        builtin = isinstance(call.func, ast.Name) and call.func.id in SCALAR_BUILTINS \
+            and call.func.id not in self.module.table.bound_otherwise
         if name.startswith("numpy.") and isinstance(call.func, ast.Attribute) \
-                or name in HOST_RESULTS or (isinstance(call.func, ast.Name)
-                                            and call.func.id in SCALAR_BUILTINS
-                                            and call.func.id not in self.module.table.bound_otherwise):
+                or name in HOST_RESULTS or builtin:
             return frozenset()  # a numpy array or a host scalar: never deleted
         if isinstance(call.func, ast.Name) and self._returns_safe(call.func.id):
             return frozenset()
@@ -598,7 +598,8 @@ def _root_name(node) -> str | None:
 def _is_method(call: ast.Call, method: str) -> bool:
     if isinstance(call.func, ast.Attribute) and call.func.attr == method:
         return True
-    return len(call.args) == 1 and isinstance(call.args[0], ast.Call) and _is_method(call.args[0], method)
+    return len(call.args) == 1 and isinstance(call.args[0], ast.Call) \
+        and _is_method(call.args[0], method)
 
 
 def _ends_early(loop: ast.For) -> bool:
@@ -621,7 +622,8 @@ def _ends_early(loop: ast.For) -> bool:
 def _free_names(node) -> set[str]:
     """The names a closure reads that it does not bind itself (its parameters, its stores)."""
     bound = {a.arg for a in ast.walk(node) if isinstance(a, ast.arg)}
-    bound |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    bound |= {n.id for n in ast.walk(node)
+              if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
             and n.id not in bound}
 
@@ -639,7 +641,8 @@ def _module_ints(tree: ast.Module) -> dict[str, int]:
     for statement in tree.body:
         if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
                 and isinstance(statement.targets[0], ast.Name) \
-                and isinstance(statement.value, ast.Constant) and type(statement.value.value) is int \
+                and isinstance(statement.value, ast.Constant) \
+                and type(statement.value.value) is int \
                 and stores.get(statement.targets[0].id) == 1:
             found[statement.targets[0].id] = statement.value.value
     return found
