@@ -25,7 +25,8 @@ equivalent to the original (outputs, collectives, donation).
   DONATED_STACKS) and one false difference in the check (TWO_DONATING_STEPS), nothing else.
   A later 500-program run found 15 programs reading a donated stack after the call
   (DONATED_STACKS, "stack_is_deleted_read"); with PM610 a 500-program run checked all 500
-  equivalent (189 with global sites, 32 PM610 fallbacks, all of them one-trip reads).
+  equivalent (189 with global sites, 32 PM610 fallbacks; in a separate sample of 800 draws
+  every PM610 was a read after a one-trip step, none after two or more trips).
 """
 
 from __future__ import annotations
