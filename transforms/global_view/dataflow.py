@@ -19,6 +19,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from transforms.global_view.axes import plan_axes
+from transforms.global_view.donation import check_donated_reads
 from transforms.global_view.expressions import ExpressionsMixin
 from transforms.global_view.idioms import IdiomsMixin
 from transforms.global_view.instances import InstancesMixin
@@ -82,6 +83,8 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, IdiomsMixin):
         self.returns: list[tuple[ast.AST, Kind]] = []
         self.producers: dict[str, ast.AST] = {}
         self.yields: list[tuple[ast.AST, Kind]] = []  # a followed generator's yielded values
+        self.site_calls: dict[int, Site] = {}  # calls of sites, by node id (donation.py)
+        self.produced: dict[int, str] = {}  # recognised producer calls -> qualified name
         # `x[i]["key"]`: x[i] is a container (an array row has no string keys), so x is a
         # list or tuple of trees and x[i] one of them, not a row of the device axis.
         self.container_rows = {id(n.value) for n in ast.walk(function)
@@ -126,6 +129,7 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, IdiomsMixin):
             raise Blocker("PM605", self.function, "the name `mesh` the global style binds is "
                           "already used in this function")
         self._analyse_body()
+        check_donated_reads(self)
         plan = plan_axes(self, DEFAULT_AXIS)  # several axis names: one mesh each (axes.py)
         layouts = self._layouts()
         return CallerResult(self.specs, self.modes, plan.axis, self.edits, layouts,

@@ -169,6 +169,7 @@ class ExpressionsMixin:
                 return Kind("devcount")
         produced = self._producer(call, name)
         if produced is not None:
+            self.produced[id(call)] = name
             return produced
         consumed = self._consumer(call, name)
         if consumed is not None:
@@ -420,6 +421,7 @@ class ExpressionsMixin:
 
     # -- the step itself ------------------------------------------------------------------
     def _site_call(self, call: ast.Call, site: Site) -> Kind:
+        self.site_calls[id(call)] = site
         if call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
             raise Blocker("PM603", call, f"{site.label} called with keywords or *args (pmap "
                           "maps keyword arguments on axis 0; one in_specs tuple describes "

@@ -1,0 +1,30 @@
+"""A donated stack's is_deleted() flag, overwritten on every trip of a constant loop: only the
+last trip's flag survives, and by then the donated value is a step's result, which pmap deletes
+too. The first trip's read of the stack itself is never observed, so run() goes global."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+EPOCHS = 3
+
+
+@functools.partial(jax.pmap, axis_name="batch", donate_argnums=(0,))
+def train_step(params, x):
+    grads = jax.lax.pmean(jnp.mean(x, axis=0), "batch")
+    return jax.tree_util.tree_map(lambda p: p - 0.1 * grads, params), jax.lax.pmean(jnp.sum(x), "batch")
+
+
+def run():
+    n = jax.local_device_count()
+    params = {"w": jnp.stack([jnp.ones((3,), jnp.float32)] * n)}
+    x = np.arange(n * 6, dtype=np.float32).reshape(n, 2, 3)
+    losses = []
+    deleted = False
+    for _ in range(EPOCHS):
+        old = params
+        params, loss = train_step(params, x)
+        losses.append(float(loss[0]))
+        deleted = np.asarray(old["w"].is_deleted())
+    return {"w": np.asarray(params["w"][0]), "losses": np.asarray(losses), "deleted": deleted}

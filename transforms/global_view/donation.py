@@ -1,0 +1,653 @@
+"""Reads of a donated value after the call: the one donation difference the global style
+cannot mimic.
+
+pmap copies a donated argument that is not laid out for it (a `jnp.stack([w] * n)` lives on
+one device, a reshaped batch on one device or on the host) and deletes only its copy, so the
+value itself survives the call. The migrated step is a jit, which deletes exactly the array
+it is given, and under the mesh every producer the migration can write (`jnp.asarray`,
+`device_put(x, P())`) lands on the mesh and is deleted too. So a read of such a value after
+the donating call differs: `is_deleted()` gives True where the original gives False, and any
+other use raises "Array has been deleted" where the original computed.
+
+Safe, because pmap deletes them as well or because nothing deletes them: a step's own
+results, `device_put_replicated` / flax `replicate` / `device_put_sharded` placements (and
+module helpers that only return one), numpy arrays. Every other value is "unsafe" and gets a
+token; the walk below follows, flow-sensitively, which names (and aliases: `old = params`,
+`old["w"]`, tuple unpacking, containers, calls that may hand an argument back) may hold which
+tokens, and which tokens a donating call may have deleted. Loops run to a fixpoint, so a
+value donated on one iteration and read on the next is seen.
+
+One read is allowed: `d = old.is_deleted()` (or `np.asarray` / `bool` of it) as a top-level
+statement of a `for _ in range(K)` loop with a constant K >= 2, where `d` is read nowhere in
+the loop and the loop cannot end early. Only the last iteration's `d` survives; the first
+iteration is analysed apart (peeled), so the read is allowed only if it is safe from the
+second iteration on, that is on the last one (pmap's own results are deleted in both).
+Anything else found raises a PM610 `Blocker` naming the read's line, and the caller falls back.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+from transforms.global_view.sites import Blocker, Site
+from transforms.global_view.values import AS_ARRAY, REPLICATE, TO_SCALAR, TREE_MAP
+
+CODE = "PM610"
+SAFE_PRODUCERS = REPLICATE | {"jax.device_put_sharded"}  # pmap's own layout: pmap deletes them too
+HOST_RESULTS = TO_SCALAR | {"jax.device_get", "builtins.len", "builtins.isinstance"}
+SCALAR_BUILTINS = {"float", "int", "bool", "len", "isinstance", "str"}
+LIMIT = 50  # fixpoint rounds of one loop (the sets only grow, so it settles far sooner)
+
+Token = tuple  # ("node", id) | ("parameter", name) | ("global", name)
+
+
+@dataclasses.dataclass(frozen=True)
+class State:
+    names: dict  # name -> frozenset of tokens it may hold
+    donated: frozenset  # tokens a donating call may have deleted
+
+    def join(self, other: State | None) -> State:
+        if other is None:
+            return self
+        names = {n: self.names.get(n, frozenset()) | other.names.get(n, frozenset())
+                 for n in {*self.names, *other.names}}
+        return State(names, self.donated | other.donated)
+
+
+@dataclasses.dataclass
+class _Loop:
+    breaks: State | None = None
+    continues: State | None = None
+
+
+class DonatedReads:
+    """One caller of global sites: `site_calls` are its calls of sites (by node id),
+    `produced` the producers the caller analysis recognised (node id -> qualified name)."""
+
+    def __init__(self, function: ast.FunctionDef, site_calls: dict[int, Site],
+                 produced: dict[int, str], module, qualify):
+        self.function = function
+        self.site_calls = site_calls
+        self.produced = produced
+        self.module = module
+        self.qualify = qualify
+        self.local = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)
+                      and isinstance(n.ctx, (ast.Store, ast.Del))}
+        arguments = function.args
+        parameters = [a.arg for a in [*arguments.posonlyargs, *arguments.args,
+                                      *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]
+                      if a is not None]
+        self.local |= set(parameters)
+        self.escaping = {name for n in ast.walk(function)
+                         if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
+        self.introspects = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                               and n.func.id in ("locals", "vars", "exec", "eval")
+                               for n in ast.walk(function))
+        self.state = State({p: frozenset({("parameter", p)}) for p in parameters}, frozenset())
+        self.origin: dict[Token, ast.AST] = {}
+        self.donors: dict[Token, tuple[ast.Call, Site]] = {}
+        self.loops: list[_Loop] = []
+        self.guarded = 0  # inside try / with: an exception may skip a loop's later iterations
+        self.tolerated: set[int] = set()  # statements whose is_deleted() may see a deleted value
+        self.collectors: list[list[State]] = []  # the states an active try's handlers may see
+        self.held: dict[str, set] = {}  # every token a name ever held (closures, globals)
+        self.closures: list[tuple[ast.AST, set[str]]] = []
+
+    # -- driver ---------------------------------------------------------------------------
+    def run(self) -> None:
+        self._block(self.function.body)
+        for node, names in self.closures:  # a closure may read its names at any later time
+            for name in sorted(names):
+                self._closed_over(node, name)
+        for name in sorted(self.escaping):
+            self._closed_over(self.function, name)
+
+    def _closed_over(self, node, name) -> None:
+        held = self.held.get(name, set())
+        hit = {t for t in self.state.donated if t in held or ("node", t[1]) in held}
+        if hit:
+            raise Blocker(CODE, node, f"`{name}` may hold {self._what(hit)}, which "
+                          f"{self._donor(hit)}; it is visible outside this function's own "
+                          "statements (a closure, global or nonlocal), so a later read cannot "
+                          "be ruled out")
+
+    # -- messages -------------------------------------------------------------------------
+    def _named(self, tokens) -> Token:
+        """The token a message names: a recognised producer's, else the latest value's."""
+        return max(tokens, key=lambda t: (self.origin.get(t) is not None
+                                          and id(self.origin[t]) in self.produced, self._line(t)))
+
+    def _what(self, tokens) -> str:
+        token = self._named(tokens)
+        kind, value = token
+        if kind == "parameter":
+            return f"the parameter `{value}` (its producer is not in sight)"
+        if kind == "global":
+            return f"the module-level `{value}`"
+        node = self.origin[token]
+        text = ast.unparse(node)
+        text = text if len(text) <= 50 else text[:47] + "..."
+        return f"the value of `{text}` (line {node.lineno})"
+
+    def _donor(self, tokens) -> str:
+        call, site = self.donors[self._named(tokens)]
+        return f"{site.label} donates at line {call.lineno}"
+
+    def _line(self, token) -> int:
+        node = self.origin.get(token)
+        return getattr(node, "lineno", 0)
+
+    def _deleted_read(self, read: ast.AST, tokens, raises: bool) -> Blocker:
+        effect = ("the read raises `Array has been deleted` where the original computes" if raises
+                  else "`is_deleted()` gives True where the original gives False")
+        return Blocker(CODE, read, f"`{_short(read)}` is read after {self._donor(tokens)} and "
+                       f"may hold {self._what(tokens)}: pmap donated a copy of that value (not "
+                       f"laid out for pmap), so the original keeps it, but the migrated jit "
+                       f"deletes it, and {effect}")
+
+    # -- statements -----------------------------------------------------------------------
+    def _block(self, statements) -> None:
+        for statement in statements:
+            self._statement(statement)
+            for collected in self.collectors:
+                collected.append(self.state)
+
+    def _statement(self, s) -> None:
+        if isinstance(s, (ast.Assign, ast.AnnAssign)):
+            if s.value is None:
+                return
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            elements = None  # `a, b = x, y`: element by element
+            if isinstance(s.value, (ast.Tuple, ast.List)) and not any(
+                    isinstance(e, ast.Starred) for e in s.value.elts):
+                elements = [self._eval_alias(e) for e in s.value.elts]
+                tokens = frozenset().union(*elements)
+            else:
+                tokens = self._value(s.value, statement=s)
+            for target in targets:
+                self._bind(target, tokens, elements)
+        elif isinstance(s, ast.AugAssign):
+            tokens = self._eval(s.value)
+            if isinstance(s.target, ast.Name):
+                tokens |= self._read(s.target, s.target.id)
+            else:
+                tokens |= self._eval(s.target)
+            self._bind(s.target, tokens | {self._token(s)})
+        elif isinstance(s, ast.Expr):
+            self._eval(s.value)
+        elif isinstance(s, ast.For):
+            tokens = self._eval(s.iter)
+            self._loop(s, lambda: self._bind(s.target, tokens))
+        elif isinstance(s, ast.While):
+            self._loop(s, lambda: self._eval(s.test))
+        elif isinstance(s, ast.If):
+            self._eval(s.test)
+            entry = self.state
+            self._block(s.body)
+            after_body, self.state = self.state, entry
+            self._block(s.orelse)
+            self.state = self.state.join(after_body)
+        elif isinstance(s, ast.With):
+            for item in s.items:
+                tokens = self._eval(item.context_expr)
+                if item.optional_vars is not None:
+                    self._bind(item.optional_vars, tokens)
+            self.guarded += 1
+            self._block(s.body)
+            self.guarded -= 1
+        elif isinstance(s, ast.Try):
+            self._try(s)
+        elif isinstance(s, ast.Return):
+            if s.value is not None:
+                self._eval(s.value)
+        elif isinstance(s, ast.Break):
+            if self.loops:
+                self.loops[-1].breaks = self.state.join(self.loops[-1].breaks)
+        elif isinstance(s, ast.Continue):
+            if self.loops:
+                self.loops[-1].continues = self.state.join(self.loops[-1].continues)
+        elif isinstance(s, ast.Delete):
+            for target in s.targets:
+                if isinstance(target, ast.Name):
+                    self._set(target.id, frozenset())
+                else:
+                    self._eval(target)
+        elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            self.closures.append((s, _free_names(s)))
+            self._set(s.name, frozenset())
+        elif isinstance(s, (ast.Pass, ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal)):
+            pass
+        elif isinstance(s, (ast.Raise, ast.Assert)):
+            for child in ast.iter_child_nodes(s):
+                self._eval(child)
+        else:
+            raise Blocker(CODE, s, f"a {type(s).__name__} statement in a function whose step "
+                          "donates: the check of reads after the donating call does not follow it")
+
+    def _try(self, s: ast.Try) -> None:
+        entry = self.state
+        collected: list[State] = []
+        self.collectors.append(collected)
+        self.guarded += 1
+        self._block(s.body)
+        self.collectors.remove(collected)
+        raised = entry
+        for state in collected:  # a handler starts from wherever the body raised
+            raised = raised.join(state)
+        self._block(s.orelse)
+        after = self.state
+        for handler in s.handlers:
+            self.state = raised
+            if handler.type is not None:
+                self._eval(handler.type)
+            if handler.name:
+                self._set(handler.name, frozenset())
+            self._block(handler.body)
+            after = after.join(self.state)
+        self.guarded -= 1
+        self.state = after.join(raised)  # finally also runs on a raise no handler caught
+        self._block(s.finalbody)
+
+    def _loop(self, s, head) -> None:
+        """The first iteration from the entry state (peeled: its allowed reads are those a
+        later iteration overwrites), then the later ones from where the one before ended,
+        until that settles. The loop exits from the settled state, or from the entry state
+        too when it may not run at all."""
+        entry = self.state
+        outer, self.tolerated = self.tolerated, self.tolerated | self._overwritten_reads(s)
+        first = _Loop()
+        self.loops.append(first)
+        head()
+        self._block(s.body)
+        self.loops.pop()
+        self.tolerated = outer
+        self.state = self.state.join(first.continues)
+        breaks = first.breaks
+        for _ in range(LIMIT):
+            start = self.state
+            later = _Loop()
+            self.loops.append(later)
+            head()
+            self._block(s.body)
+            self.loops.pop()
+            breaks = later.breaks.join(breaks) if later.breaks else breaks
+            after = start.join(self.state).join(later.continues)
+            if after == start:
+                break
+            self.state = after
+        else:
+            raise Blocker(CODE, s, "the values donated in this loop do not settle")
+        runs_once = isinstance(s, ast.For) and self._trip_count(s) >= 1
+        self.state = start if runs_once else start.join(entry)
+        if isinstance(s, ast.While):
+            self._eval(s.test)  # the test that ends it
+        self._block(s.orelse)
+        self.state = self.state.join(breaks)
+
+    def _overwritten_reads(self, s) -> set[int]:
+        """The top-level `d = old.is_deleted()` statements of a loop that runs at least twice
+        and cannot end early, whose `d` nothing reads before the next iteration overwrites
+        it: only the last iteration's read can be observed."""
+        if not isinstance(s, ast.For) or self.guarded or self.introspects \
+                or self._trip_count(s) < 2 or _ends_early(s):
+            return set()
+        loaded = {n.id for statement in s.body for n in ast.walk(statement)
+                  if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        bound = {n.id for n in ast.walk(s.target) if isinstance(n, ast.Name)}
+        found = set()
+        for statement in s.body:
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                    and isinstance(statement.targets[0], ast.Name) \
+                    and self._is_deleted_read(statement.value) is not None:
+                name = statement.targets[0].id
+                if name not in loaded and name not in bound and name not in self.escaping:
+                    found.add(id(statement))
+        return found
+
+    def _is_deleted_read(self, node) -> ast.AST | None:
+        """The alias path of `path.is_deleted()`, or of `np.asarray` / `bool` ... of it."""
+        if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords and (
+                self.qualify(node.func) in AS_ARRAY | TO_SCALAR
+                or (isinstance(node.func, ast.Name) and node.func.id in ("bool", "int", "float")
+                    and node.func.id not in self.module.table.bound_otherwise)):
+            node = node.args[0]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "is_deleted" and not node.args and not node.keywords \
+                and _alias_path(node.func.value):
+            return node.func.value
+        return None
+
+    def _trip_count(self, s: ast.For) -> int:
+        """K of `for _ in range(K)` (or range(a, b)) with constant bounds; 0 if unknown."""
+        call = s.iter
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                and call.func.id == "range" and "range" not in self.module.table.bound_otherwise
+                and "range" not in self.local and not call.keywords and 1 <= len(call.args) <= 2):
+            return 0
+        bounds = [self._constant_int(a) for a in call.args]
+        if any(b is None for b in bounds):
+            return 0
+        return bounds[0] if len(bounds) == 1 else bounds[1] - bounds[0]
+
+    def _constant_int(self, node) -> int | None:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.Name) and node.id not in self.local:
+            return _module_ints(self.module.tree).get(node.id)
+        return None
+
+    # -- bindings -------------------------------------------------------------------------
+    def _set(self, name: str, tokens: frozenset) -> None:
+        self.state = State({**self.state.names, name: frozenset(tokens)}, self.state.donated)
+        self.held.setdefault(name, set()).update(tokens)
+
+    def _bind(self, target, tokens: frozenset, elements: list | None = None) -> None:
+        """`elements`: the tokens of a tuple or list literal's elements, one by one."""
+        if isinstance(target, ast.Name):
+            self._set(target.id, tokens)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if elements is not None and len(elements) == len(target.elts) \
+                    and not any(isinstance(e, ast.Starred) for e in target.elts):
+                for element_target, element in zip(target.elts, elements):
+                    self._bind(element_target, element)
+            else:  # unpacking a tuple output or a container: any element may hold any part
+                for element_target in target.elts:
+                    self._bind(element_target, tokens)
+        elif isinstance(target, ast.Starred):
+            self._bind(target.value, tokens)
+        elif isinstance(target, (ast.Subscript, ast.Attribute)):
+            # A store into a container or object: what it held, it may still hold, plus this.
+            root = _root_name(target)
+            if isinstance(target, ast.Subscript):
+                self._eval(target.slice)
+            if root is not None:
+                self._set(root, self._names(root) | tokens)
+            else:
+                self._eval(target.value)
+
+    def _names(self, name: str) -> frozenset:
+        if name in self.state.names:
+            return self.state.names[name]
+        if name in self.local:
+            return frozenset()  # not bound on this path yet
+        if name in self.module.imported or name in self.module.functions or any(
+                isinstance(s, ast.ClassDef) and s.name == name for s in self.module.tree.body):
+            return frozenset()  # a module, function or class, not an array
+        return frozenset({("global", name)})
+
+    # -- expressions ----------------------------------------------------------------------
+    def _value(self, node, statement) -> frozenset:
+        """The right-hand side of an assignment: an alias path binds without reading."""
+        if id(statement) in self.tolerated:
+            path = self._is_deleted_read(node)
+            self._eval_alias(path)  # the read itself: allowed, overwritten later
+            return frozenset()
+        return self._eval_alias(node)
+
+    def _eval_alias(self, node) -> frozenset:
+        if _alias_path(node):
+            for part in ast.walk(node):
+                if isinstance(part, ast.Name):
+                    return self._names(part.id)
+        return self._eval(node)
+
+    def _eval(self, node) -> frozenset:
+        """The tokens `node`'s value may hold (alias), checking every read on the way."""
+        if node is None or isinstance(node, ast.Constant):
+            return frozenset()
+        if isinstance(node, ast.Name):
+            return self._read(node, node.id)
+        if isinstance(node, ast.Call):
+            return self._call(node)
+        if isinstance(node, (ast.Attribute, ast.Starred)):
+            return self._eval(node.value)
+        if isinstance(node, ast.Subscript):
+            self._eval(node.slice)
+            return self._eval(node.value)
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return frozenset().union(*(self._eval(e) for e in node.elts))
+        if isinstance(node, ast.Dict):
+            return frozenset().union(*(self._eval(e) for e in [*node.keys, *node.values]))
+        if isinstance(node, ast.NamedExpr):
+            tokens = self._eval(node.value)
+            self._set(node.target.id, tokens)
+            return tokens
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            return self._comprehension(node)
+        if isinstance(node, ast.Lambda):
+            for default in [*node.args.defaults, *node.args.kw_defaults]:
+                self._eval(default)
+            names = _free_names(node)
+            tokens = frozenset().union(*(self._names(n) for n in names))
+            hit = tokens & self.state.donated
+            if hit:
+                raise self._deleted_read(node, hit, raises=True)
+            self.closures.append((node, names))
+            return tokens
+        if isinstance(node, (ast.Compare, ast.JoinedStr)):
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.expr):
+                    self._eval(child)
+            return frozenset()
+        tokens = frozenset({self._token(node)})  # arithmetic and the rest: new, or an operand
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                tokens |= self._eval(child)
+        return tokens
+
+    def _read(self, node, name: str) -> frozenset:
+        tokens = self._names(name)
+        hit = tokens & self.state.donated
+        if hit:
+            raise self._deleted_read(node, hit, raises=True)
+        return tokens
+
+    def _comprehension(self, node) -> frozenset:
+        saved = self.state.names
+        for generator in node.generators:
+            self._bind(generator.target, self._eval(generator.iter))
+            for condition in generator.ifs:
+                self._eval(condition)
+        parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+        tokens = frozenset({self._token(node)}).union(*(self._eval(p) for p in parts))
+        self.state = State(saved, self.state.donated)
+        return tokens
+
+    def _call(self, call: ast.Call) -> frozenset:
+        path = self._is_deleted_read(call) if _is_method(call, "is_deleted") else None
+        if path is not None:
+            hit = self._eval_alias(path) & self.state.donated
+            if hit:
+                raise self._deleted_read(call, hit, raises=False)
+            return frozenset()
+        site = self.site_calls.get(id(call))
+        if site is not None:
+            return self._site_call(call, site)
+        name = self.qualify(call.func)
+        receiver = frozenset()
+        if isinstance(call.func, ast.Attribute):
+            receiver = self._eval(call.func.value)
+        elif not isinstance(call.func, ast.Name):
+            receiver = self._eval(call.func)
+        arguments = [*call.args, *(k.value for k in call.keywords)]
+        passed = frozenset().union(*(self._eval(a) for a in arguments))
+        if id(call) in self.produced:
+            return self._produced(call, self.produced[id(call)], passed | receiver)
+        builtin = isinstance(call.func, ast.Name) and call.func.id in SCALAR_BUILTINS \
+            and call.func.id not in self.module.table.bound_otherwise
+        if name.startswith("numpy.") and isinstance(call.func, ast.Attribute) \
+                or name in HOST_RESULTS or builtin:
+            return frozenset()  # a numpy array or a host scalar: never deleted
+        if isinstance(call.func, ast.Name) and self._returns_safe(call.func.id):
+            return frozenset()
+        # Anything else may keep what it is given (`losses.append(x)`, `store(d, x)`) and
+        # may give it back.
+        for holder in [call.func.value if isinstance(call.func, ast.Attribute) else None,
+                       *arguments]:
+            root = _root_name(holder) if holder is not None else None
+            if root is not None and (passed | receiver):
+                self._set(root, self._names(root) | passed | receiver)
+        return frozenset({self._token(call)}) | passed | receiver
+
+    def _site_call(self, call: ast.Call, site: Site) -> frozenset:
+        if not isinstance(call.func, ast.Name):
+            self._eval(call.func)  # a factory's or an inline pmap's own arguments
+        passed = [self._eval(a) for a in call.args]
+        donated = frozenset().union(*(passed[i] for i in _donated_positions(site)
+                                      if i < len(passed)))
+        for position, tokens in enumerate(passed):
+            if position not in _donated_positions(site) and tokens & donated:
+                raise Blocker(CODE, call.args[position], f"`{_short(call.args[position])}` may "
+                              f"be donated by {site.label} in the same call, as another "
+                              "argument: pmap donated a copy, the migrated jit the array itself")
+        for token in donated:
+            if token[0] == "global":
+                raise Blocker(CODE, call, f"{site.label} donates {self._what({token})}: pmap "
+                              "donated a copy of it, the migrated jit deletes it, and other "
+                              "code may read it later")
+            self.donors.setdefault(token, (call, site))
+        self.state = State(self.state.names, self.state.donated | donated)
+        if site.out_none or _has_none(site.out_tree):
+            return frozenset({self._token(call)})  # pmap's unstacked result: not pmap's layout
+        return frozenset()  # the step's own results: pmap deletes them too
+
+    def _produced(self, call: ast.Call, name: str, passed: frozenset) -> frozenset:
+        """A producer the caller analysis rewrote: safe, or a fresh (unsafe) value."""
+        if name in SAFE_PRODUCERS:
+            return frozenset()
+        numpy = isinstance(call.func, ast.Attribute) and name.startswith("numpy.")
+        if name in TREE_MAP and call.args and isinstance(call.args[0], ast.Lambda):
+            body = call.args[0].body
+            inner = self.qualify(body.func) if isinstance(body, ast.Call) else ""
+            numpy = isinstance(body, ast.Call) and isinstance(body.func, ast.Attribute) \
+                and inner.startswith("numpy.")
+            fresh = inner.startswith("jax.numpy.")
+        else:
+            fresh = name.startswith("jax.numpy.")
+        if numpy:
+            return frozenset()  # a host array in both programs
+        token = frozenset({self._token(call)})
+        if fresh:  # placed with device_put(..., may_alias=False) or built anew
+            return token
+        return token | passed  # a reshape may be its operand itself
+
+    def _returns_safe(self, name: str) -> bool:
+        """A module helper that only returns a replicated placement (`replicate(tree)`)."""
+        function = self.module.functions.get(name)
+        if function is None or name in self.local or function.decorator_list:
+            return False
+        body = [s for s in function.body
+                if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        return bool(body) and all(
+            isinstance(s, ast.Return) and isinstance(s.value, ast.Call)
+            and self.qualify(s.value.func) in SAFE_PRODUCERS for s in body)
+
+    def _token(self, node) -> Token:
+        """The token of the value `node` makes now. A value it made before that a step may
+        have deleted keeps its status under an "earlier" token: this one is fresh."""
+        token = ("node", id(node))
+        self.origin.setdefault(token, node)
+        if token in self.state.donated:
+            earlier = ("earlier", id(node))
+            self.origin[earlier] = node
+            self.donors.setdefault(earlier, self.donors[token])
+            rename = {name: (tokens - {token}) | {earlier} if token in tokens else tokens
+                      for name, tokens in self.state.names.items()}
+            self.state = State(rename, (self.state.donated - {token}) | {earlier})
+        return token
+
+
+def check_donated_reads(analysis) -> None:
+    """Raise a PM610 Blocker if the caller `analysis` (dataflow.CallerAnalysis, after its
+    walk) reads a value pmap donated a copy of, after the donating call."""
+    if not any(site.donate for site in analysis.site_calls.values()):
+        return
+    DonatedReads(analysis.function, analysis.site_calls, analysis.produced, analysis.module,
+                 analysis._qualified).run()
+
+
+def _donated_positions(site: Site) -> set[int]:
+    if not site.donate:
+        return set()
+    value = ast.literal_eval(site.donate)
+    return {value} if isinstance(value, int) else set(value)
+
+
+def _has_none(tree) -> bool:
+    if isinstance(tree, dict):
+        tree = tuple(tree.values())
+    return isinstance(tree, tuple) and any(v is None or _has_none(v) for v in tree)
+
+
+def _alias_path(node) -> bool:
+    """A name or string-key subscripts of one (`old`, `old["w"]`): binding or testing it
+    touches no array data."""
+    while isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+            and isinstance(node.slice.value, str):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _root_name(node) -> str | None:
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _is_method(call: ast.Call, method: str) -> bool:
+    if isinstance(call.func, ast.Attribute) and call.func.attr == method:
+        return True
+    return len(call.args) == 1 and isinstance(call.args[0], ast.Call) \
+        and _is_method(call.args[0], method)
+
+
+def _ends_early(loop: ast.For) -> bool:
+    """A break or continue of this loop, or a return or yield anywhere in its body."""
+    def walk(nodes, own: bool):
+        for node in nodes:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue
+            if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom, ast.Await)):
+                return True
+            if own and isinstance(node, (ast.Break, ast.Continue)):
+                return True
+            inner = own and not isinstance(node, (ast.For, ast.While, ast.AsyncFor))
+            if walk(ast.iter_child_nodes(node), inner):
+                return True
+        return False
+    return walk(loop.body, True)
+
+
+def _free_names(node) -> set[str]:
+    """The names a closure reads that it does not bind itself (its parameters, its stores)."""
+    bound = {a.arg for a in ast.walk(node) if isinstance(a, ast.arg)}
+    bound |= {n.id for n in ast.walk(node)
+              if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+            and n.id not in bound}
+
+
+def _module_ints(tree: ast.Module) -> dict[str, int]:
+    """Module-level names bound once, to an int literal, and never rebound."""
+    stores: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            stores[node.id] = stores.get(node.id, 0) + 1
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            for name in node.names:
+                stores[name] = stores.get(name, 0) + 2
+    found = {}
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                and isinstance(statement.targets[0], ast.Name) \
+                and isinstance(statement.value, ast.Constant) \
+                and type(statement.value.value) is int \
+                and stores.get(statement.targets[0].id) == 1:
+            found[statement.targets[0].id] = statement.value.value
+    return found
+
+
+def _short(node) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= 60 else text[:57] + "..."
