@@ -159,6 +159,14 @@ def _held_site(cls: ast.ClassDef, statement, value, factory, tree, imported, fun
         site = _init_held(cls, init, value, imported, functions, constants)
     if site.static:
         raise Blocker("PM602", site.node, "static_broadcasted_argnums on a pmap held by a class")
+    if site.donate:
+        # pmap donated a copy of a value not laid out for it (a stack, a fill): a read of that
+        # value after the call differs under jit. donation.py proves there is none (PM610) in
+        # module functions; it does not follow values through instance attributes and methods.
+        raise Blocker(CODE, site.node, f"this pmap held by `{cls.name}` donates "
+                      f"(donate_argnums={site.donate}); whether a donated value is read after "
+                      "the call (PM610) is not followed through instance attributes and "
+                      "methods: kept in the faithful style")
     site.holder, site.attribute, site.name = cls.name, attribute, attribute
     return site
 
