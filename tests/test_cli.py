@@ -270,3 +270,20 @@ def test_interactive_apply_through_a_pseudo_terminal(tmp_path):
     assert answered, seen.decode(errors="replace")
     assert process.returncode == 0, seen.decode(errors="replace")
     assert b"_pmap_style_shard_map" in (tmp_path / "a.py").read_bytes()
+
+
+def test_summary_counts_sites_migrated_in_either_style(tmp_path):
+    """A site the global style rewrites (PM600) is a migrated site as much as a faithful one
+    (PM100): the summary line counted only the latter, so fully global files showed 0."""
+    program = tmp_path / "step.py"
+    program.write_text(
+        "import functools\n\nimport jax\nimport numpy as np\n\n\n"
+        "@functools.partial(jax.pmap, axis_name='i')\ndef total(x):\n"
+        "    return jax.lax.psum(x, 'i')\n\n\n"
+        "def run():\n    n = jax.local_device_count()\n"
+        "    return np.asarray(total(np.ones((n, 2), np.float32)))\n")
+    for style in ("faithful", "global"):
+        done = subprocess.run([sys.executable, "-m", "migrator.cli", "diff", "--style", style,
+                               str(program), "--no-progress"], capture_output=True, text=True,
+                              cwd=ROOT)
+        assert "1 files, 1 would change, 1 pmap sites migrated" in done.stderr, (style, done.stderr)
