@@ -339,8 +339,8 @@ def _free_names(value: ast.AST) -> set[str]:
 
 
 def _multiline_string(value: ast.AST) -> bool:
-    return any(isinstance(n, (ast.Constant, ast.JoinedStr)) and n.lineno != n.end_lineno
-               for n in ast.walk(value) if isinstance(n, (ast.Constant, ast.JoinedStr)))
+    return any(n.lineno != n.end_lineno for n in ast.walk(value)
+               if isinstance(n, (ast.Constant, ast.JoinedStr)))
 
 
 def _alone_on_lines(statement: ast.stmt, lines: list[str]) -> bool:

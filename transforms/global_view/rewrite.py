@@ -311,9 +311,9 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     new_module = cst.parse_module(text.encode("utf-8"))
     new_module = new_module.visit(_WithMesh({c: r.axis for c, r in results.items()}, module.jax,
                                             {c: r.meshes for c, r in results.items()}))
-    assigned = {(s.owner, s.name) for s in global_sites if s.owner is not None and not s.inline}
-    inline = {(s.owner, s.function_node.id) for s in global_sites
-              if s.inline and s.owner is not None and isinstance(s.function_node, ast.Name)}
+    keys = [(s, _hoist_key(s)) for s in global_sites]
+    assigned = {k for s, k in keys if k is not None and not s.inline}
+    inline = {k for s, k in keys if k is not None and s.inline}
     hoisted, moved = hoist_local_sites(new_module.code, module.jax, assigned, inline)
     if moved:
         new_module = cst.parse_module(hoisted.encode("utf-8"))
@@ -335,13 +335,22 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
                         tuple(s.key for s in global_sites))
 
 
+def _hoist_key(site: Site) -> tuple[str, str] | None:
+    """How hoist.py names a function-local site: (function, local name) when assigned,
+    (function, mapped function's name) when inline; None for sites it does not move."""
+    if site.owner is None:
+        return None
+    if not site.inline:
+        return site.owner, site.name
+    return (site.owner, site.function_node.id) if isinstance(site.function_node, ast.Name) else None
+
+
 def _with_hoisting_noted(findings: list[Finding], sites: list[Site], moved: dict) -> list[Finding]:
     """PM600 of each site hoist.py moved says where it went, and why."""
     notes = {}
     for site in sites:
-        key = (site.owner, site.function_node.id if site.inline else site.name) \
-            if site.inline and isinstance(site.function_node, ast.Name) or not site.inline else None
-        if key in moved:
+        key = _hoist_key(site)
+        if key is not None and key in moved:
             notes[(site.node.lineno, site.node.col_offset + 1)] = (
                 f"; built once, at module level as `{moved[key]}` (a shard_map made on each call "
                 "would be traced and compiled again on each call; pmap cached it)")
