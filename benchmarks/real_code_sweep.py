@@ -2,6 +2,7 @@
 
     python benchmarks/real_code_sweep.py [--site-packages] [--downloads CACHE_DIR [--download]]
                                          [--packages NAME ...] [--jobs N] [--keep DIR]
+                                         [--style faithful|global]
 
 Sources: every .py file of the installed packages (this interpreter's site-packages) and the
 wheels / sdists of public JAX packages in CACHE_DIR (`--download` fetches the newest releases
@@ -165,17 +166,19 @@ def tracebacks(stderr: str) -> int:
     return stderr.count("Traceback (most recent call last)")
 
 
-def sweep(tree: Path, jobs: int) -> dict:
-    """scan, apply, apply again over `tree` (a throwaway copy); the figures and failures."""
+def sweep(tree: Path, jobs: int, style: str = "faithful") -> dict:
+    """scan, apply, apply again over `tree` (a throwaway copy) in `style`; the figures and
+    failures."""
+    styled = ("--style", style, "--jobs", str(jobs), "--no-progress")
     before = {p.relative_to(tree): parses(p) for p in python_files(tree)}
     original = digests(tree)
 
-    scanned = run_cli("scan", str(tree), "--format", "json", "--jobs", str(jobs), "--no-progress")
+    scanned = run_cli("scan", str(tree), "--format", "json", *styled)
     (tree.parent / "scan.json").write_text(scanned.stdout)  # every finding, to look at
     report = json.loads(scanned.stdout)
     internal = [f for f in report["findings"] if f["code"] == "PM005"]
 
-    first = run_cli("apply", str(tree), "--jobs", str(jobs), "--no-progress")
+    first = run_cli("apply", str(tree), *styled)
     (tree.parent / "apply-1.txt").write_text(first.stdout + first.stderr)
     internal_apply = [line for line in first.stdout.splitlines() if ": PM005 " in line]
     after_first = digests(tree)
@@ -184,7 +187,7 @@ def sweep(tree: Path, jobs: int) -> dict:
     broken = [str(p) for p, ok in before.items() if ok and not parses(tree / p)]
     not_parsed_before = [str(p) for p, ok in before.items() if not ok]
 
-    second = run_cli("apply", str(tree), "--jobs", str(jobs), "--no-progress")
+    second = run_cli("apply", str(tree), *styled)
     (tree.parent / "apply-2.txt").write_text(second.stdout + second.stderr)
     after_second = digests(tree)
     unstable = sorted(str(p) for p in after_first if after_second.get(p) != after_first[p])
@@ -193,6 +196,7 @@ def sweep(tree: Path, jobs: int) -> dict:
     by_code = dict(sorted(report["summary"]["by_code"].items()))
     sites = sum(n for code, n in by_code.items() if SITE_CODES.fullmatch(code))
     return {
+        "style": style,
         "python_files_in_tree": len(before),
         "files": report["summary"]["files"],
         "files_changed": report["summary"]["changed"],
@@ -214,6 +218,7 @@ def sweep(tree: Path, jobs: int) -> dict:
 
 
 def print_report(figures: dict, failed_downloads: list[str]) -> bool:
+    print(f"style                         {figures['style']}")
     print(f"python files in the tree      {figures['python_files_in_tree']}")
     print(f"files (as the CLI counts)     {figures['files']}")
     print(f"files changed                 {figures['files_changed']} "
@@ -258,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--packages", nargs="+", metavar="NAME",
                         help="only these installed packages / downloaded projects")
     parser.add_argument("--jobs", type=int, default=0, help="worker processes (0: one per core)")
+    parser.add_argument("--style", choices=("faithful", "global"), default="faithful",
+                        help="the migration style scan and apply use (default faithful)")
     parser.add_argument("--keep", type=Path, metavar="DIR",
                         help="work in DIR (emptied first) and keep it, instead of a temp dir")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here")
@@ -290,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
                 for suffix in ARCHIVE_SUFFIXES:
                     stem = stem.removesuffix(suffix)
                 unpack(archive, tree / "downloads" / stem)
-        figures = sweep(tree, args.jobs)
+        figures = sweep(tree, args.jobs, args.style)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -287,3 +287,21 @@ def test_summary_counts_sites_migrated_in_either_style(tmp_path):
                                str(program), "--no-progress"], capture_output=True, text=True,
                               cwd=ROOT)
         assert "1 files, 1 would change, 1 pmap sites migrated" in done.stderr, (style, done.stderr)
+
+
+@pytest.mark.parametrize("style", ["faithful", "global"])
+def test_a_run_imports_neither_libcst_codemod_nor_its_matchers(tmp_path, style):
+    """Start-up is most of a small run: libcst.codemod (and the libcst.matchers it imports)
+    cost a quarter of a second, and the rules need neither (transforms/imports.py)."""
+    program = tmp_path / "step.py"
+    program.write_bytes(SIMPLE)
+    code = (
+        "import sys\nfrom migrator import cli\n"
+        f"try:\n    cli.app(['diff', '--style', '{style}', {str(program)!r}, '--no-progress'])\n"
+        "except SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('libcst.codemod', 'libcst.matchers'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert "1 pmap sites migrated" in done.stderr, done.stderr
+    assert done.stdout.splitlines()[-1] == "[]", done.stdout.splitlines()[-1]

@@ -39,10 +39,18 @@ def stack(trees):
 PYTHON2 = "print 'a Python 2 file that mentions jax.pmap'\n"
 
 
+# A module declared latin-1 (the global style once failed on it with PM005).
+LATIN1 = (
+    "# -*- coding: latin-1 -*-\nimport jax\n\nLABEL = 'caf\xe9'\n\n\n@jax.pmap\n"
+    "def double(x):\n    return 2 * x\n\n\ndef run(x):\n    return double(x)\n"
+).encode("latin-1")
+
+
 def _wheel(path: Path) -> None:
     with zipfile.ZipFile(path, "w") as wheel:
         wheel.writestr("demo/__init__.py", "")
         wheel.writestr("demo/train.py", TRAIN)
+        wheel.writestr("demo/label.py", LATIN1)
         wheel.writestr("demo-1.0.dist-info/METADATA", "Name: demo\n")
 
 
@@ -58,7 +66,8 @@ def _sdist(path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_sweep_of_a_small_subset(tmp_path, capsys):
+@pytest.mark.parametrize("style", ["faithful", "global"])
+def test_sweep_of_a_small_subset(tmp_path, capsys, style):
     cache = tmp_path / "cache"
     cache.mkdir()
     _wheel(cache / "demo-1.0-py3-none-any.whl")
@@ -68,25 +77,33 @@ def test_sweep_of_a_small_subset(tmp_path, capsys):
         "--site-packages", "--downloads", str(cache),
         "--packages", "iniconfig", "demo", "old-demo",
         "--jobs", "1", "--keep", str(tmp_path / "work"), "--json", str(figures_path),
+        "--style", style,
     ])
     printed = capsys.readouterr().out
     figures = json.loads(figures_path.read_text())
     assert status == 0, printed
     assert "OK" in printed.splitlines()[-1]
-    # iniconfig's files, demo's two, old_demo's two; the member leaving the tree is skipped.
-    assert figures["python_files_in_tree"] == figures["files"] >= 6
+    assert figures["style"] == style
+    # iniconfig's files, demo's three, old_demo's two; the member leaving the tree is skipped.
+    assert figures["python_files_in_tree"] == figures["files"] >= 7
     assert not (tmp_path / "work" / "escape.py").exists()
-    assert figures["findings_by_code"]["PM100"] == 1  # the rebinding is migrated, not PM206
-    assert figures["findings_by_code"]["PM305"] == 1  # the flag test is folded, no PM005
-    assert figures["findings_by_code"]["PM304"] == 1
-    assert figures["findings_by_code"]["PM001"] == 1  # the Python 2 file, reported
+    codes = figures["findings_by_code"]
+    # The rebinding (train.py) and the latin-1 module's pmap are migrated; no PM206, no PM005.
+    assert codes["PM100"] == 2 and "PM206" not in codes
+    assert codes["PM305"] == 1  # the flag test is folded, no PM005
+    assert codes["PM304"] == 1
+    assert codes["PM001"] == 1  # the Python 2 file, reported
     assert figures["did_not_parse_before"] == 1
-    assert figures["files_changed"] == figures["files_written_by_first_apply"] == 2
+    assert figures["files_changed"] == figures["files_written_by_first_apply"] == 3
     assert figures["internal_errors"] == [] and figures["tracebacks"] == 0
     assert figures["parse_regressions"] == [] and figures["changed_by_second_apply"] == []
+    if style == "global":
+        assert codes["PM607"] == 1  # latin-1: the global pass edits UTF-8 only, so faithful
+        assert codes["PM602"] == 1  # train.py maps a parameter, not a def it can see
     # The work tree was a copy: the installed package is untouched (it was only read).
-    rewritten = tmp_path / "work" / "tree" / "downloads" / "demo-1.0-py3-none-any" / "demo" / "train.py"
-    assert "_pmap_style_shard_map(step" in rewritten.read_text()
+    rewritten = tmp_path / "work" / "tree" / "downloads" / "demo-1.0-py3-none-any" / "demo"
+    assert "_pmap_style_shard_map(step" in (rewritten / "train.py").read_text()
+    assert "caf\xe9" in (rewritten / "label.py").read_text(encoding="latin-1")
 
 
 def test_archive_names_give_the_project():

@@ -1,9 +1,14 @@
 """Add and remove the imports rules ask for, touching only the module's top-level statements.
 
-Rules queue imports with libcst's own API (`AddImportsVisitor.add_needed_import`,
-`RemoveImportsVisitor.remove_unused_import`), so they read like any libcst codemod. libcst's
-visitors then walk the whole module with scope analysis (0.2-0.5 s on a 300-line file, more
-than everything else together). Here: an added import joins an existing top-level
+Rules queue imports with `add_import` / `remove_import`, on the scratch keys of libcst's own
+queue (`AddImportsVisitor.add_needed_import`, `RemoveImportsVisitor.remove_unused_import`),
+so imports queued through libcst's API are applied here too, and `apply_queued_imports`
+empties both (a libcst `CodemodCommand` running its visitors afterwards finds nothing). The
+rules never import libcst.codemod or libcst.matchers: a quarter of a second of start-up, most
+of what a command-line run pays before its first file.
+
+libcst's visitors walk the whole module with scope analysis (0.2-0.5 s on a 300-line file,
+more than everything else together). Here: an added import joins an existing top-level
 `from M import ...` or goes after the last import of the module's header; a removed name goes
 only when nothing in the module still loads it (checked with `ast` on the final code).
 """
@@ -11,20 +16,53 @@ only when nothing in the module still loads it (checked with `ast` on the final 
 from __future__ import annotations
 
 import ast
+import dataclasses
+from typing import NamedTuple
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+
+# libcst's keys (AddImportsVisitor.CONTEXT_KEY, RemoveImportsVisitor.CONTEXT_KEY).
+ADD_KEY = "AddImportsVisitor"
+REMOVE_KEY = "RemoveImportsVisitor"
 
 
-def apply_queued_imports(module: cst.Module, context: CodemodContext) -> cst.Module:
+@dataclasses.dataclass
+class RuleContext:
+    """What the rules use of libcst's `CodemodContext`: the scratch dict (queued imports,
+    requested helpers) and the file name. A `CodemodContext` can be passed wherever this is."""
+
+    filename: str | None = None
+    scratch: dict = dataclasses.field(default_factory=dict)
+
+
+class QueuedImport(NamedTuple):
+    """An import to add: the fields of libcst's `ImportItem` that the rules use."""
+
+    module_name: str
+    obj_name: str | None = None
+    alias: str | None = None
+    relative: int = 0
+
+
+def add_import(context, module: str, obj: str | None = None, asname: str | None = None) -> None:
+    """Queue `import module [as asname]`, or `from module import obj [as asname]`."""
+    context.scratch.setdefault(ADD_KEY, []).append(QueuedImport(module, obj, asname))
+
+
+def remove_import(context, module: str, obj: str | None = None, asname: str | None = None) -> None:
+    """Queue the removal of `from module import obj [as asname]`, done only if nothing in the
+    final module still loads the name."""
+    context.scratch.setdefault(REMOVE_KEY, []).append((module, obj, asname))
+
+
+def apply_queued_imports(module: cst.Module, context: RuleContext) -> cst.Module:
     """Apply, then forget, the imports queued in `context` (so a caller that runs libcst's
     visitors afterwards, like CodemodCommand, finds nothing left to do)."""
-    for item in context.scratch.pop(AddImportsVisitor.CONTEXT_KEY, []):
+    for item in context.scratch.pop(ADD_KEY, []):
         if item.relative:
             raise ValueError("relative imports are not queued by pmap-migrate rules")
         module = _add(module, item.module_name, item.obj_name, item.alias)
-    removals = context.scratch.pop(RemoveImportsVisitor.CONTEXT_KEY, [])
+    removals = context.scratch.pop(REMOVE_KEY, [])
     if removals:
         loaded = _loaded_names(module.code)
         for module_name, obj_name, alias in removals:

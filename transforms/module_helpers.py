@@ -15,8 +15,8 @@ import dataclasses
 import functools
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
+
+from transforms.imports import RuleContext, add_import
 
 _SCRATCH_KEY = "pmap_migrate.helpers"
 
@@ -34,19 +34,19 @@ HELPER_ORDER = (
 HELPER_NAMES = frozenset(HELPER_ORDER)
 
 
-def request_helper(context: CodemodContext, name: str, source: str) -> None:
+def request_helper(context: RuleContext, name: str, source: str) -> None:
     """Ask for the top-level function `name` (whose full text is `source`) in this module."""
     if name not in HELPER_NAMES:
         raise ValueError(f"{name}: add it to transforms.module_helpers.HELPER_NAMES")
     context.scratch.setdefault(_SCRATCH_KEY, {}).setdefault(name, source)
 
 
-def requested_helpers(context: CodemodContext) -> dict[str, str]:
+def requested_helpers(context: RuleContext) -> dict[str, str]:
     return context.scratch.get(_SCRATCH_KEY, {})
 
 
 def provide_helpers(
-    module: cst.Module, context: CodemodContext, helper_module: str | None = None,
+    module: cst.Module, context: RuleContext, helper_module: str | None = None,
     *, as_text: bool = False,
 ) -> cst.Module:
     """The requested helpers, defined in `module`, or with `helper_module` imported from it
@@ -63,7 +63,7 @@ def provide_helpers(
         # A helper requested only because another calls it (`_pmap_compat` calls
         # `_pmap_style_shard_map`) is the helper module's business, not an import here.
         if name not in defined and name in used.names:
-            AddImportsVisitor.add_needed_import(context, helper_module, name)
+            add_import(context, helper_module, name)
     return module
 
 

@@ -12,13 +12,12 @@ import dataclasses
 import functools
 
 import libcst as cst
-from libcst.codemod import CodemodContext
 
 from transforms.faithful.collective_groups import CollectiveGroups
 from transforms.faithful.config_flags import ConfigFlags
 from transforms.codes.findings import Finding
 from transforms.faithful.host_barriers import HostBarriers
-from transforms.imports import apply_queued_imports
+from transforms.imports import RuleContext, apply_queued_imports
 from transforms.module_helpers import provide_helpers
 from transforms.faithful.multiprocess import MultiProcess
 from transforms.faithful.placement import DataPlacement
@@ -73,7 +72,7 @@ def warm_up() -> None:
 
     for rule_class in RULES:
         _hooks(rule_class)
-        rule_class(CodemodContext(), DEFAULT_TARGET, Suppressions([]))
+        rule_class(RuleContext(), DEFAULT_TARGET, Suppressions([]))
     for node_type in vars(cst).values():
         if isinstance(node_type, type) and issubclass(node_type, cst.CSTNode):
             if not node_type.__abstractmethods__:
@@ -82,7 +81,7 @@ def warm_up() -> None:
 
 def run_rules(
     module: cst.Module,
-    context: CodemodContext,
+    context: RuleContext,
     target: TargetJax,
     suppressions: Suppressions,
     source: bytes | None = None,
@@ -152,7 +151,7 @@ def migrate_source(
         faithful = functools.partial(migrate_source, helper_module=helper_module)
         return migrate_global_then_faithful(source, target, ignored, faithful)
     module = cst.parse_module(source)
-    context = CodemodContext()
+    context = RuleContext()
     module, findings = run_rules(
         module, context, target, Suppressions.from_source(source, ignored), source, syntax_tree,
         helper_module, helpers_as_text=True, rule_names=rule_names,

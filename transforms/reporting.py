@@ -2,37 +2,28 @@
 
 from __future__ import annotations
 
-import functools
-
 import libcst as cst
-from libcst import CSTTransformer
-from libcst.codemod import Codemod, CodemodContext, ContextAwareTransformer
-from libcst.matchers._decorators import CONSTRUCTED_LEAVE_MATCHER_ATTR, CONSTRUCTED_VISIT_MATCHER_ATTR
-from libcst.metadata import ParentNodeProvider, PositionProvider, QualifiedNameProvider
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider, QualifiedNameProvider
 
 from transforms.codes.findings import Finding
+from transforms.imports import RuleContext
 from transforms.rule_runner import ModuleFacts
 from transforms.suppressions import Suppressions
 from transforms.target import TargetJax
 
 
-@functools.cache
-def _has_matcher_decorators(rule_class: type) -> bool:
-    """Whether a method of the class carries libcst's @m.visit / @m.leave mark (what
-    MatcherDecoratableTransformer's scan of every attribute of an instance looks for)."""
-    return any(
-        hasattr(value, CONSTRUCTED_VISIT_MATCHER_ATTR) or hasattr(value, CONSTRUCTED_LEAVE_MATCHER_ATTR)
-        for klass in rule_class.__mro__ for value in vars(klass).values()
-    )
-
-
-class ReportingTransformer(ContextAwareTransformer):
+class ReportingTransformer(cst.CSTTransformer):
     """Base of every rule. Rules run together in one traversal (transforms/rule_runner.py) and
     must:
     - read metadata only through `_qualified`, `_position` and `_parent` (of original nodes:
       every rule sees the input's nodes, so findings carry the input's line numbers);
     - accept an `updated_node` that an earlier rule in RULES already changed;
-    - add module-level code only through `transforms.module_helpers.request_helper`.
+    - add module-level code only through `transforms.module_helpers.request_helper`, and
+      imports only through `transforms.imports.add_import` / `remove_import`.
+
+    A plain CSTTransformer rather than libcst's ContextAwareTransformer: that base would import
+    libcst.codemod and libcst.matchers, a quarter of a second of every run's start-up, for
+    matcher decorators no rule uses. `context` is a RuleContext or libcst's CodemodContext.
     """
 
     METADATA_DEPENDENCIES = (QualifiedNameProvider, PositionProvider, ParentNodeProvider)
@@ -41,24 +32,21 @@ class ReportingTransformer(ContextAwareTransformer):
     PREFILTER_WORDS: tuple[bytes, ...] = ()
 
     def __init__(
-        self, context: CodemodContext, target: TargetJax, suppressions: Suppressions | None = None
+        self, context: RuleContext, target: TargetJax, suppressions: Suppressions | None = None
     ):
-        if not _has_matcher_decorators(type(self)):
-            # libcst's matcher-decorator scan costs ~30 ms per instance (and the first file
-            # of every worker process paid it for each rule); a rule class without
-            # @m.visit/@m.leave methods needs only the empty tables.
-            Codemod.__init__(self, context)
-            CSTTransformer.__init__(self)
-            self._MatcherDecoratableTransformer__matchers = None
-            self._extra_visit_funcs, self._extra_leave_funcs = {}, {}
-        else:
-            super().__init__(context)
+        super().__init__()
+        self.context = context
         self.target = target
         self.suppressions = suppressions or Suppressions([])
         self.findings: list[Finding] = []
         # Set by RuleRunner when the rule runs with others in one pass; without it (a rule run
         # alone with transform_module, as libcst codemods are) libcst's metadata is used.
         self.facts: ModuleFacts | None = None
+
+    def transform_module(self, tree: cst.Module) -> cst.Module:
+        """This rule alone over `tree`, with libcst's own metadata, as a libcst codemod runs
+        (on a copy; the queued imports and helpers stay in `context`)."""
+        return MetadataWrapper(tree).visit(self)
 
     def _position(self, node: cst.CSTNode) -> tuple[int, int]:
         """1-based line and column of a node of the input module."""

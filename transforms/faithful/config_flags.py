@@ -16,9 +16,9 @@ otherwise report positions of a shifted module.
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from transforms.reading.layout import spaced, stand_in
+from transforms.reading.snippets import find_all
 from transforms.reading.snippets import one_line as _code
 from transforms.reporting import ReportingTransformer
 
@@ -284,8 +284,8 @@ def _names_flag(node: cst.SimpleString) -> bool:
 
 def _mentions_flag(node: cst.CSTNode) -> bool:
     return bool(
-        m.findall(node, m.Attribute(attr=m.Name(FLAG)) | m.SimpleString(
-            m.MatchIfTrue(lambda v: FLAG in v.lower())))
+        find_all(node, (cst.Attribute, cst.SimpleString), lambda n: n.attr.value == FLAG
+                 if isinstance(n, cst.Attribute) else FLAG in n.value.lower())
     )
 
 

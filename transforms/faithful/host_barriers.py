@@ -19,8 +19,8 @@ call written over as many lines, so later rules report the input's line numbers.
 from __future__ import annotations
 
 import libcst as cst
-from libcst.codemod.visitors import AddImportsVisitor
 
+from transforms.imports import add_import
 from transforms.reading.snippets import source as _code
 from transforms.reporting import ReportingTransformer
 
@@ -196,7 +196,7 @@ class HostBarriers(ReportingTransformer):
         name = self._rewrite.get(original_node)
         if name is None:
             return updated_node
-        AddImportsVisitor.add_needed_import(self.context, "jax.experimental", "multihost_utils")
+        add_import(self.context, "jax.experimental", "multihost_utils")
         extra_lines = _code(original_node.body[0]).count("\n")
         call = cst.parse_expression(f'{REPLACEMENT}("{name}")')
         if extra_lines:

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import libcst as cst
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 
 from transforms.faithful.multiprocess import SCRATCH_KEY as MULTIPROCESS_EVIDENCE
 from transforms.helpers.placement_helpers import HELPER_MARKER, REPLICATED, SHARDED, SOURCES
+from transforms.imports import add_import, remove_import
 from transforms.module_helpers import request_helper
 from transforms.reading.snippets import shorten as _shorten
 from transforms.reporting import ReportingTransformer
@@ -103,7 +103,7 @@ class DataPlacement(ReportingTransformer):
         if self._rewrote:
             for (module, name), asnames in self._from_imports.items():
                 for asname in asnames:
-                    RemoveImportsVisitor.remove_unused_import(self.context, module, name, asname)
+                    remove_import(self.context, module, name, asname)
         return updated_node
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
@@ -203,7 +203,7 @@ class DataPlacement(ReportingTransformer):
                             f"{REPLICATED}(tree, devices or jax.local_devices())"):
             return updated_node
         tree, devices = arguments
-        AddImportsVisitor.add_needed_import(self.context, "jax")
+        add_import(self.context, "jax")
         args = [_positional(tree, tree.value), _positional(devices, _or_local(devices))]
         return updated_node.with_changes(
             func=self._use_helper(REPLICATED, updated_node.func),

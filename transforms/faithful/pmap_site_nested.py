@@ -8,7 +8,6 @@ while visiting; this module rewrites a pair into one `_nested_pmap_shard_map` ov
 from __future__ import annotations
 
 import libcst as cst
-from libcst.codemod.visitors import AddImportsVisitor
 
 from transforms.faithful.nested_pmap import (
     DEFAULT_NAMES,
@@ -21,6 +20,7 @@ from transforms.faithful.nested_pmap import (
 from transforms.faithful.pmap_hazards import site_claimed
 from transforms.faithful.pmap_site_rewrite import repeatable
 from transforms.helpers.nested_pmap_helper import NESTED_HELPER_NAME
+from transforms.imports import add_import
 from transforms.reading.snippets import shorten
 
 
@@ -134,7 +134,7 @@ class NestedSites:
             (d.decorator.func for d in stacked if isinstance(d.decorator, cst.Call)), None
         )
         if partial_func is None:
-            AddImportsVisitor.add_needed_import(self.context, "functools")
+            add_import(self.context, "functools")
             partial_func = cst.parse_expression("functools.partial")
         args[0] = args[0].with_changes(value=cst.Name(NESTED_HELPER_NAME))
         args[1] = args[1].with_changes(

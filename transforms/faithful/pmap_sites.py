@@ -26,9 +26,6 @@ pmap_site_values.py pmap used as a value.
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 
 from transforms.faithful.multiprocess import migration_note, pmap_helper_source
 from transforms.faithful.pmap_hazards import site_claimed
@@ -39,9 +36,10 @@ from transforms.faithful.pmap_values import NameUses, ValueUse
 from transforms.helpers.nested_pmap_helper import NESTED_HELPER_NAME, nested_helper_source
 from transforms.helpers.pmap_compat_helper import COMPAT_HELPER_NAME, compat_helper_source
 from transforms.helpers.runtime_helper import HELPER_MARKER, HELPER_NAME
+from transforms.imports import RuleContext, add_import, remove_import
 from transforms.module_helpers import request_helper
 from transforms.reading.pmap_bindings import PmappedNames
-from transforms.reading.snippets import one_line
+from transforms.reading.snippets import find_all, one_line
 from transforms.reporting import ReportingTransformer
 from transforms.suppressions import Suppressions
 from transforms.target import TargetJax
@@ -58,7 +56,7 @@ class PmapToShardMap(SiteRewrite, NestedSites, ValueUses, ReportingTransformer):
     PREFILTER_WORDS = (rb"pmap",)
 
     def __init__(
-        self, context: CodemodContext, target: TargetJax, suppressions: Suppressions | None = None
+        self, context: RuleContext, target: TargetJax, suppressions: Suppressions | None = None
     ):
         super().__init__(context, target, suppressions)
         self.migrated_sites = 0
@@ -128,7 +126,8 @@ class PmapToShardMap(SiteRewrite, NestedSites, ValueUses, ReportingTransformer):
             # The import table knows every binding of P without walking the module.
             meanings = [self.facts.imports.qualified(cst.Name("P"), None)]
         else:
-            meanings = [self._qualified(name) for name in m.findall(module, m.Name("P"))]
+            names = find_all(module, cst.Name, lambda n: n.value == "P")
+            meanings = [self._qualified(name) for name in names]
         if any(q and not q & PARTITION_SPEC_NAMES for q in meanings):
             return cst.parse_expression("jax.sharding.PartitionSpec")
         return cst.Name("P")
@@ -139,13 +138,13 @@ class PmapToShardMap(SiteRewrite, NestedSites, ValueUses, ReportingTransformer):
             return updated_node
         if self._uses_spec:
             if isinstance(self._spec_func, cst.Name):
-                AddImportsVisitor.add_needed_import(
+                add_import(
                     self.context, "jax.sharding", "PartitionSpec", asname="P"
                 )
             else:
-                AddImportsVisitor.add_needed_import(self.context, "jax")
+                add_import(self.context, "jax")
         for asname in self._pmap_from_imports(original_node):
-            RemoveImportsVisitor.remove_unused_import(self.context, "jax", "pmap", asname)
+            remove_import(self.context, "jax", "pmap", asname)
         if self._needs_plain or self._needs_compat:
             request_helper(self.context, HELPER_NAME, pmap_helper_source(self))
         if self._needs_compat:
@@ -161,7 +160,8 @@ class PmapToShardMap(SiteRewrite, NestedSites, ValueUses, ReportingTransformer):
             return [None if local == "pmap" else local
                     for local, name in imported.items() if name == PMAP]
         found = []
-        for statement in m.findall(module, m.ImportFrom(module=m.Name("jax"))):
+        for statement in find_all(module, cst.ImportFrom,
+                                  lambda n: isinstance(n.module, cst.Name) and n.module.value == "jax"):
             if isinstance(statement.names, cst.ImportStar):
                 continue
             for alias in statement.names:
@@ -181,7 +181,7 @@ class PmapToShardMap(SiteRewrite, NestedSites, ValueUses, ReportingTransformer):
             self._stacked.update(pmaps)
             self._stacked.update(d.decorator for d in pmaps)
         if pmaps:
-            inner = [n for n in m.findall(node.body, m.Call() | m.Name() | m.Attribute())
+            inner = [n for n in find_all(node.body, (cst.Call, cst.Name, cst.Attribute))
                      if self._is_pmap_site(n)]
             if inner:
                 self._nested.update(inner)
@@ -297,7 +297,7 @@ class PmapToShardMap(SiteRewrite, NestedSites, ValueUses, ReportingTransformer):
             if self._is_pmap_partial(node.func):
                 self._skip.add(node.func)
             return
-        inner = m.findall(fun, m.Call() | m.Name() | m.Attribute())
+        inner = find_all(fun, (cst.Call, cst.Name, cst.Attribute))
         inner = [n for n in inner if self._is_pmap_site(n)]
         if inner:
             self._nested.update(inner)

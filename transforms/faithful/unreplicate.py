@@ -15,12 +15,11 @@ Which names hold pmap outputs is decided in transforms/faithful/pmap_outputs.py.
 from __future__ import annotations
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
 
 from transforms.faithful.pmap_outputs import PmapOutputs
 from transforms.faithful.pmap_sites import PMAP
 from transforms.helpers.helper_templates import helper_text
+from transforms.imports import RuleContext, add_import
 from transforms.module_helpers import request_helper
 from transforms.reading.snippets import one_line
 from transforms.reading.snippets import parameters as _all_params
@@ -61,7 +60,7 @@ class Unreplicate(PmapOutputs, ReportingTransformer):
     PREFILTER_WORDS = (rb"pmap", rb"unreplicate")
 
     def __init__(
-        self, context: CodemodContext, target: TargetJax, suppressions: Suppressions | None = None
+        self, context: RuleContext, target: TargetJax, suppressions: Suppressions | None = None
     ):
         super().__init__(context, target, suppressions)
 
@@ -139,7 +138,7 @@ class Unreplicate(PmapOutputs, ReportingTransformer):
             ):
                 return updated
             request_helper(self.context, HELPER, HELPER_SOURCE)
-            AddImportsVisitor.add_needed_import(self.context, "jax")
+            add_import(self.context, "jax")
             helper_arg = cst.Arg(
                 cst.Name(HELPER), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
             )

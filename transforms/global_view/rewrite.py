@@ -12,12 +12,13 @@ ever crosses between the two layouts. What goes global:
 from __future__ import annotations
 
 import ast
+import codecs
 import dataclasses
+import io
 import re
+import tokenize
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
 
 from transforms.codes.findings import Finding
 from transforms.faithful.multiprocess import _first_evidence
@@ -44,7 +45,7 @@ from transforms.global_view.values import (
     quoted,
     stacked_axis,
 )
-from transforms.imports import apply_queued_imports
+from transforms.imports import RuleContext, add_import, apply_queued_imports
 from transforms.reading.names import ImportTable
 from transforms.target import TargetJax
 
@@ -169,7 +170,7 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     if not sites and not blockers:
         return GlobalResult(source, [])
     multiprocess = _first_evidence(tree, table.imported) is not None
-    module_blocker = _module_blocker(tree, table, target, multiprocess)
+    module_blocker = _encoding_blocker(source) or _module_blocker(tree, table, target, multiprocess)
     if module_blocker is not None:
         nodes = [s.node for s in sites] + [b.node for b in blockers]
         return GlobalResult(source, [_finding(Blocker("PM607", n, module_blocker)) for n in nodes])
@@ -318,17 +319,17 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     if moved:
         new_module = cst.parse_module(hoisted.encode("utf-8"))
         findings = _with_hoisting_noted(findings, global_sites, moved)
-    context = CodemodContext()
-    AddImportsVisitor.add_needed_import(context, "jax.sharding", "AxisType")
-    AddImportsVisitor.add_needed_import(context, "jax.sharding", "PartitionSpec", "P")
+    context = RuleContext()
+    add_import(context, "jax.sharding", "AxisType")
+    add_import(context, "jax.sharding", "PartitionSpec", "P")
     if re.search(r"NamedSharding\(mesh\w*, ", text):
-        AddImportsVisitor.add_needed_import(context, "jax.sharding", "NamedSharding")
+        add_import(context, "jax.sharding", "NamedSharding")
     if "multihost_utils.global_array_to_host_local_array(" in text:
-        AddImportsVisitor.add_needed_import(context, "jax.experimental", "multihost_utils")
+        add_import(context, "jax.experimental", "multihost_utils")
     if module.jax == "jax" and "jax" not in table.imported:
-        AddImportsVisitor.add_needed_import(context, "jax")
+        add_import(context, "jax")
     if module.needs_functools and any(s.static for s in global_sites):
-        AddImportsVisitor.add_needed_import(context, "functools")
+        add_import(context, "functools")
     new_module = apply_queued_imports(new_module, context)
     layouts = tuple(FunctionLayout(c, r.layouts) for c, r in sorted(results.items()) if r.layouts)
     return GlobalResult(new_module.bytes, _dedupe(findings), layouts,
@@ -406,6 +407,18 @@ def _out_specs(site: Site, mode, axis: str) -> str:
 
 def callers_of(site: str, callers: dict[str, set[str]]) -> list[str]:
     return [c for c, called in callers.items() if site in called]
+
+
+def _encoding_blocker(source: bytes) -> str | None:
+    """The global pass edits UTF-8 text (spans of the source, ast's byte columns): a file
+    declared in another encoding keeps the faithful style, which edits it through libcst."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+    except SyntaxError:
+        return None  # ast.parse accepted it; the declaration is read the same way there
+    if codecs.lookup(encoding).name == "utf-8":
+        return None
+    return f"the file's coding declaration gives {encoding}; the global style edits UTF-8 source only"
 
 
 def _module_blocker(tree, table: ImportTable, target: TargetJax, multiprocess: bool) -> str | None:

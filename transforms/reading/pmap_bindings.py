@@ -24,9 +24,8 @@ import dataclasses
 from collections.abc import Callable
 
 import libcst as cst
-import libcst.matchers as m
 
-from transforms.reading.snippets import parameters
+from transforms.reading.snippets import find_all, parameters
 
 Scope = tuple[cst.FunctionDef | cst.ClassDef, ...]
 _BLOCKS = (cst.Module, cst.IndentedBlock, cst.SimpleStatementSuite)
@@ -191,7 +190,8 @@ def _bindings(root: cst.CSTNode):
 
 def _reads(value: cst.CSTNode, name: str) -> bool:
     """`value` reads `name` (an augmented assignment always reads its target)."""
-    return isinstance(value, cst.AugAssign) or bool(m.findall(value, m.Name(name)))
+    return isinstance(value, cst.AugAssign) or bool(
+        find_all(value, cst.Name, lambda n: n.value == name))
 
 
 def _is_parameter(name: str, scope: cst.FunctionDef | cst.ClassDef) -> bool:

@@ -27,3 +27,19 @@ def parameters(params: cst.Parameters) -> list[cst.Param]:
     """Every parameter a function binds, `*args` and `**kwargs` included."""
     stars = [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
     return [*params.posonly_params, *params.params, *params.kwonly_params, *stars]
+
+
+def find_all(root: cst.CSTNode, types: type | tuple[type, ...], where=None) -> list[cst.CSTNode]:
+    """Every node below `root` (and `root` itself) of one of `types` for which `where(node)`
+    holds, in source order: what `libcst.matchers.findall` returns for a type matcher, without
+    importing libcst.matchers (a quarter of a second)."""
+    found: list[cst.CSTNode] = []
+
+    class _Collect(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if isinstance(node, types) and (where is None or where(node)):
+                found.append(node)
+            return True
+
+    root.visit(_Collect())
+    return found
