@@ -9,6 +9,7 @@ pytree of numpy arrays) or {"ok": False, "error": "..."}. An empty line ends the
 """
 
 import importlib
+import os
 import pickle
 import sys
 import traceback
@@ -60,4 +61,10 @@ def main(root, target):
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import worker
+
+    # Between calls the end of stdin ends it; during a long call, this does. Its group is the
+    # harness's own: only this process goes.
+    worker.exit_with_parent(kill_group=False)
     main(sys.argv[1], sys.argv[2])

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from equivalence.compare import compare_outputs
-from equivalence.runner import RunOutcome, run_entry
+from equivalence.runner import RunOutcome, run_entry, stop_all_workers
 
 EQUIVALENT, DIFFERENT, STALLED, ERROR = "equivalent", "different", "stalled", "error"
 VERDICTS = (EQUIVALENT, DIFFERENT, STALLED, ERROR)
@@ -104,24 +104,30 @@ def check(original_root: Path, migrated_root: Path, entries: list[str], options:
         yield from _check_processes(original_root, migrated_root, entries, options, same_jax)
         return
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-        for entry in entries:
-            for devices in options.devices:
-                start = time.perf_counter()
-                original = pool.submit(
-                    run_entry, original_root, entry, devices=devices,
-                    python=options.reference_python, timeout=options.timeout,
-                    rng_compat=options.rng_compat,
-                )
-                migrated = pool.submit(
-                    run_entry, migrated_root, entry, devices=devices,
-                    python=options.python, timeout=options.timeout,
-                    rng_compat=options.rng_compat,
-                )
-                yield compare_runs(
-                    entry, devices, original.result(), migrated.result(),
-                    same_jax=same_jax, seconds=time.perf_counter() - start,
-                    layouts=None if options.layouts is None else options.layouts.get(entry, ()),
-                )
+        try:
+            for entry in entries:
+                for devices in options.devices:
+                    start = time.perf_counter()
+                    original = pool.submit(
+                        run_entry, original_root, entry, devices=devices,
+                        python=options.reference_python, timeout=options.timeout,
+                        rng_compat=options.rng_compat,
+                    )
+                    migrated = pool.submit(
+                        run_entry, migrated_root, entry, devices=devices,
+                        python=options.python, timeout=options.timeout,
+                        rng_compat=options.rng_compat,
+                    )
+                    yield compare_runs(
+                        entry, devices, original.result(), migrated.result(),
+                        same_jax=same_jax, seconds=time.perf_counter() - start,
+                        layouts=None if options.layouts is None else options.layouts.get(entry, ()),
+                    )
+        except BaseException:
+            # Interrupted (Ctrl-C, SIGTERM, the caller closing the generator): the pool's
+            # threads wait on workers no signal reached; stop them before the pool joins.
+            stop_all_workers()
+            raise
 
 
 def _check_processes(original_root, migrated_root, entries, options, same_jax):
@@ -129,28 +135,39 @@ def _check_processes(original_root, migrated_root, entries, options, same_jax):
     from equivalence.multiprocess import run_entry_processes
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        for entry in entries:
-            for devices in options.devices:
-                start = time.perf_counter()
-                runs = [
-                    pool.submit(
-                        run_entry_processes, root, entry, devices=devices,
-                        processes=options.processes, python=python, timeout=options.timeout,
-                        rng_compat=options.rng_compat,
-                    )
-                    for root, python in ((original_root, options.reference_python),
-                                         (migrated_root, options.python))
-                ]
-                original, migrated = (run.result() for run in runs)
-                seconds = time.perf_counter() - start
-                # --style global: a process's host-local rows in the original against what
-                # the migrated program returns in that process, through the same layout map.
-                layouts = None if options.layouts is None else options.layouts.get(entry, ())
-                for process, (before, after) in enumerate(zip(original, migrated)):
-                    report = compare_runs(entry, devices, before, after, same_jax=same_jax,
-                                          seconds=seconds, layouts=layouts)
-                    report.process, report.processes = process, options.processes
-                    yield report
+        try:
+            yield from _each_process_report(pool, original_root, migrated_root, entries, options,
+                                            same_jax, run_entry_processes)
+        except BaseException:
+            stop_all_workers()  # as in check
+            raise
+
+
+def _each_process_report(pool, original_root, migrated_root, entries, options, same_jax,
+                         run_entry_processes):
+    """The reports of _check_processes, side by side in `pool`."""
+    for entry in entries:
+        for devices in options.devices:
+            start = time.perf_counter()
+            runs = [
+                pool.submit(
+                    run_entry_processes, root, entry, devices=devices,
+                    processes=options.processes, python=python, timeout=options.timeout,
+                    rng_compat=options.rng_compat,
+                )
+                for root, python in ((original_root, options.reference_python),
+                                     (migrated_root, options.python))
+            ]
+            original, migrated = (run.result() for run in runs)
+            seconds = time.perf_counter() - start
+            # --style global: a process's host-local rows in the original against what
+            # the migrated program returns in that process, through the same layout map.
+            layouts = None if options.layouts is None else options.layouts.get(entry, ())
+            for process, (before, after) in enumerate(zip(original, migrated)):
+                report = compare_runs(entry, devices, before, after, same_jax=same_jax,
+                                      seconds=seconds, layouts=layouts)
+                report.process, report.processes = process, options.processes
+                yield report
 
 
 def compare_runs(

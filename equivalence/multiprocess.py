@@ -28,7 +28,9 @@ import time
 from pathlib import Path
 
 
-from equivalence.runner import RunOutcome, finished_outcome, stall_message, worker_environment
+from equivalence.runner import (
+    RunOutcome, finished_outcome, stall_message, track_group, worker_environment,
+)
 
 WORKER = Path(__file__).with_name("multiprocess_worker.py")
 POLL_SECONDS = 0.1
@@ -78,10 +80,12 @@ def _run(work: Path, root: Path, entry: str, local_devices: int, processes: int,
                     env=worker_environment(local_devices, folder / "hlo", rng_compat), cwd=str(root),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=err, process_group=group,
                 ))
+                track_group(running[0].pid, True)
         results, failed, timed_out = _wait(running, folders, start + timeout)
     finally:
         if running:
             _kill_group(running)
+            track_group(running[0].pid, False)
     seconds = time.perf_counter() - start
     outcomes = []
     for p, (process, folder) in enumerate(zip(running, folders)):

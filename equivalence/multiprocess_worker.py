@@ -43,6 +43,10 @@ def main(root, entry, out_dir, coordinator, processes, process_id):
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import worker
+
+    worker.exit_with_parent(kill_group=True)  # the job's processes share one new group
     # At exit jax.distributed waits for every peer (its shutdown barrier); the parent stops
     # the whole job once each process has written its result or one of them failed.
     main(*sys.argv[1:7])

@@ -32,7 +32,8 @@ class Side:
         self.scratch = scratch
         self.process = subprocess.Popen(
             [python, str(HERE / "call_worker.py"), str(root), function],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=str(root),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(root),
+            env=dict(env, PMAP_MIGRATE_HARNESS_PID=str(os.getpid())),  # worker.exit_with_parent
         )
         self.calls = 0
 

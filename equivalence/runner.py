@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -80,7 +81,31 @@ def worker_environment(devices: int, hlo_dir: Path, rng_compat: bool = True) -> 
         # migration is compared, not the version upgrade.
         env["JAX_THREEFRY_PARTITIONABLE"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PMAP_MIGRATE_HARNESS_PID"] = str(os.getpid())  # worker.exit_with_parent watches it
     return env
+
+
+# Process groups of the workers running now. Each runs in its own session or group, so a
+# Ctrl-C or SIGTERM that stops the harness reaches none of them, and the threads waiting for
+# them never hear it: `stop_all_workers` is what the interrupted caller runs.
+_running_groups: set[int] = set()
+_running_lock = threading.Lock()
+
+
+def track_group(pgid: int, running: bool) -> None:
+    with _running_lock:
+        (_running_groups.add if running else _running_groups.discard)(pgid)
+
+
+def stop_all_workers() -> None:
+    """Kill every worker group this process has running."""
+    with _running_lock:
+        groups = list(_running_groups)
+    for pgid in groups:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def run_entry(root: Path, entry: str, **options) -> RunOutcome:
@@ -115,6 +140,7 @@ def _run_in(
             env=env, cwd=str(root), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
             start_new_session=True,
         )
+        track_group(process.pid, True)
         try:
             returncode = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -122,6 +148,11 @@ def _run_in(
             stall = stall_message(out_dir / "stderr.txt")
             error = f"timed out after {timeout:g} s" + (f" in a collective rendezvous: {stall}" if stall else "")
             return RunOutcome(False, time.perf_counter() - start, error=error, stall=stall)
+        except BaseException:
+            _kill_group(process)  # interrupted while waiting (in the calling thread)
+            raise
+        finally:
+            track_group(process.pid, False)
     seconds = time.perf_counter() - start
     result_file = out_dir / "result.json"
     if not result_file.exists():

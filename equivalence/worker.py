@@ -12,9 +12,32 @@ Writes OUT_DIR/outputs.npz (one array per leaf, keyed by leaf index) and OUT_DIR
 import importlib
 import json
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
+
+# The harness's pid, set by equivalence.runner.worker_environment.
+PARENT_PID = "PMAP_MIGRATE_HARNESS_PID"
+
+
+def exit_with_parent(kill_group, poll_seconds=0.5):
+    """End this process as soon as the harness that started it is gone. A `check` killed
+    with SIGKILL (an OOM kill, a CI runner stopping its job) cannot stop its workers, and a
+    worker left behind runs the program on for minutes. `kill_group`: this process's group
+    holds only the run's own processes (the harness started it in a new session or group),
+    so they go too."""
+    parent = int(os.environ.get(PARENT_PID) or os.getppid())
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(poll_seconds)
+        if kill_group:
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def _key_path(path):
@@ -69,4 +92,5 @@ def main(root, entry, out_dir):
 
 
 if __name__ == "__main__":
+    exit_with_parent(kill_group=True)  # the runner starts it in a new session
     main(*sys.argv[1:4])

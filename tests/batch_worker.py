@@ -25,6 +25,7 @@ def main(root, hlo_dir, out_dir, modules):
     spec = importlib.util.spec_from_file_location("_equivalence_worker", WORKER)
     worker = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(worker)
+    worker.exit_with_parent(kill_group=True)  # batch_check starts it in a new session
     os.makedirs(hlo_dir, exist_ok=True)
     for module in modules:
         before = set(os.listdir(hlo_dir))

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -382,3 +385,69 @@ def test_legacy_pmap_lowering_against_old_target_counts_are_notes(tmp_path):
     [report] = check(original, migrated, ["prog:run"], options)
     assert report.verdict == "equivalent", report.differences
     assert any("legacy pmap vs jit lowering" in n for n in report.sections["collectives"].notes)
+
+
+SLEEPER = '''\
+import time
+
+import jax
+import numpy as np
+
+
+def run():
+    time.sleep(600)
+    return np.zeros(2)
+'''
+
+
+def _processes_naming(marker: str) -> list[int]:
+    """Pids of running processes whose command line contains `marker` (not this one)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = (proc / "stat").read_text().split(")")[-1].split()[0]
+        except OSError:
+            continue
+        if marker in cmdline and state != "Z":
+            found.append(int(proc.name))
+    return found
+
+
+def _wait_for(predicate, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return predicate()
+
+
+@pytest.mark.parametrize("processes", [1, 2], ids=["one-process", "two-processes"])
+@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGKILL], ids=["term", "kill"])
+def test_a_stopped_check_leaves_no_worker_behind(tmp_path, signal_number, processes):
+    """The workers run in their own session, out of reach of the signals that stop `check`:
+    stopped with SIGTERM, check kills them before it unwinds; killed with SIGKILL, each worker
+    sees its parent gone (worker.exit_with_parent) and ends itself and its group."""
+    module = f"sleeper_{signal_number}_{processes}_{os.getpid()}"
+    (tmp_path / f"{module}.py").write_text(SLEEPER)
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "migrator.cli", "check", str(tmp_path), "--entry", f"{module}:run",
+         "--devices", "2", "--processes", str(processes)],
+        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        # Every worker of both sides (the original and the migrated copy) names the entry.
+        assert _wait_for(lambda: len(_processes_naming(f"{module}:run")) >= 2 * processes, 120)
+        cli.send_signal(signal_number)
+        cli.wait(timeout=60)
+        assert _wait_for(lambda: not _processes_naming(f"{module}:run"), 15), \
+            _processes_naming(f"{module}:run")
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+        for pid in _processes_naming(f"{module}:run"):
+            os.kill(pid, signal.SIGKILL)
