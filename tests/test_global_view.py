@@ -619,3 +619,18 @@ def run():
     assert any(f.code == "PM607" and f.line == 20 and "`evaluate` runs only where "
                "`jax.process_index() == 0` holds" in f.message for f in result.findings)
     assert "PM600" not in {f.code for f in result.findings}
+
+
+def test_a_bom_is_utf8_and_a_declared_latin1_file_stays_faithful():
+    """The global pass edits UTF-8 text: a BOM file goes global and keeps its BOM; a file
+    declared latin-1 keeps the faithful style with PM607 (it failed with PM005 before)."""
+    body = (b"import jax\nimport numpy as np\n\n\n@jax.pmap\ndef double(x):\n    return 2 * x\n\n\n"
+            b"def run():\n    n = jax.local_device_count()\n"
+            b"    return np.asarray(double(np.ones((n, 3), np.float32)))\n")
+    bom = migrate_source(b"\xef\xbb\xbf" + body, style="global")
+    assert bom.source.startswith(b"\xef\xbb\xbf") and b"jax.pmap" not in bom.source
+    assert "PM600" in {f.code for f in bom.findings}
+    latin1 = migrate_source(b"# -*- coding: latin-1 -*-\n# caf\xe9\n" + body, style="global")
+    codes = {f.code for f in latin1.findings}
+    assert "PM607" in codes and "PM600" not in codes and "PM005" not in codes
+    assert b"# caf\xe9\n" in latin1.source and b"_pmap_style_shard_map" in latin1.source

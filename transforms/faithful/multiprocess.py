@@ -28,6 +28,7 @@ import libcst as cst
 from transforms.helpers.multiprocess_helper import multiprocess_helper_source
 from transforms.helpers.runtime_helper import helper_source
 from transforms.reading.names import ImportTable, parse_or_none
+from transforms.reading.prefilter import all_nodes
 from transforms.reporting import ReportingTransformer
 
 SCRATCH_KEY = "pmap_migrate.multiprocess"  # (line, what) of the first multi-process call
@@ -114,7 +115,7 @@ def _first_evidence(tree: ast.Module, imported: dict[str, str]) -> tuple[int, st
     references jax.pmap. Read from the standard `ast` (a fraction of a libcst visit), with
     names resolved through the module's import table (local name -> dotted name)."""
     found, has_pmap = [], False
-    for node in ast.walk(tree):
+    for node in all_nodes(tree):
         if not isinstance(node, (ast.Attribute, ast.Name)) or not isinstance(node.ctx, ast.Load):
             continue
         parts, current = [], node

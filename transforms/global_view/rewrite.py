@@ -416,7 +416,7 @@ def _encoding_blocker(source: bytes) -> str | None:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
     except SyntaxError:
         return None  # ast.parse accepted it; the declaration is read the same way there
-    if codecs.lookup(encoding).name == "utf-8":
+    if codecs.lookup(encoding).name in ("utf-8", "utf-8-sig"):  # a BOM is UTF-8 too
         return None
     return f"the file's coding declaration gives {encoding}; the global style edits UTF-8 source only"
 

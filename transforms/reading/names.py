@@ -18,7 +18,7 @@ import dataclasses
 
 import libcst as cst
 
-from transforms.reading.prefilter import parse_or_none
+from transforms.reading.prefilter import all_nodes, parse_or_none
 
 _BUILTINS = frozenset(dir(builtins))
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -41,7 +41,7 @@ class ImportTable:
         imported: dict[str, set[str]] = {}
         bound: set[str] = set()
         star = False
-        for node in ast.walk(tree):
+        for node in all_nodes(tree):
             kind = type(node)  # (isinstance on every node was most of this walk's cost)
             if kind is ast.Name:
                 if type(node.ctx) is not ast.Load:

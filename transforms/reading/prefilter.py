@@ -109,6 +109,16 @@ def parse_or_none(source: bytes) -> ast.Module | None:
         return None
 
 
+def all_nodes(tree: ast.AST) -> list[ast.AST]:
+    """`list(ast.walk(tree))`, walked once per tree: the reference walk, the import table and
+    the multi-process check all read every node of the same tree (the walk, not the reading,
+    is what costs)."""
+    nodes = tree.__dict__.get("_pmap_migrate_nodes")
+    if nodes is None:
+        nodes = tree._pmap_migrate_nodes = list(ast.walk(tree))
+    return nodes
+
+
 ALL_RULES = frozenset(RULE_REFERENCES)
 
 
@@ -147,7 +157,7 @@ class _References:
         self._walk(tree)
 
     def _walk(self, tree: ast.Module) -> None:
-        for node in ast.walk(tree):
+        for node in all_nodes(tree):
             kind = type(node)
             if kind is ast.Name:
                 self.names.add(node.id)
