@@ -34,6 +34,11 @@ from transforms.global_view.values import (
 )
 
 
+# numpy / jax.numpy functions that always return a new array, whatever their arguments.
+_ALLOCATING = frozenset({"zeros", "ones", "full", "empty", "arange", "linspace", "eye",
+                         "identity", "zeros_like", "ones_like", "full_like", "empty_like"})
+
+
 class IdiomsMixin:
     """`CallerAnalysis`'s producers and consumers (dataflow.py holds the state they read)."""
 
@@ -44,7 +49,7 @@ class IdiomsMixin:
                 raise Blocker("PM604", call, "device_put_replicated onto a device list that is "
                               "not all local devices")
             self._need_same(call.args[0])
-            self._edit(call, self._replicated(self.render(call.args[0])))
+            self._edit(call, self._replicated(self.render(call.args[0]), call.args[0]))
             return _replicated_tree(call.args[0])
         value = replicated_operand(call, name, self._is_devcount, self._rank_of)
         if value is not None:
@@ -185,12 +190,39 @@ class IdiomsMixin:
 
     _rows: dict = {}
 
-    def _replicated(self, text: str) -> str:
-        """A replicated placement (`device_put_replicated`, flax `replicate`): `P()`, on a
-        fresh buffer when a step of the module donates (the original's replicas were copies,
-        so donating them never deleted the user's value)."""
-        fresh = ", may_alias=False" if self.module.donating else ""
-        return f"{self.module.jax}.device_put({text}, P(){fresh})"
+    def _replicated(self, text: str, value: ast.AST) -> str:
+        """A replicated placement (`device_put_replicated`, flax `replicate`): `P()`, of a
+        copy when a step of the module donates and `value` may be the user's own array (the
+        original's replicas were copies, so donating them never deleted it). The copy is
+        spelled out: `device_put(x, P(), may_alias=False)` of an array on one device (a
+        module constant, a value made before the mesh) reuses its buffer there on jax 0.10.2,
+        and the donating step then deleted `x`."""
+        jax = self.module.jax
+        if self.module.donating and not self._made_here(value):
+            text = f"{jax}.tree.map({self.module.numpy}.copy, {text})"
+        return f"{jax}.device_put({text}, P())"
+
+    def _made_here(self, value: ast.AST) -> bool:
+        """`value` is made by the expression itself, so nothing else holds it: a literal, a
+        numpy or jax.numpy allocation (`jnp.zeros(3)`, `np.ones((3,), np.float32)`), a numpy
+        or jax.numpy call on constants only (`jnp.float32(0.5)`), or a dict / list / tuple
+        of those. A name, an attribute or another function's result may be a value
+        that is read again (a module constant, a parameter, a cached tree)."""
+        if isinstance(value, ast.Constant):
+            return True
+        if isinstance(value, (ast.Tuple, ast.List)):
+            return all(self._made_here(e) for e in value.elts)
+        if isinstance(value, ast.Dict):
+            return None not in value.keys and all(self._made_here(v) for v in value.values)
+        if isinstance(value, ast.Call):
+            name = self._qualified(value.func)
+            if not name.startswith(("numpy.", "jax.numpy.")):
+                return False
+            if name.rsplit(".", 1)[-1] in _ALLOCATING:
+                return True
+            # `jnp.float32(2.0)`: a scalar of constants (of an array it may be that array).
+            return all(self._made_here(a) for a in value.args) and not value.keywords
+        return False
 
     def _unstacked(self, stack: ast.Call, name: str, value: ast.AST, tree: bool = False) -> str:
         """The one value a stack (`jnp.stack([x] * n)`, `np.broadcast_to(x, ...)`) repeats.
@@ -208,7 +240,7 @@ class IdiomsMixin:
                 return text
             return f"{self.module.jax}.tree.map({numpy}.asarray, {text})" if tree \
                 else f"{numpy}.asarray({text})"
-        return self._replicated(text)
+        return self._replicated(text, value)
 
     def _placed_batch(self, text: str) -> str:
         """A merged batch placed where the original placed its rows (`shard`,

@@ -27,7 +27,7 @@ def run():
     with jax.set_mesh(mesh):
         n = jax.local_device_count()
         x = np.arange(n * 3, dtype=np.float32)
-        w = jax.device_put(jnp.float32(2.0), P(), may_alias=False)
+        w = jax.device_put(jnp.float32(2.0), P())
         c = centered(x)
         for _ in range(2):
             with jax.set_mesh(mesh_j):

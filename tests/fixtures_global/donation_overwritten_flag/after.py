@@ -22,7 +22,7 @@ def run():
     mesh = jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(AxisType.Auto,))
     with jax.set_mesh(mesh):
         n = jax.local_device_count()
-        params = {"w": jax.device_put(jnp.ones((3,), jnp.float32), P(), may_alias=False)}
+        params = {"w": jax.device_put(jnp.ones((3,), jnp.float32), P())}
         x = np.arange(n * 6, dtype=np.float32).reshape(n * 2, 3)
         losses = []
         deleted = False

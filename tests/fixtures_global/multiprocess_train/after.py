@@ -38,7 +38,7 @@ def run():
         seed = int(jax.random.randint(key, (), 0, 1000))
         rng = np.random.RandomState(seed)
         data = np.linspace(-1.0, 1.0, 96).reshape(-1, 3)
-        params = jax.device_put({"w": jnp.zeros(3), "b": jnp.zeros(())}, P(), may_alias=False)
+        params = jax.device_put({"w": jnp.zeros(3), "b": jnp.zeros(())}, P())
         losses = []
         for _ in range(3):
             rows = data[jax.process_index()::jax.process_count()] + rng.normal(size=(n * 4, 3))

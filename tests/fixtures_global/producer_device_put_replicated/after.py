@@ -27,7 +27,7 @@ def run():
     with jax.set_mesh(mesh):
         devices = jax.local_devices()
         n = len(devices)
-        params = jax.device_put({"w": np.ones((3,), np.float32), "b": 0.5}, P(), may_alias=False)
+        params = jax.device_put({"w": np.ones((3,), np.float32), "b": 0.5}, P())
         data = np.arange(n * 4 * 3, dtype=np.float32).reshape(n * 4, 3) / 10.0
         x = data.reshape(-1, 3)
         y = np.sin(data[:, 0]).reshape(-1)

@@ -27,7 +27,7 @@ def run():
     with jax.set_mesh(mesh):
         devices = jax.local_devices()
         n = len(devices)
-        params = jax.device_put({"w": np.zeros((3,), np.float32), "b": np.float32(0.0)}, P(), may_alias=False)
+        params = jax.device_put({"w": np.zeros((3,), np.float32), "b": np.float32(0.0)}, P())
         rng = np.random.default_rng(1)
         xs = rng.normal(size=(n * 4, 3)).astype(np.float32)
         x = jax.device_put(xs, P("batch"))

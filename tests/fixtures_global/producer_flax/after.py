@@ -26,7 +26,7 @@ def train_step(params, x, y):
 def train(params, batches):
     mesh = jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(AxisType.Auto,))
     with jax.set_mesh(mesh):
-        params = jax.device_put(params, P(), may_alias=False)
+        params = jax.device_put(jax.tree.map(jnp.copy, params), P())
         for batch in batches:
             x, y = jax.device_put(batch["x"], P("batch")), jax.device_put(batch["y"], P("batch"))
             params, loss = train_step(params, x, y)

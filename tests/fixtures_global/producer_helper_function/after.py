@@ -31,7 +31,7 @@ def run():
     mesh = jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(AxisType.Auto,))
     with jax.set_mesh(mesh):
         n = jax.local_device_count()
-        params = {"w": jax.device_put(jnp.zeros(3), P(), may_alias=False), "b": jax.device_put(jnp.zeros(()), P(), may_alias=False)}
+        params = {"w": jax.device_put(jnp.zeros(3), P()), "b": jax.device_put(jnp.zeros(()), P())}
         x, y = make_data(n)
         params, loss = train_step(params, x, y)
         return {"loss": np.asarray(loss)}

@@ -24,7 +24,7 @@ def run():
     with jax.set_mesh(mesh):
         n = jax.local_device_count()
         state = {"w": jnp.ones((3,)), "b": jnp.zeros(())}
-        params = jax.device_put(state, P(), may_alias=False)
+        params = jax.device_put(jax.tree.map(jnp.copy, state), P())
         zeros = {"w": jnp.zeros((3,)), "b": jnp.zeros(())}
         x = np.ones((2, 3), np.float32)
         y = np.zeros((2,), np.float32)

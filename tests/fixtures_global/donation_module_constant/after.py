@@ -1,0 +1,28 @@
+"""A module constant replicated for a donating step: the original's replicas are copies, so W
+survives the donation. The migration places a copy of W (device_put of W itself, even with
+may_alias=False, reuses W's buffer on its device and the step would delete it)."""
+# pmap-migrate-test: original needs legacy jax
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AxisType, PartitionSpec as P
+
+W = jnp.ones((3,), jnp.float32)
+
+
+@functools.partial(jax.jit, donate_argnums=(0,))
+@functools.partial(jax.shard_map, in_specs=(P(), P("batch")), out_specs=P(), check_vma=False)
+def step(params, x):
+    return params + jax.lax.pmean(x, "batch")
+
+
+def run():
+    mesh = jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(AxisType.Auto,))
+    with jax.set_mesh(mesh):
+        n = jax.local_device_count()
+        params = jax.device_put(jax.tree.map(jnp.copy, W), P())
+        x = np.arange(n * 3, dtype=np.float32)
+        params = step(params, x)
+        return {"out": np.asarray(params), "w_after": np.asarray(W)}
