@@ -12,14 +12,13 @@ Verdicts per entry and device count:
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import dataclasses
 import sys
 import time
 from pathlib import Path
 
 from equivalence.compare import compare_outputs
-from equivalence.runner import RunOutcome, run_entry, stop_all_workers
+from equivalence.runner import RunOutcome, run_entry, worker_threads
 
 EQUIVALENT, DIFFERENT, STALLED, ERROR = "equivalent", "different", "stalled", "error"
 VERDICTS = (EQUIVALENT, DIFFERENT, STALLED, ERROR)
@@ -103,44 +102,34 @@ def check(original_root: Path, migrated_root: Path, entries: list[str], options:
     if options.processes > 1:
         yield from _check_processes(original_root, migrated_root, entries, options, same_jax)
         return
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-        try:
-            for entry in entries:
-                for devices in options.devices:
-                    start = time.perf_counter()
-                    original = pool.submit(
-                        run_entry, original_root, entry, devices=devices,
-                        python=options.reference_python, timeout=options.timeout,
-                        rng_compat=options.rng_compat,
-                    )
-                    migrated = pool.submit(
-                        run_entry, migrated_root, entry, devices=devices,
-                        python=options.python, timeout=options.timeout,
-                        rng_compat=options.rng_compat,
-                    )
-                    yield compare_runs(
-                        entry, devices, original.result(), migrated.result(),
-                        same_jax=same_jax, seconds=time.perf_counter() - start,
-                        layouts=None if options.layouts is None else options.layouts.get(entry, ()),
-                    )
-        except BaseException:
-            # Interrupted (Ctrl-C, SIGTERM, the caller closing the generator): the pool's
-            # threads wait on workers no signal reached; stop them before the pool joins.
-            stop_all_workers()
-            raise
+    with worker_threads(max(1, options.jobs)) as pool:
+        for entry in entries:
+            for devices in options.devices:
+                start = time.perf_counter()
+                original = pool.submit(
+                    run_entry, original_root, entry, devices=devices,
+                    python=options.reference_python, timeout=options.timeout,
+                    rng_compat=options.rng_compat,
+                )
+                migrated = pool.submit(
+                    run_entry, migrated_root, entry, devices=devices,
+                    python=options.python, timeout=options.timeout,
+                    rng_compat=options.rng_compat,
+                )
+                yield compare_runs(
+                    entry, devices, original.result(), migrated.result(),
+                    same_jax=same_jax, seconds=time.perf_counter() - start,
+                    layouts=None if options.layouts is None else options.layouts.get(entry, ()),
+                )
 
 
 def _check_processes(original_root, migrated_root, entries, options, same_jax):
     """Each side as `options.processes` processes; one EntryReport per process."""
     from equivalence.multiprocess import run_entry_processes
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        try:
-            yield from _each_process_report(pool, original_root, migrated_root, entries, options,
-                                            same_jax, run_entry_processes)
-        except BaseException:
-            stop_all_workers()  # as in check
-            raise
+    with worker_threads(2) as pool:
+        yield from _each_process_report(pool, original_root, migrated_root, entries, options,
+                                        same_jax, run_entry_processes)
 
 
 def _each_process_report(pool, original_root, migrated_root, entries, options, same_jax,

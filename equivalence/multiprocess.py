@@ -29,7 +29,7 @@ from pathlib import Path
 
 
 from equivalence.runner import (
-    RunOutcome, finished_outcome, stall_message, track_group, worker_environment,
+    RunOutcome, finished_outcome, stall_message, start_worker, worker_ended, worker_environment,
 )
 
 WORKER = Path(__file__).with_name("multiprocess_worker.py")
@@ -74,18 +74,17 @@ def _run(work: Path, root: Path, entry: str, local_devices: int, processes: int,
             with open(folder / "stdout.txt", "wb") as out, open(folder / "stderr.txt", "wb") as err:
                 # One new process group for the job (setpgid: a group of this session).
                 group = running[0].pid if running else 0
-                running.append(subprocess.Popen(
+                running.append(start_worker(
                     [python, str(WORKER), str(root), entry, str(folder), coordinator,
                      str(processes), str(p)],
                     env=worker_environment(local_devices, folder / "hlo", rng_compat), cwd=str(root),
-                    stdin=subprocess.DEVNULL, stdout=out, stderr=err, process_group=group,
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=err, group=group,
                 ))
-                track_group(running[0].pid, True)
         results, failed, timed_out = _wait(running, folders, start + timeout)
     finally:
         if running:
             _kill_group(running)
-            track_group(running[0].pid, False)
+            worker_ended(running[0].pid)
     seconds = time.perf_counter() - start
     outcomes = []
     for p, (process, folder) in enumerate(zip(running, folders)):

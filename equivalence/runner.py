@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import dataclasses
 import json
 import os
@@ -87,25 +89,64 @@ def worker_environment(devices: int, hlo_dir: Path, rng_compat: bool = True) -> 
 
 # Process groups of the workers running now. Each runs in its own session or group, so a
 # Ctrl-C or SIGTERM that stops the harness reaches none of them, and the threads waiting for
-# them never hear it: `stop_all_workers` is what the interrupted caller runs.
+# them never hear it: `worker_threads` kills them when its caller is interrupted. Workers are
+# started under the lock, so one being started while the harness stops is killed too, and
+# none starts after that.
 _running_groups: set[int] = set()
 _running_lock = threading.Lock()
+_stopping = False
 
 
-def track_group(pgid: int, running: bool) -> None:
+class HarnessStopped(RuntimeError):
+    """The harness was interrupted; no worker may start."""
+
+
+def start_worker(command: list[str], *, group: int | None = None, **popen) -> subprocess.Popen:
+    """Popen `command` in a new session, or with `group` in process group `group` (0: a new
+    one), tracked until `worker_ended`."""
+    session = {"start_new_session": True} if group is None else {"process_group": group}
     with _running_lock:
-        (_running_groups.add if running else _running_groups.discard)(pgid)
+        if _stopping:
+            raise HarnessStopped("the check was interrupted")
+        process = subprocess.Popen(command, **session, **popen)
+        _running_groups.add(group or process.pid)
+    return process
 
 
-def stop_all_workers() -> None:
-    """Kill every worker group this process has running."""
+def worker_ended(pgid: int) -> None:
     with _running_lock:
+        _running_groups.discard(pgid)
+
+
+def _stop_all_workers() -> None:
+    """Kill every worker group this process has running, and start no more."""
+    global _stopping
+    with _running_lock:
+        _stopping = True
         groups = list(_running_groups)
     for pgid in groups:
         try:
             os.killpg(pgid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+@contextlib.contextmanager
+def worker_threads(max_workers: int):
+    """A thread pool for running workers that leaves none behind: interrupted (Ctrl-C,
+    SIGTERM, the caller closing a generator), it kills the running workers, drops the queued
+    runs and joins its threads before the interruption goes on."""
+    global _stopping
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_workers)
+    try:
+        yield pool
+    except BaseException:
+        _stop_all_workers()
+        pool.shutdown(wait=True, cancel_futures=True)
+        with _running_lock:
+            _stopping = False
+        raise
+    pool.shutdown(wait=True)
 
 
 def run_entry(root: Path, entry: str, **options) -> RunOutcome:
@@ -135,12 +176,10 @@ def _run_in(
     # Output goes to files, not pipes: an entry that prints megabytes cannot fill memory or
     # block, and the tail of stderr explains a crash.
     with open(out_dir / "stdout.txt", "wb") as stdout, open(out_dir / "stderr.txt", "wb") as stderr:
-        process = subprocess.Popen(
+        process = start_worker(
             [python, str(WORKER), str(root), entry, str(out_dir)],
             env=env, cwd=str(root), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-            start_new_session=True,
         )
-        track_group(process.pid, True)
         try:
             returncode = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -152,7 +191,7 @@ def _run_in(
             _kill_group(process)  # interrupted while waiting (in the calling thread)
             raise
         finally:
-            track_group(process.pid, False)
+            worker_ended(process.pid)
     seconds = time.perf_counter() - start
     result_file = out_dir / "result.json"
     if not result_file.exists():

@@ -401,7 +401,8 @@ def run():
 
 
 def _processes_naming(marker: str) -> list[int]:
-    """Pids of running processes whose command line contains `marker` (not this one)."""
+    """Pids of running harness workers whose command line contains `marker`: not this process,
+    not the CLI that names the entry too, nor a child of it forked but not yet a worker."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
@@ -411,7 +412,7 @@ def _processes_naming(marker: str) -> list[int]:
             state = (proc / "stat").read_text().split(")")[-1].split()[0]
         except OSError:
             continue
-        if marker in cmdline and state != "Z":
+        if marker in cmdline and "worker.py" in cmdline and state != "Z":
             found.append(int(proc.name))
     return found
 
@@ -451,3 +452,27 @@ def test_a_stopped_check_leaves_no_worker_behind(tmp_path, signal_number, proces
             cli.kill()
         for pid in _processes_naming(f"{module}:run"):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_an_interrupted_pool_kills_its_running_worker_and_starts_no_queued_one(tmp_path):
+    """With one thread, the second run waits in the queue while the first sleeps; an
+    interruption inside `worker_threads` kills the first and drops the second (a plain
+    ThreadPoolExecutor's exit would have started it and waited 600 s for it)."""
+    from equivalence.runner import run_entry, start_worker, worker_ended, worker_threads
+
+    module = f"queued_sleeper_{os.getpid()}"
+    (tmp_path / f"{module}.py").write_text(SLEEPER)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with worker_threads(1) as pool:
+            running = pool.submit(run_entry, tmp_path, f"{module}:run", devices=1)
+            queued = pool.submit(run_entry, tmp_path, f"{module}:run", devices=1)
+            assert _wait_for(lambda: len(_processes_naming(f"{module}:run")) == 1, 60)
+            raise KeyboardInterrupt
+    assert time.monotonic() - started < 60
+    assert queued.cancelled() and running.done()
+    assert not _processes_naming(f"{module}:run")
+    # The stop is over once the pool has joined: workers start again.
+    process = start_worker([sys.executable, "-c", "pass"])
+    assert process.wait(timeout=30) == 0
+    worker_ended(process.pid)
