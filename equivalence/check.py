@@ -240,6 +240,14 @@ def _collectives(original: RunOutcome, migrated: RunOutcome, same_jax: bool) -> 
             "(e.g. x[0] on a sharded output compiles a gather; prefer out_axes=None or "
             "x.addressable_shards[0].data)"
         )
+    extra = (migrated.compiled.eager_reduction_collectives()
+             - original.compiled.eager_reduction_collectives())
+    for label, count in sorted(extra.items()):
+        notes.append(
+            f"extra collectives in eager reductions of the migrated run: {label} x{count} (a "
+            "reduction of a value spread over devices, e.g. np.mean(x), which calls x.mean(), "
+            "runs on all of them; np.mean(np.asarray(x)) reduces on the host)"
+        )
     details = {"original": original.compiled.to_dict(), "migrated": migrated.compiled.to_dict()}
     return Section(_verdict(differences), differences, notes, details)
 

@@ -10,7 +10,10 @@ Normalisation, so that only the migration shows up as a difference:
 - the async forms (`all-reduce-start`) count as their op;
 - an all-reduce of a constant is dropped (newer JAX folds `psum(constant)` before XLA sees it);
 - modules JAX compiles for single eager operations (`jit_gather` for `x[0]`, `jit_squeeze`,
-  ...) are "data movement", reported apart from the program's own collectives.
+  ...) are "data movement", and eager jax.numpy reductions (`jit__mean` when the host calls
+  `np.mean(x)` on a device array, which calls `x.mean()`) are "eager reductions": both are
+  reported apart from the program's own collectives. On a value spread over devices such an
+  operation runs on all of them; on legacy pmap's output it ran on one.
 """
 
 from __future__ import annotations
@@ -38,6 +41,11 @@ EAGER_OPERATIONS = {
     "device_put", "_reshard", "copy", "_take", "_unstack", "_where", "select_n", "_split",
     "expand_dims", "_getitem", "stack",
 }
+# jax.numpy's jitted reductions, compiled when run eagerly (np.mean(x) calls x.mean()).
+EAGER_REDUCTIONS = {
+    "_mean", "_var", "_std", "_reduce_sum", "_reduce_prod", "_reduce_max", "_reduce_min",
+    "_reduce_all", "_reduce_any",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +68,15 @@ class Module:
     @property
     def data_movement(self) -> bool:
         return self.name.removeprefix("jit_") in EAGER_OPERATIONS
+
+    @property
+    def eager_reduction(self) -> bool:
+        return self.name.removeprefix("jit_") in EAGER_REDUCTIONS
+
+    @property
+    def eager(self) -> bool:
+        """One eager operation outside the user's jitted code."""
+        return self.data_movement or self.eager_reduction
 
 
 def parse_module(text: str) -> Module:
@@ -120,31 +137,36 @@ class CompiledSummary:
     modules: list[Module]
 
     def program_collectives(self) -> collections.Counter:
-        return _count(m for m in self.modules if not m.data_movement)
+        return _count(m for m in self.modules if not m.eager)
 
     def data_movement_collectives(self) -> collections.Counter:
         return _count(m for m in self.modules if m.data_movement)
+
+    def eager_reduction_collectives(self) -> collections.Counter:
+        return _count(m for m in self.modules if m.eager_reduction)
 
     @property
     def replica_lowered(self) -> bool:
         """Compiled by the legacy pmap (modules `pmap_<fn>`): collectives over replicas, with
         no channel ids, which XLA's CSE merges when two are identical. jit + shard_map
         (and JAX >= 0.8's pmap) lower them with channel ids, which older XLA never merges."""
-        return any(m.name.startswith("pmap_") for m in self.modules if not m.data_movement)
+        return any(m.name.startswith("pmap_") for m in self.modules if not m.eager)
 
     def donations(self) -> list[int]:
         """Aliased-parameter counts of the program modules that donate, sorted."""
-        programs = _distinct(m for m in self.modules if not m.data_movement)
+        programs = _distinct(m for m in self.modules if not m.eager)
         return sorted(m.aliased_parameters for m in programs if m.aliased_parameters)
 
     def to_dict(self) -> dict:
         return {
             "program_collectives": _as_rows(self.program_collectives()),
             "data_movement_collectives": _as_rows(self.data_movement_collectives()),
+            "eager_reduction_collectives": _as_rows(self.eager_reduction_collectives()),
             "donations": self.donations(),
             "modules": [
                 {"name": m.name, "devices": m.devices, "collectives": len(m.collectives),
-                 "aliased_parameters": m.aliased_parameters, "data_movement": m.data_movement}
+                 "aliased_parameters": m.aliased_parameters, "data_movement": m.data_movement,
+                 "eager_reduction": m.eager_reduction}
                 for m in self.modules
             ],
         }

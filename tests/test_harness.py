@@ -94,6 +94,39 @@ def test_planted_fault_is_reported_for_the_right_reason(fault, tmp_path):
         assert report.sections["outputs"].verdict == "equivalent"
 
 
+NO_COLLECTIVES = """import jax
+import numpy as np
+
+
+@jax.pmap
+def scale(x):
+    return 2.0 * x
+
+
+def run():
+    n = jax.local_device_count()
+    y = scale(np.arange(n * 4, dtype=np.float32).reshape(n, 4))
+    return {"y": np.asarray(y), "mean": np.asarray(np.mean(y))}
+"""
+
+
+def test_a_host_reduction_of_a_sharded_output_is_a_note_not_a_difference(tmp_path):
+    """np.mean(x) calls x.mean(): on the migrated side's output, spread over 8 devices, that
+    eager reduction compiles an all-reduce; on the legacy pmap output it ran on one device.
+    It is not the program's communication (here the program has none), so it is a note."""
+    from conftest import legacy_python_or_skip
+
+    original = write(tmp_path / "original", NO_COLLECTIVES)
+    migrated = write(tmp_path / "migrated", migrate_source(NO_COLLECTIVES.encode()).source.decode())
+    options = CheckOptions(devices=(8,), reference_python=legacy_python_or_skip())
+    [report] = check(original, migrated, ["prog:run"], options)
+    assert report.verdict == "equivalent", report.differences
+    collectives = report.sections["collectives"]
+    assert any("eager reductions" in note for note in collectives.notes), collectives.notes
+    assert collectives.details["migrated"]["eager_reduction_collectives"]
+    assert not collectives.details["migrated"]["program_collectives"]
+
+
 def test_migrated_entry_that_raises_is_a_difference(tmp_path):
     broken = MIGRATED.replace("    g = lax.pmean(", "    raise RuntimeError('planted')\n    g = lax.pmean(")
     report = check_one(tmp_path, broken)
