@@ -262,27 +262,11 @@ def run_global_sweep(test_settings: settings, known_wrong: frozenset = frozenset
     print(f"\nglobal-style sweep: {len(drawn)} programs drawn and migrated, checking",
           file=sys.stderr, flush=True)
     for done, verdict in enumerate(check_programs([program for program, _ in drawn.values()]), 1):
+        _tally_verdict(verdict, tally, codes_of, sections, failures, wrong, known_wrong)
         if done % 25 == 0:  # progress, for a sweep that runs long
             print(f"  {done} checked: {tally['checked equivalent']} equivalent, "
                   f"{tally['wrong rewrites (different verdicts)']} different", file=sys.stderr,
                   flush=True)
-        if verdict.verdict == EQUIVALENT:
-            tally["checked equivalent"] += 1
-            if "PM600" in codes_of[id(verdict.program)]:
-                tally["global programs checked equivalent"] += 1
-            continue
-        if verdict.verdict == "different":
-            tally["wrong rewrites (different verdicts)"] += 1
-            # What differed: a failed side, or the check's section (outputs, donation, ...).
-            sections.update({d.split(":")[0] for d in verdict.differences})
-        else:
-            tally[f"not checkable ({verdict.verdict})"] += 1
-        folder = _save_failure(verdict)
-        wrong.add(_digest(verdict.program.source))
-        if verdict.verdict == "different" and _digest(verdict.program.source) in known_wrong:
-            tally["of them known and reported"] += 1
-            continue
-        failures.append((verdict, folder))
     fixed = known_wrong - wrong
     tally.setdefault("wrong rewrites (different verdicts)", 0)
     order = ["programs", "with global sites", "global sites", "fully global programs",
@@ -479,3 +463,24 @@ def test_generated_programs_global_style_sweep():
     Hypothesis draws some programs more than once, so it is asked for more examples."""
     run_global_sweep(settings(max_examples=GLOBAL_SWEEP_EXAMPLES * 2, **GLOBAL_SETTINGS),
                      limit=GLOBAL_SWEEP_EXAMPLES)
+
+
+def _tally_verdict(verdict, tally, codes_of, sections, failures, wrong, known_wrong) -> None:
+    """Count one program's verdict; save and list any that is not equivalent."""
+    if verdict.verdict == EQUIVALENT:
+        tally["checked equivalent"] += 1
+        if "PM600" in codes_of[id(verdict.program)]:
+            tally["global programs checked equivalent"] += 1
+        return
+    if verdict.verdict == "different":
+        tally["wrong rewrites (different verdicts)"] += 1
+        # What differed: a failed side, or the check's section (outputs, donation, ...).
+        sections.update({d.split(":")[0] for d in verdict.differences})
+    else:
+        tally[f"not checkable ({verdict.verdict})"] += 1
+    folder = _save_failure(verdict)
+    wrong.add(_digest(verdict.program.source))
+    if verdict.verdict == "different" and _digest(verdict.program.source) in known_wrong:
+        tally["of them known and reported"] += 1
+        return
+    failures.append((verdict, folder))
