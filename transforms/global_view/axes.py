@@ -1,18 +1,14 @@
-"""A caller whose sites name different axes: one mesh per axis name, each statement under its own.
+"""A caller whose sites name different axes: one mesh per axis name.
 
-A 1-D mesh carries one axis name, and `jax.shard_map` without `mesh=` takes the axis names of
-the mesh `jax.set_mesh` sets. So a function that calls sites of axes "i" and "j" runs under the
-mesh of its most-called axis (`mesh`), builds one more mesh per other axis (`mesh_j`: the same
-`jax.make_mesh` call, so the same devices in the same order), and each statement that calls
-sites of another axis goes under `with jax.set_mesh(mesh_j):`. The meshes differ only in the
-name of their one axis: an array placed with `P("i")` on `mesh` and one placed with `P("j")` on
-`mesh_j` have the same layout, so values (and donated buffers) flow between them unchanged.
-
-A statement calling sites of two axes at once (`out = {"a": f_i(x), "b": f_j(x)}`) has its
-site calls hoisted, in their evaluation order, into named locals, each group under its mesh,
-when nothing else in it runs code whose order could be observed. Anything else (a site of
-another axis called in a loop header, a lambda or a statement sharing its line) keeps the
-function faithful with a PM602 finding naming the line.
+A 1-D mesh carries one axis name, so a site of axis "j" runs on the module's mesh of "j"
+(`_mesh("j")`: the same `jax.make_mesh` call, so the same devices in the same order). A caller
+of sites of axes "i" and "j" binds the mesh of its most-called axis (`mesh`) and one more per
+other axis (`mesh_j`), and what it places for a call of a "j" site names `mesh_j`. The meshes
+differ only in the name of their one axis: an array placed with `P("i")` on `mesh` and one
+placed with `P("j")` on `mesh_j` have the same layout, so values (and donated buffers) flow
+between them unchanged. A site of another axis called where its placements cannot be told
+apart from the main axis's (in a loop header, a lambda, a nested function) keeps the function
+faithful with a PM602 finding naming the line.
 """
 
 from __future__ import annotations
@@ -23,25 +19,16 @@ import keyword
 import re
 from collections import Counter
 
-from transforms.global_view.sites import Blocker, Site, dotted
+from transforms.global_view.sites import Blocker, Site
 from transforms.global_view.values import (
-    AS_ARRAY,
     AXIS_PLACEHOLDER,
     MESH_PLACEHOLDER,
-    REDUCTIONS,
-    TO_SCALAR,
     quoted,
 )
 
-_INDENT, _DEDENT = "\x00indent\x00", "\x00dedent\x00"  # around a statement put under `with`
 MESH = "mesh"  # the mesh of the function's main axis (the name the single-axis style binds)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.GeneratorExp)
 _SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)
-# What may stand in a split statement besides its site calls: nothing that runs user code
-# whose order (relative to the hoisted calls) could be seen, or that may skip a call.
-_ORDERED = (ast.Call, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom, ast.Lambda,
-            ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.IfExp, ast.BoolOp)
-_INERT = AS_ARRAY | TO_SCALAR | REDUCTIONS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,8 +36,6 @@ class AxisPlan:
     axis: str  # the main axis: `mesh`'s
     site_axes: dict  # site key -> the axis of the mesh it runs under
     meshes: tuple = ()  # (mesh name, axis) of the other meshes, in order of first use
-    split_calls: dict = dataclasses.field(default_factory=dict)  # site -> (indent, column) of
-    # its call split out of a statement into `name = <call>` (for the site text's line breaks)
 
 
 def plan_axes(analysis, default_axis: str) -> AxisPlan:
@@ -83,7 +68,7 @@ def plan_axes(analysis, default_axis: str) -> AxisPlan:
                           "this function can be put under its mesh: kept in the faithful style")
         site_axes.setdefault(key, sites[key].axis_name or main)
     order = [a for a in sorted(meshes, key=first.get) if a != main]
-    return AxisPlan(main, site_axes, tuple((meshes[a], a) for a in order), statements.split_calls)
+    return AxisPlan(main, site_axes, tuple((meshes[a], a) for a in order))
 
 
 def columns_added(analysis, site: Site) -> int:
@@ -138,7 +123,6 @@ class _Statements:
         self.meshes = meshes
         self.site_axes = site_axes
         self.taken = taken
-        self.split_calls: dict[str, tuple[str, int]] = {}
 
     def block(self, statements) -> None:
         for statement in statements:
@@ -194,96 +178,17 @@ class _Statements:
             for call, key in calls:
                 self._axis_of(key, self.main, call)
             return
-        self._fits_a_block(statement)
         self._runs_no_helper(statement)
         if len(named) == 1:
             axis = named.pop()
             for call, key in calls:
                 self._axis_of(key, axis, call)
-            text = self._for_mesh(self.analysis.render(statement), axis)
-            self.analysis._edit(statement, self._with(axis, text, self._indent(statement)))
+            self.analysis._edit(statement, self._for_mesh(self.analysis.render(statement), axis))
             return
-        self._split(statement, calls)
-
-    def _split(self, statement, calls) -> None:
-        """`out = {"a": f_i(x), "b": f_j(x)}`: each site call becomes a local, in evaluation
-        order, grouped under its mesh, and the statement reads the locals."""
-        positions = {id(call) for call, _ in calls}
-        inside_calls = {id(n) for call, _ in calls for n in ast.walk(call) if n is not call}
-        if positions & inside_calls:
-            raise self._blocker(statement, "one site's call is an argument of another's")
-        # The pmap expression an inline site is called on (`jax.pmap(f)(x)`) is the site itself.
-        built = {id(n) for call, _ in calls if isinstance(call.func, ast.Call)
-                 for n in ast.walk(call.func)}
-        odd = next((n for n in ast.walk(statement) if isinstance(n, _ORDERED)
-                    and id(n) not in positions | built and not self._inert(n)), None)
-        if odd is not None:
-            raise self._blocker(odd, "a statement calling sites of two axes also runs code "
-                                "whose order relative to those calls could be seen (a call, a "
-                                "conditional, a lambda or a comprehension), so its site calls "
-                                "cannot be split out one mesh at a time")
-        names = _result_names(statement, [(c, self.sites[k]) for c, k in calls], self.taken)
-        indent = self._indent(statement)
-        lines, groups = [], []
-        for (call, key), name in zip(calls, names):
+        for call, key in calls:  # each call's placements name its own mesh
             axis = self._axis_of(key, self.main, call)
-            self.split_calls[key] = (indent + ("    " if axis != self.main else ""),
-                                     len(indent) + len(name) + 3)
-            line = f"{name} = {self._for_mesh(self.analysis.render(call), axis)}"
-            if groups and groups[-1][0] == axis:
-                groups[-1][1].append(line)
-            else:
-                groups.append((axis, [line]))
-        for axis, group in groups:
-            text = f"\n{indent}".join(group)
-            lines.append(text if axis == self.main else self._with(axis, text, indent))
-        lines.append(self._render_reading(statement, calls, names))
-        self.analysis._edit(statement, f"\n{indent}".join(lines))
-
-    def _inert(self, node) -> bool:
-        """A host read of a result (`np.asarray(f(x))`, `float(...)`): it runs no user code,
-        so running it after every site call of the statement changes nothing."""
-        if not isinstance(node, ast.Call):
-            return False
-        builtin = isinstance(node.func, ast.Name) and node.func.id in ("float", "int", "bool") \
-            and node.func.id not in self.module.table.bound_otherwise
-        return builtin or dotted(node.func, self.module.imported) in _INERT
-
-    def _render_reading(self, statement, calls, names) -> str:
-        """The statement's text with each site call replaced by its local."""
-        edits = dict(self.analysis.edits)
-        module = self.module
-        for (call, _), name in zip(calls, names):
-            span = module.span(call)
-            outer = [k for k in edits if k[0] <= span[0] and span[1] <= k[1] and k != span]
-            if not outer:
-                edits[span] = name
-                continue
-            rendered = self.analysis.render(call)
-            for container in outer:
-                if edits[container].count(rendered) != 1:
-                    raise self._blocker(call, "its call is rewritten together with the code "
-                                        "around it, so it cannot be split out")
-                edits[container] = edits[container].replace(rendered, name)
-        start, end = module.span(statement)
-        return module.render(start, end, edits)
-
-    def _fits_a_block(self, statement) -> None:
-        """The statement has its lines to itself (no `a = f(x); b = g(x)`, no `if c: ...` on
-        one line) and no multi-line string (its lines move right under the `with`)."""
-        source = self.module.source
-        start, end = self.module.span(statement)
-        line_start = source.rfind(b"\n", 0, start) + 1
-        line_end = source.find(b"\n", end)
-        line_end = len(source) if line_end < 0 else line_end
-        rest = source[end:line_end].strip()
-        if source[line_start:start].strip() or (rest and not rest.startswith(b"#")):
-            raise self._blocker(statement, "it shares its line with other code, so it cannot "
-                                "be put under `with jax.set_mesh(...)`")
-        if any(isinstance(n, (ast.Constant, ast.JoinedStr)) and n.lineno != n.end_lineno
-               for n in ast.walk(statement)):
-            raise self._blocker(statement, "it holds a multi-line string, which would change "
-                                "if its lines were indented under `with jax.set_mesh(...)`")
+            if axis != self.main:
+                self.analysis._edit(call, self._for_mesh(self.analysis.render(call), axis))
 
     def _runs_no_helper(self, statement) -> None:
         """A helper the analysis rewrote places values on the main mesh (bare `P(axis)`),
@@ -295,56 +200,12 @@ class _Statements:
                                     "follows (and rewrites for the main mesh), runs in the same "
                                     "statement")
 
-    def _indent(self, statement) -> str:
-        source = self.module.source
-        start = self.module.span(statement)[0]
-        return source[source.rfind(b"\n", 0, start) + 1:start].decode("utf-8")
-
     def _for_mesh(self, text: str, axis: str) -> str:
-        """Generated code in a statement under `axis`'s mesh names that axis and mesh."""
+        """Generated code for a call of `axis`'s sites names that axis and its mesh."""
         if axis == self.main:
             return text
         return text.replace(AXIS_PLACEHOLDER, quoted(axis)).replace(MESH_PLACEHOLDER,
                                                                     self.meshes[axis])
-
-    def _with(self, axis: str, text: str, indent: str) -> str:
-        """The statement under its mesh. Its later lines move right once the sites' own
-        edits are in it (`indent_blocks`)."""
-        return (f"with {self.module.jax}.set_mesh({self.meshes[axis]}):\n{indent}    "
-                f"{_INDENT}{text}{_DEDENT}")
-
-
-def indent_blocks(text: str) -> str:
-    """The module text with each statement put under a `with` (by `_Statements._with`)
-    indented one level: its lines after the first move right by four spaces."""
-    out, position = [], 0
-    while (start := text.find(_INDENT, position)) >= 0:
-        end = text.index(_DEDENT, start)
-        out += [text[position:start], text[start + len(_INDENT):end].replace("\n", "\n    ")]
-        position = end + len(_DEDENT)
-    return "".join(out) + text[position:]
-
-
-def _result_names(statement, calls: list[tuple[ast.Call, Site]], taken: set[str]) -> list[str]:
-    """A local per hoisted call: the dict key it is stored under when that is a free
-    identifier (`"relu": f(x)` -> `relu`), else `<site>_result`."""
-    keys = {}
-    positions = {id(call) for call, _ in calls}
-    for node in ast.walk(statement):
-        if isinstance(node, ast.Dict):
-            for key, value in zip(node.keys, node.values):
-                inside = [n for n in ast.walk(value) if id(n) in positions]
-                if isinstance(key, ast.Constant) and isinstance(key.value, str) \
-                        and len(inside) == 1:
-                    keys[id(inside[0])] = key.value
-    names = []
-    for call, site in calls:
-        wanted = keys.get(id(call), "")
-        if not wanted.isidentifier() or keyword.iskeyword(wanted):
-            wanted = f"{site.name}_result" if site.name.isidentifier() else "pmapped_result"
-        names.append(_fresh(wanted, taken))
-    return names
-
 
 def _fresh(name: str, taken: set[str]) -> str:
     """`name`, or `name_2`, `name_3`, ... : the first the module does not use (then taken)."""

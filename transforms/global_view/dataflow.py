@@ -49,7 +49,6 @@ class CallerResult:
     returns_changed: bool
     site_axes: dict[str, str] = dataclasses.field(default_factory=dict)  # key -> its mesh's axis
     meshes: tuple[tuple[str, str], ...] = ()  # (name, axis) of meshes besides `mesh` (axes.py)
-    split_calls: dict[str, tuple[str, int]] = dataclasses.field(default_factory=dict)
 
 
 
@@ -134,7 +133,7 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, IdiomsMixin):
         layouts = self._layouts()
         return CallerResult(self.specs, self.modes, plan.axis, self.edits, layouts,
                             returns_changed=bool(layouts), site_axes=plan.site_axes,
-                            meshes=plan.meshes, split_calls=plan.split_calls)
+                            meshes=plan.meshes)
 
     def _assign(self, name: str, kind: Kind, node: ast.AST) -> None:
         """A binding: flow-sensitive, so `params = replicate(params)` is two values."""

@@ -24,6 +24,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from transforms.global_view.step_text import step_def
+
 LINE_LIMIT = 99  # as the rewrite's
 # Added to the module's imports after this pass runs.
 ADDED_IMPORTS = frozenset({"P", "AxisType", "NamedSharding"})
@@ -42,12 +44,15 @@ class _Move:
 
 
 def hoist_local_sites(text: str, jax: str, assigned: set[tuple[str, str]],
-                      inline: set[tuple[str, str]]) -> tuple[str, dict[tuple[str, str], str]]:
+                      inline: set[tuple[str, str]], params: dict[tuple[str, str], str],
+                      partial: str) -> tuple[str, dict[tuple[str, str], str]]:
     """`text` with the hoistable local sites moved above their functions, and the module name
     each moved site got, keyed as given.
 
     `assigned`: (function, local name) of `name = jax.jit(jax.shard_map(...))` sites;
-    `inline`: (function, mapped function name) of `jax.jit(jax.shard_map(f, ...))(...)` sites.
+    `inline`: (function, mapped function name) of `jax.jit(jax.shard_map(f, ...))(...)` sites;
+    `params`: the parameters of each one's mapped function. At module level each becomes a
+    jitted def (step_text.py), so that its mesh is built at its first call, not at import.
     """
     if not assigned and not inline:
         return text, {}
@@ -79,7 +84,10 @@ def hoist_local_sites(text: str, jax: str, assigned: set[tuple[str, str]],
                     or not _alone_on_lines(statement, lines)):
                 continue
             first = _comments_above(statement.lineno, lines)
-            moves.append(_Move(owner, _wrapped(_dedented(first, statement, lines), statement.value, jax, text),
+            comments = [line.lstrip() for line in lines[first - 1:statement.lineno - 1]]
+            definition = _as_def(target, statement.value, params[(owner.name, target)], jax,
+                                 partial, text)
+            moves.append(_Move(owner, "".join(comments) + definition,
                                (first, statement.end_lineno), name=target))
         calls = (n for n in _scope_walk(owner) if isinstance(n, ast.Call))
         for call in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):
@@ -90,9 +98,8 @@ def hoist_local_sites(text: str, jax: str, assigned: set[tuple[str, str]],
             name = f"{mapped}_sharded"
             if (owner.name, mapped) not in inline or name in used or not readable(built):
                 continue
-            segment = ast.get_source_segment(text, built)
-            hoisted = f"{name} = {_dedent_expression(segment, built, lines)}\n"
-            moves.append(_Move(owner, _wrapped(hoisted, built, jax, text), None,
+            definition = _as_def(name, built, params[(owner.name, mapped)], jax, partial, text)
+            moves.append(_Move(owner, definition, None,
                                (built.lineno, built.col_offset, built.end_lineno, built.end_col_offset),
                                name, mapped))
     moves = sorted(_without_clashes(moves), key=lambda m: m.cut[0] if m.cut else m.span[0])
@@ -157,7 +164,7 @@ def _apply(text: str, lines: list[str], moves: list[_Move]) -> str:
             placed.add(move.name)
             above.setdefault(_insertion_line(move.owner, lines), []).append(move.text)
     for line, texts in above.items():
-        block = "".join(texts) + "\n\n"
+        block = "\n\n".join(texts) + "\n\n"  # defs: two blank lines around each
         edits.append((offsets[line - 1], offsets[line - 1], block.encode("utf-8")))
     for start, end, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
         data = data[:start] + new + data[end:]
@@ -176,24 +183,14 @@ def _comments_above(line: int, lines: list[str]) -> int:
     return line
 
 
-def _wrapped(hoisted: str, built: ast.Call, jax: str, text: str) -> str:
-    """A one-line `name = jax.jit(jax.shard_map(f, ...))` that is too long at module level, in
-    the rewrite's own wrapped layout (comment lines above it kept)."""
-    *comments, statement = hoisted.rstrip("\n").split("\n")
-    if len(statement) <= LINE_LIMIT:
-        return hoisted
-    name = statement.split(" = ", 1)[0]
+def _as_def(name: str, built: ast.Call, params: str, jax: str, partial: str, text: str) -> str:
+    """`jax.jit(jax.shard_map(f, **options), **jit_options)` as the module-level def `name`."""
     shard = built.args[0]
-    function = ast.get_source_segment(text, shard.args[0])
-    keywords = [ast.get_source_segment(text, k) for k in shard.keywords]
-    if "\n" in function or len(shard.args) != 1 or any("\n" in k for k in keywords):
-        return hoisted
-    options = ", ".join(keywords)
-    if len("    " + options + ",") > LINE_LIMIT:
-        options = ",\n    ".join(keywords)
-    after = "".join(f", {ast.get_source_segment(text, k)}" for k in built.keywords)
-    return "".join(c + "\n" for c in comments) + (
-        f"{name} = {jax}.jit({jax}.shard_map(\n    {function},\n    {options},\n){after})\n")
+    function = _dedent_expression(ast.get_source_segment(text, shard.args[0]), shard.args[0],
+                                  text.splitlines(keepends=True))
+    options = [ast.get_source_segment(text, k) for k in shard.keywords]
+    jit_options = [ast.get_source_segment(text, k) for k in built.keywords]
+    return step_def(name, params, function, options, params, jax, partial, jit_options) + "\n"
 
 
 def _first_line(function: ast.FunctionDef) -> int:

@@ -30,6 +30,7 @@ from transforms.global_view.values import (
     _operand,
     _tuple_text,
     list_of,
+    placed,
     replicated_operand,
 )
 
@@ -200,7 +201,7 @@ class IdiomsMixin:
         jax = self.module.jax
         if self.module.donating and not self._made_here(value):
             text = f"{jax}.tree.map({self.module.numpy}.copy, {text})"
-        return f"{jax}.device_put({text}, P())"
+        return placed(jax, text, "P()")
 
     def _made_here(self, value: ast.AST) -> bool:
         """`value` is made by the expression itself, so nothing else holds it: a literal, a
@@ -246,7 +247,7 @@ class IdiomsMixin:
         """A merged batch placed where the original placed its rows (`shard`,
         `device_put_sharded`); multi-process callers leave it host-local (see
         global_view/multiprocess.py)."""
-        return f"{self.module.jax}.device_put({text}, P({AXIS_PLACEHOLDER}))"
+        return placed(self.module.jax, text, f"P({AXIS_PLACEHOLDER})")
 
     def _consumer(self, call: ast.Call, name: str) -> Kind | None:
         func = call.func

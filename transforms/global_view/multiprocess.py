@@ -40,6 +40,7 @@ from transforms.global_view.values import (
     REPLICATED_OUT,
     STACKED_OUT,
     Kind,
+    placed,
 )
 from transforms.reading.snippets import shorten
 
@@ -168,7 +169,7 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
             self._same_on_every_process(call)
             text = self.render(call)
             if not text.startswith(f"{self.module.jax}.device_put("):
-                self._edit(call, f"{self.module.jax}.device_put({text}, P())")
+                self._edit(call, placed(self.module.jax, text, "P()"))
         return kind
 
     def _placed_batch(self, text: str) -> str:
@@ -221,7 +222,7 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                     self._same_on_every_process(
                         argument, "is given to every device (in_axes None) in the original")
                     if self.eval(argument).tag != "repl":
-                        text = f"{jax}.device_put({text}, P())"
+                        text = placed(jax, text, "P()")
             else:
                 text = (f"{jax}.make_array_from_process_local_data("
                         f"NamedSharding({MESH_PLACEHOLDER}, {spec}), {text})")

@@ -24,7 +24,7 @@ from transforms.codes.findings import Finding
 from transforms.faithful.multiprocess import _first_evidence
 from transforms.global_view.classes import class_callers, faithful_class_use
 from transforms.global_view.dataflow import CallerAnalysis, CallerResult
-from transforms.global_view.axes import MESH, indent_blocks
+from transforms.global_view.axes import MESH
 from transforms.global_view.hoist import hoist_local_sites
 from transforms.global_view.layout import FunctionLayout
 from transforms.global_view.multiprocess import (
@@ -36,9 +36,11 @@ from transforms.global_view.multiprocess import (
 from transforms.global_view.process_dependence import ProcessDependence
 from transforms.global_view.replication import BodyAnalysis, result_elements
 from transforms.global_view.sites import Blocker, Site, _string_constants, dotted, find_sites
+from transforms.global_view.step_text import MESH_FUNCTION_TEXT, step_def
 from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
     MERGED_OUT,
+    MESH_FUNCTION,
     MESH_PLACEHOLDER,
     SCALARS_OUT,
     STACKED_OUT,
@@ -83,8 +85,13 @@ class ModuleInfo:
         self.constants = _string_constants(tree)
         self.functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
         self.callers: set[str] = set()  # set once the callers are known
-        self.under_other_mesh: set[str] = set()  # sites called under `with jax.set_mesh(mesh_j)`
-        self.split_calls: dict[str, tuple[str, int]] = {}  # site -> (indent, column) once split
+        self.under_other_mesh: set[str] = set()  # sites run on another axis's mesh (axes.py)
+        self._taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+            n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef,
+                                                             ast.AsyncFunctionDef))} | {
+            (a.asname or a.name).split(".")[0] for n in ast.walk(tree)
+            if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+        self.mesh_function = self.fresh(MESH_FUNCTION)
         self.loads: dict[str, int] = {}
         for node in ast.walk(tree):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
@@ -96,6 +103,15 @@ class ModuleInfo:
         self.partial = self.partial or "functools.partial"
         self.numpy = next((n for n, full in table.imported.items() if full == "jax.numpy"),
                           f"{self.jax}.numpy")
+
+    def fresh(self, name: str) -> str:
+        """`name`, or `name_2`, ...: the first the module does not use (then taken)."""
+        candidate, number = name, 1
+        while candidate in self._taken:
+            number += 1
+            candidate = f"{name}_{number}"
+        self._taken.add(candidate)
+        return candidate
 
     def span(self, node: ast.AST) -> tuple[int, int]:
         return (self._line_starts[node.lineno - 1] + node.col_offset,
@@ -257,17 +273,21 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
                      for node, message in process_idiom_findings(functions[caller], module)]
     for caller, result in results.items():
         axis = quoted(result.axis)
-        edits.update({k: v.replace(AXIS_PLACEHOLDER, axis).replace(MESH_PLACEHOLDER, MESH)
-                      for k, v in result.edits.items()})
+        own = module.span(functions[caller])
+        # The caller binds `mesh` on entry; code it reaches elsewhere (the methods of a class
+        # it instantiates) names the module's mesh function.
+        elsewhere = f"{module.mesh_function}({axis})"
+        edits.update({k: v.replace(AXIS_PLACEHOLDER, axis).replace(
+            MESH_PLACEHOLDER, MESH if _within(k, own) else elsewhere)
+            for k, v in result.edits.items()})
     site_edits: dict[tuple[int, int], str] = {}
     module.under_other_mesh = {key for r in results.values() for key, axis in r.site_axes.items()
                                if axis != r.axis}
-    module.split_calls = {key: at for r in results.values() for key, at in r.split_calls.items()}
     for site in global_sites:
         specs, mode, axis = _usage(next(results[c] for c in callers_of(site.key, callers)), site.key)
         modes = mode if isinstance(mode, tuple) else (mode,)
         out_specs = _out_specs(site, mode, axis)
-        site_edits.update(_site_edits(site, specs, out_specs, mode, module))
+        site_edits.update(_site_edits(site, specs, out_specs, mode, module, axis))
         if any(stacked_axis(m) is not None for m in modes):
             kept = "; per-device results keep their device axis (expanded in the body, P(axis))"
         elif MERGED_OUT in modes:
@@ -308,28 +328,34 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
         return GlobalResult(source, _dedupe([f for f in findings if f.code != "PM600"] + [
             _finding(Blocker("PM605", node, "a caller's edit and this site's edit overlap in a "
                              "way the rewrite cannot join: the module stays faithful"))]))
-    text = indent_blocks(module.render(0, len(source), edits))
+    text = module.render(0, len(source), edits)
     new_module = cst.parse_module(text.encode("utf-8"))
-    new_module = new_module.visit(_WithMesh({c: r.axis for c, r in results.items()}, module.jax,
-                                            {c: r.meshes for c, r in results.items()}))
+    new_module = new_module.visit(_MeshOnEntry({c: r.axis for c, r in results.items()},
+                                               module.mesh_function,
+                                               {c: r.meshes for c, r in results.items()}))
+    functools = next((n for n, full in table.imported.items() if full == "functools"), None)
+    new_module = new_module.visit(_MeshFunction(MESH_FUNCTION_TEXT.format(
+        functools=functools or "functools", name=module.mesh_function, jax=module.jax)))
     keys = [(s, _hoist_key(s)) for s in global_sites]
     assigned = {k for s, k in keys if k is not None and not s.inline}
     inline = {k for s, k in keys if k is not None and s.inline}
-    hoisted, moved = hoist_local_sites(new_module.code, module.jax, assigned, inline)
+    params = {k: ", ".join(s.params) for s, k in keys if k is not None}
+    hoisted, moved = hoist_local_sites(new_module.code, module.jax, assigned, inline, params,
+                                       module.partial)
     if moved:
         new_module = cst.parse_module(hoisted.encode("utf-8"))
         findings = _with_hoisting_noted(findings, global_sites, moved)
     context = RuleContext()
+    if functools is None:
+        add_import(context, "functools")
     add_import(context, "jax.sharding", "AxisType")
-    add_import(context, "jax.sharding", "PartitionSpec", "P")
-    if re.search(r"NamedSharding\(mesh\w*, ", text):
+    if "NamedSharding(" in new_module.code:
         add_import(context, "jax.sharding", "NamedSharding")
+    add_import(context, "jax.sharding", "PartitionSpec", "P")
     if "multihost_utils.global_array_to_host_local_array(" in text:
         add_import(context, "jax.experimental", "multihost_utils")
     if module.jax == "jax" and "jax" not in table.imported:
         add_import(context, "jax")
-    if module.needs_functools and any(s.static for s in global_sites):
-        add_import(context, "functools")
     new_module = apply_queued_imports(new_module, context)
     layouts = tuple(FunctionLayout(c, r.layouts) for c, r in sorted(results.items()) if r.layouts)
     return GlobalResult(new_module.bytes, _dedupe(findings), layouts,
@@ -523,7 +549,8 @@ def _tuple(items) -> str:
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
-def _site_edits(site: Site, specs, out_specs: str, mode: str, module: ModuleInfo) -> dict:
+def _site_edits(site: Site, specs, out_specs: str, mode: str, module: ModuleInfo,
+                axis: str) -> dict:
     """The edits of one global site: its pmap expression, and with per-device results an
     expand of every value the body returns (pmap's stacked output layout, kept)."""
     body_edits = {}
@@ -543,18 +570,22 @@ def _site_edits(site: Site, specs, out_specs: str, mode: str, module: ModuleInfo
             _fit_return(module, value, body_edits, stacked_axis(mode) if isinstance(mode, str)
                         else None)
     body_edits.update(_squeeze_edits(site, module))
-    if site.decorated and site.static:
-        return {**body_edits, **_static_def_edits(site, specs, out_specs, module)}
+    options = _options(specs, out_specs, module, axis)
     if site.decorated:
-        start = module.span(site.outer_jit or site.node)[0]
-        text = _site_text(site, specs, out_specs, module, {})
-        return {**body_edits, (start, module.span(site.node)[1]): text}
-    built = module.span(site.statement if site.static else site.built)
+        return {**body_edits, **_decorated_def_edits(site, options, module)}
+    at_module_level = site.owner is None and not site.holder and not site.factory
+    built = module.span(site.statement if site.static or at_module_level else site.built)
     inside = {k: v for k, v in body_edits.items() if _within(k, built)}
     outside = {k: v for k, v in body_edits.items() if k not in inside}
-    if site.static:
-        return {**outside, built: _static_wrapper(site, specs, out_specs, module, inside)}
-    return {**outside, built: _site_text(site, specs, out_specs, module, inside)}
+    if site.static or at_module_level:
+        return {**outside, built: _step_def(site, options, module, inside)}
+    return {**outside, built: _site_text(site, options, module, inside)}
+
+
+def _options(specs, out_specs: str, module: ModuleInfo, axis: str) -> list[str]:
+    """shard_map's keyword arguments: the site's mesh, specs and check_vma=False."""
+    return [f"mesh={module.mesh_function}({quoted(axis)})", f"in_specs={_tuple(specs)}",
+            f"out_specs={out_specs}", "check_vma=False"]
 
 
 def _fit_return(module: ModuleInfo, value, edits: dict, whole_axis: int | None) -> None:
@@ -640,49 +671,49 @@ def _argument_text(module: ModuleInfo, value: ast.AST) -> str:
     return text
 
 
-def _static_def_edits(site: Site, specs, out_specs: str, module: ModuleInfo) -> dict:
-    """A decorated site with static arguments: the body keeps its def under a private name,
-    and a jitted function of the public name, with pmap's static numbering, hands only the
-    mapped arguments to shard_map (the statics reach the body by closure, as plain values)."""
+def _decorated_def_edits(site: Site, options: list[str], module: ModuleInfo) -> dict:
+    """A decorated site: the body keeps its def under a private name, and a jitted def of the
+    public name, with pmap's donation and static numbering, hands the mapped arguments to
+    shard_map (static ones reach the body by closure, as plain values)."""
     lines = module._line_starts
-    start = lines[site.node.lineno - 1]
-    remove_decorator = {(start, lines[site.node.end_lineno]): ""}
+    first = site.outer_jit or site.node
+    start = lines[first.lineno - 1]
+    remove_decorators = {(start, lines[site.node.end_lineno]): ""}
     statement = site.statement
     header = module.source[module.span(statement)[0]:].decode("utf-8")
     name_at = module.span(statement)[0] + re.match(r"def\s+", header).end()  # ASCII up to here
-    private = f"_{site.name}"
+    private = module.fresh(f"_{site.name}")
     rename = {(name_at, name_at + len(site.name)): private}
     end = module.span(statement)[1]
-    wrapper = _static_wrapper(site, specs, out_specs, module, {}, private)
-    return {**remove_decorator, **rename, (end, end): "\n\n\n" + wrapper}
+    wrapper = _step_def(site, options, module, {}, private)
+    return {**remove_decorators, **rename, (end, end): "\n\n\n" + wrapper}
 
 
-def _static_wrapper(site: Site, specs, out_specs: str, module: ModuleInfo, inner_edits: dict,
-                    private: str | None = None) -> str:
-    """`@partial(jax.jit, static_argnums=...)` over `def name(params)` returning shard_map of a
-    lambda of the mapped parameters only."""
-    jax = module.jax
+def _step_def(site: Site, options: list[str], module: ModuleInfo, inner_edits: dict,
+              private: str | None = None) -> str:
+    """`@jax.jit` (pmap's static and donated numbering) over `def name(params)` returning
+    shard_map of the body (of a lambda of the mapped parameters only, with static ones)."""
     params = ", ".join(site.params)
     mapped = ", ".join(p for i, p in enumerate(site.params) if i not in site.static)
     if private is not None:
-        inner = f"lambda {mapped}: {private}({params})"
-    elif isinstance(site.function_node, ast.Lambda):
+        inner = f"lambda {mapped}: {private}({params})" if site.static else private
+    elif isinstance(site.function_node, ast.Lambda) and site.static:
         inner = f"lambda {mapped}: {module.render(*module.span(site.body.body), inner_edits)}"
     else:
         function = module.render(*module.span(site.function_node), inner_edits)
-        callee = function if isinstance(site.function_node, ast.Name) else f"({function})"
-        inner = f"lambda {mapped}: {callee}({params})"
-    static = site.static[0] if len(site.static) == 1 else _tuple([str(i) for i in site.static])
-    donate = f", donate_argnums={site.donate}" if site.donate else ""
+        simple = isinstance(site.function_node, (ast.Name, ast.Lambda, ast.Attribute))
+        callee = function if simple else f"({function})"
+        inner = f"lambda {mapped}: {callee}({params})" if site.static else function
+    jit_options = []
+    if site.static:
+        static = site.static[0] if len(site.static) == 1 else _tuple([str(i) for i in site.static])
+        jit_options.append(f"static_argnums={static}")
+    if site.donate:
+        jit_options.append(f"donate_argnums={site.donate}")
     line = module.source.splitlines()[site.statement.lineno - 1].decode("utf-8")
     indent = line[:len(line) - len(line.lstrip())]
-    options = f"in_specs={_tuple(specs)}, out_specs={out_specs}, check_vma=False"
-    pad = indent + "        "
-    one_line = f"{pad}{inner}, {options}"
-    body = f"{one_line}\n" if len(one_line) <= LINE_LIMIT else f"{pad}{inner},\n{pad}{options},\n"
-    return (f"@{module.partial}({jax}.jit, static_argnums={static}{donate})\n"
-            f"{indent}def {site.name}({params}):\n"
-            f"{indent}    return {jax}.shard_map(\n{body}{indent}    )({mapped})")
+    return step_def(site.name, params, inner, options, mapped, module.jax, module.partial,
+                    jit_options, indent)
 
 
 def _within(span, outer) -> bool:
@@ -706,60 +737,40 @@ def _own_returns(function: ast.FunctionDef):
         stack.extend(ast.iter_child_nodes(node))
 
 
-def _site_text(site: Site, specs, out_specs: str, module: ModuleInfo, inner_edits: dict) -> str:
+def _site_text(site: Site, options: list[str], module: ModuleInfo, inner_edits: dict) -> str:
+    """`jax.jit(jax.shard_map(f, mesh=..., ...))` where the site is built inside a function
+    (the mesh is built when that code runs)."""
     jax = module.jax
-    options = f"in_specs={_tuple(specs)}, out_specs={out_specs}, check_vma=False"
-    if site.decorated and not isinstance(site.node, ast.Call):  # the bare @jax.pmap
-        shard = f"{jax}.shard_map({options})"
-        if len(shard) + 1 > LINE_LIMIT:
-            shard = f"{jax}.shard_map(\n    {options}\n)"
-        return f"{jax}.jit\n@{shard}"
-    if site.decorated:
-        partial = ast.get_source_segment(module.source.decode("utf-8"), site.node.func)
-        jit = f"{partial}({jax}.jit, donate_argnums={site.donate})" if site.donate else f"{jax}.jit"
-        shard = f"{partial}({jax}.shard_map, {options})"
-        if len(shard) + 1 > LINE_LIMIT:
-            shard = f"{partial}(\n    {jax}.shard_map, {options}\n)"
-        if len(f"    {jax}.shard_map, {options}") > LINE_LIMIT:
-            shard = f"{partial}(\n    {jax}.shard_map,\n{_one_per_line(specs, out_specs, '    ')})"
-        return f"{jit}\n@{shard}"
     function = module.render(*module.span(site.node.args[0]), inner_edits)
     donate = f", donate_argnums={site.donate}" if site.donate else ""
-    text = f"{jax}.jit({jax}.shard_map({function}, {options}){donate})"
-    under_mesh = 4 if site.owner is not None else 0  # the caller's body moves under `with`
-    under_mesh += 4 if site.key in module.under_other_mesh else 0  # its statement too (axes.py)
+    joined = ", ".join(options)
+    text = f"{jax}.jit({jax}.shard_map({function}, {joined}){donate})"
     line = module.source.splitlines()[site.built.lineno - 1].decode("utf-8")
     indent = line[:len(line) - len(line.lstrip())]
-    # A call split out of its statement (axes.py) starts its own line: `name = <call>`.
-    indent, column = module.split_calls.get(site.key, (indent, site.built.col_offset))
-    if under_mesh + column + len(text) > LINE_LIMIT and "\n" not in function:
+    column = site.built.col_offset
+    if column + len(text) > LINE_LIMIT and "\n" not in function:
         pad = indent + "    "
         lambda_node = site.node.args[0]
-        if isinstance(lambda_node, ast.Lambda) and under_mesh + len(pad) + len(function) + 1 > \
+        if isinstance(lambda_node, ast.Lambda) and len(pad) + len(function) + 1 > \
                 LINE_LIMIT and lambda_node.lineno == lambda_node.end_lineno:
             body = _multiline(module, lambda_node.body, inner_edits, pad, None)
             if body is not None:
                 head = module.source[module.span(lambda_node)[0]:module.span(lambda_node.body)[0]]
                 function = head.decode("utf-8") + body
-        if under_mesh + len(pad) + len(options) + 1 > LINE_LIMIT:
-            options = _one_per_line(specs, out_specs, pad).strip().rstrip(",")
-        text = f"{jax}.jit({jax}.shard_map(\n{pad}{function},\n{pad}{options},\n{indent}){donate})"
+        if len(pad) + len(joined) + 1 > LINE_LIMIT:
+            joined = f",\n{pad}".join(options)
+        text = f"{jax}.jit({jax}.shard_map(\n{pad}{function},\n{pad}{joined},\n{indent}){donate})"
     return text
 
 
-def _one_per_line(specs, out_specs: str, pad: str) -> str:
-    """shard_map's options one per line (specs too long to share one)."""
-    return (f"{pad}in_specs={_tuple(specs)},\n{pad}out_specs={out_specs},\n"
-            f"{pad}check_vma=False,\n")
+class _MeshOnEntry(cst.CSTTransformer):
+    """Each global caller that places values binds the mesh they go on, on entry:
+    `mesh = _mesh("batch")` (and `mesh_j = _mesh("j")` for its other axes)."""
 
-
-class _WithMesh(cst.CSTTransformer):
-    """Each global caller builds the mesh on entry and runs its body under jax.set_mesh."""
-
-    def __init__(self, axes: dict[str, str], jax: str, meshes: dict | None = None):
+    def __init__(self, axes: dict[str, str], mesh_function: str, meshes: dict | None = None):
         super().__init__()
         self.axes = axes
-        self.jax = jax
+        self.mesh_function = mesh_function
         self.meshes = meshes or {}  # caller -> ((name, axis), ...) of its other meshes
         self.depth = 0
 
@@ -776,18 +787,37 @@ class _WithMesh(cst.CSTTransformer):
         docstring = []
         if body and _is_docstring(body[0]):
             docstring = [body.pop(0)]
-        mesh_name = MESH
-        jax = self.jax
-        # One mesh per axis name, built by the same call: the same devices in the same order.
-        make = [cst.parse_statement(
-            f"{mesh} = {jax}.make_mesh(({jax}.device_count(),), ({quoted(axis)},), "
-            f"axis_types=(AxisType.Auto,))\n")
-            for mesh, axis in ((mesh_name, self.axes[name]), *self.meshes.get(name, ()))]
-        block = cst.With(
-            items=[cst.WithItem(cst.parse_expression(f"{jax}.set_mesh({mesh_name})"))],
-            body=cst.IndentedBlock(body=body),
-        )
-        return updated.with_changes(body=updated.body.with_changes(body=[*docstring, *make, block]))
+        code = cst.Module(body=body).code
+        make = [cst.parse_statement(f"{mesh} = {self.mesh_function}({quoted(axis)})\n")
+                for mesh, axis in ((MESH, self.axes[name]), *self.meshes.get(name, ()))
+                if re.search(rf"(?<![\w.]){re.escape(mesh)}(?!\w)(?!\s*=[^=])", code)]
+        if not make:
+            return updated
+        return updated.with_changes(body=updated.body.with_changes(body=[*docstring, *make, *body]))
+
+
+class _MeshFunction(cst.CSTTransformer):
+    """The module's `_mesh(axis_name)`, once, above its first function or class."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.statements = cst.parse_module(text).body
+
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        body = list(updated.body)
+        at = next((i for i, s in enumerate(body) if isinstance(s, (cst.FunctionDef, cst.ClassDef))),
+                  len(body))
+        first = self.statements[0]
+        first = first.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()]) if at else first
+        moved = body[at].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(),
+                                                      *_comments(body[at])]) if at < len(body) else None
+        rest = [moved, *body[at + 1:]] if moved is not None else []
+        return updated.with_changes(body=[*body[:at], first, *self.statements[1:], *rest])
+
+
+def _comments(statement) -> list:
+    """The comment lines right above a statement (its blank lines are re-made)."""
+    return [line for line in statement.leading_lines if line.comment is not None]
 
 
 def _is_docstring(statement) -> bool:

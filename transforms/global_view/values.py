@@ -11,6 +11,14 @@ from transforms.global_view.sites import Blocker
 
 AXIS_PLACEHOLDER = "\x00axis\x00"  # the caller's mesh axis, known once its sites are
 MESH_PLACEHOLDER = "\x00mesh\x00"  # the name of that axis's mesh (`mesh`, or `mesh_j`: axes.py)
+MESH_FUNCTION = "_mesh"  # the module's cached 1-D mesh per axis name (rewrite.py writes it)
+
+
+def placed(jax: str, text: str, spec: str) -> str:
+    """`text` placed on the caller's mesh with `spec`. The mesh is named, not taken from a
+    context: under `jax.set_mesh` every eager jax.numpy value the user's code makes would be
+    placed on all devices (jnp.float32(0.5): 35 -> 350 us on 8 CPU devices)."""
+    return f"{jax}.device_put({text}, NamedSharding({MESH_PLACEHOLDER}, {spec}))"
 TREE_MAP = {"jax.tree_util.tree_map", "jax.tree.map", "jax.tree_map"}
 STACK = {"jax.numpy.stack", "numpy.stack"}
 BROADCAST_TO = {"jax.numpy.broadcast_to", "numpy.broadcast_to"}

@@ -7,33 +7,42 @@ import numpy as np
 from jax.sharding import AxisType, PartitionSpec as P
 
 
-@jax.jit
-@functools.partial(jax.shard_map, in_specs=(P("i"),), out_specs=P(), check_vma=False)
-def total(x):
+@functools.cache
+def _mesh(axis_name):
+    """The 1-D mesh over all devices that the steps of `axis_name` run on, built at first use
+    (never at import)."""
+    return jax.make_mesh((jax.device_count(),), (axis_name,), axis_types=(AxisType.Auto,))
+
+
+def _total(x):
     return jax.lax.psum(x, "i")
 
 
 @jax.jit
-@functools.partial(jax.shard_map, in_specs=(P("j"),), out_specs=P(), check_vma=False)
-def largest(x):
+def total(x):
+    return jax.shard_map(
+        _total, mesh=_mesh("i"), in_specs=(P("i"),), out_specs=P(), check_vma=False
+    )(x)
+
+
+def _largest(x):
     return jax.lax.pmax(x, "j")
 
 
+@jax.jit
+def largest(x):
+    return jax.shard_map(
+        _largest, mesh=_mesh("j"), in_specs=(P("j"),), out_specs=P(), check_vma=False
+    )(x)
+
+
 def run():
-    mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
-    mesh_j = jax.make_mesh((jax.device_count(),), ("j",), axis_types=(AxisType.Auto,))
-    with jax.set_mesh(mesh):
-        n = jax.local_device_count()
-        x = np.arange(n * 2, dtype=np.float32)
-        first = total(x)
-        with jax.set_mesh(mesh_j):
-            top = largest(x)
-            top_again = largest(x * 2)
-        total_2 = total(x + 1)
-        out = {
-            "first": first,
-            "top": top,
-            "top_again": top_again,
-            "total": total_2,
-        }
-        return out
+    n = jax.local_device_count()
+    x = np.arange(n * 2, dtype=np.float32)
+    out = {
+        "first": total(x),
+        "top": largest(x),
+        "top_again": largest(x * 2),
+        "total": total(x + 1),
+    }
+    return out

@@ -4,7 +4,15 @@ of the same devices whose one axis is named "i"."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import functools
 from jax.sharding import AxisType, PartitionSpec as P
+
+
+@functools.cache
+def _mesh(axis_name):
+    """The 1-D mesh over all devices that the steps of `axis_name` run on, built at first use
+    (never at import)."""
+    return jax.make_mesh((jax.device_count(),), (axis_name,), axis_types=(AxisType.Auto,))
 
 
 def total(x):
@@ -19,25 +27,31 @@ def smallest(x):
     return jax.lax.pmin(x, "j")
 
 
-total_sharded = jax.jit(jax.shard_map(total, in_specs=(P("i"),), out_specs=P(), check_vma=False))
-largest_sharded = jax.jit(jax.shard_map(
-    largest,
-    in_specs=(P("j"),), out_specs=P(), check_vma=False,
-))
-smallest_sharded = jax.jit(jax.shard_map(
-    smallest,
-    in_specs=(P("j"),), out_specs=P(), check_vma=False,
-))
+@jax.jit
+def total_sharded(x):
+    return jax.shard_map(
+        total, mesh=_mesh("i"), in_specs=(P("i"),), out_specs=P(), check_vma=False
+    )(x)
+
+
+@jax.jit
+def largest_sharded(x):
+    return jax.shard_map(
+        largest, mesh=_mesh("j"), in_specs=(P("j"),), out_specs=P(), check_vma=False
+    )(x)
+
+
+@jax.jit
+def smallest_sharded(x):
+    return jax.shard_map(
+        smallest, mesh=_mesh("j"), in_specs=(P("j"),), out_specs=P(), check_vma=False
+    )(x)
 
 
 def run():
-    mesh = jax.make_mesh((jax.device_count(),), ("j",), axis_types=(AxisType.Auto,))
-    mesh_i = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
-    with jax.set_mesh(mesh):
-        n = jax.local_device_count()
-        x = np.arange(n * 2, dtype=np.float32)
-        with jax.set_mesh(mesh_i):
-            t = total_sharded(x)
-        m = largest_sharded(x)
-        s = smallest_sharded(x)
-        return {"total": np.asarray(t), "largest": np.asarray(m), "smallest": np.asarray(s)}
+    n = jax.local_device_count()
+    x = np.arange(n * 2, dtype=np.float32)
+    t = total_sharded(x)
+    m = largest_sharded(x)
+    s = smallest_sharded(x)
+    return {"total": np.asarray(t), "largest": np.asarray(m), "smallest": np.asarray(s)}

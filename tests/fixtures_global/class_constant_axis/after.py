@@ -4,7 +4,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import pmap
+import functools
 from jax.sharding import AxisType, PartitionSpec as P
+
+
+@functools.cache
+def _mesh(axis_name):
+    """The 1-D mesh over all devices that the steps of `axis_name` run on, built at first use
+    (never at import)."""
+    return jax.make_mesh((jax.device_count(),), (axis_name,), axis_types=(AxisType.Auto,))
 
 
 class Cfg:
@@ -16,16 +24,15 @@ def scaled_max(x):
     return jax.lax.pmax(x, Cfg.axis) * Cfg.scale
 
 
-scaled_max_sharded = jax.jit(jax.shard_map(
-    scaled_max,
-    in_specs=(P("replica"),), out_specs=P(), check_vma=False,
-))
+@jax.jit
+def scaled_max_sharded(x):
+    return jax.shard_map(
+        scaled_max, mesh=_mesh("replica"), in_specs=(P("replica"),), out_specs=P(), check_vma=False
+    )(x)
 
 
 def run():
-    mesh = jax.make_mesh((jax.device_count(),), ("replica",), axis_types=(AxisType.Auto,))
-    with jax.set_mesh(mesh):
-        n = jax.local_device_count()
-        x = np.arange(n * 2, dtype=np.float32) ** 2
-        m = scaled_max_sharded(x)
-        return {"scaled_max": np.asarray(m)}
+    n = jax.local_device_count()
+    x = np.arange(n * 2, dtype=np.float32) ** 2
+    m = scaled_max_sharded(x)
+    return {"scaled_max": np.asarray(m)}

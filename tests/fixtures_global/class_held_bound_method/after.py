@@ -3,7 +3,15 @@ attribute of `self`; one result is replicated, the other per-device (merged)."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import functools
 from jax.sharding import AxisType, PartitionSpec as P
+
+
+@functools.cache
+def _mesh(axis_name):
+    """The 1-D mesh over all devices that the steps of `axis_name` run on, built at first use
+    (never at import)."""
+    return jax.make_mesh((jax.device_count(),), (axis_name,), axis_types=(AxisType.Auto,))
 
 
 class Scaler:
@@ -11,11 +19,11 @@ class Scaler:
         self.eps = eps
         self._p_stats = jax.jit(jax.shard_map(
             self._stats,
-            in_specs=(P(), P("i")), out_specs=P(), check_vma=False,
+            mesh=_mesh("i"), in_specs=(P(), P("i")), out_specs=P(), check_vma=False,
         ))
         self._p_apply = jax.jit(jax.shard_map(
             self._apply,
-            in_specs=(P(), P("i")), out_specs=P("i"), check_vma=False,
+            mesh=_mesh("i"), in_specs=(P(), P("i")), out_specs=P("i"), check_vma=False,
         ))
 
     def _stats(self, total, batch):
@@ -35,12 +43,10 @@ class Scaler:
 
 
 def run():
-    mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
-    with jax.set_mesh(mesh):
-        n = jax.local_device_count()
-        scaler = Scaler(1e-3)
-        total = scaler.zeros(n)
-        batch = np.random.RandomState(1).uniform(size=(n * 3, 2)).astype(np.float32)
-        total = scaler.update(total, batch)
-        scaled = scaler.apply(total, batch)
-        return {"total": np.asarray(total), "scaled": np.asarray(scaled)}
+    n = jax.local_device_count()
+    scaler = Scaler(1e-3)
+    total = scaler.zeros(n)
+    batch = np.random.RandomState(1).uniform(size=(n * 3, 2)).astype(np.float32)
+    total = scaler.update(total, batch)
+    scaled = scaler.apply(total, batch)
+    return {"total": np.asarray(total), "scaled": np.asarray(scaled)}

@@ -4,7 +4,15 @@ fallback_class_donates)."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import functools
 from jax.sharding import AxisType, PartitionSpec as P
+
+
+@functools.cache
+def _mesh(axis_name):
+    """The 1-D mesh over all devices that the steps of `axis_name` run on, built at first use
+    (never at import)."""
+    return jax.make_mesh((jax.device_count(),), (axis_name,), axis_types=(AxisType.Auto,))
 
 
 def make_step(lr, axis_name="batch"):
@@ -15,7 +23,10 @@ def make_step(lr, axis_name="batch"):
         loss, grad = jax.value_and_grad(loss_fn)(w, x)
         return w - lr * jax.lax.pmean(grad, axis_name), jax.lax.pmean(loss, axis_name)
 
-    return jax.jit(jax.shard_map(step, in_specs=(P(), P("batch")), out_specs=P(), check_vma=False))
+    return jax.jit(jax.shard_map(
+        step,
+        mesh=_mesh("batch"), in_specs=(P(), P("batch")), out_specs=P(), check_vma=False,
+    ))
 
 
 class Trainer:
@@ -36,11 +47,9 @@ class Trainer:
 
 
 def run():
-    mesh = jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(AxisType.Auto,))
-    with jax.set_mesh(mesh):
-        n = jax.local_device_count()
-        x = np.random.RandomState(0).normal(size=(n * 4, 3)).astype(np.float32)
-        trainer = Trainer(0.1)
-        trainer.init(n)
-        losses = trainer.fit(x, 3)
-        return {"w": np.asarray(trainer.w), "losses": np.asarray(losses)}
+    n = jax.local_device_count()
+    x = np.random.RandomState(0).normal(size=(n * 4, 3)).astype(np.float32)
+    trainer = Trainer(0.1)
+    trainer.init(n)
+    losses = trainer.fit(x, 3)
+    return {"w": np.asarray(trainer.w), "losses": np.asarray(losses)}

@@ -4,12 +4,17 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import AxisType, PartitionSpec as P
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 
-@functools.partial(jax.jit, donate_argnums=(0,))
-@functools.partial(jax.shard_map, in_specs=(P(), P(), P()), out_specs=P(), check_vma=False)
-def train_step(params, x, y):
+@functools.cache
+def _mesh(axis_name):
+    """The 1-D mesh over all devices that the steps of `axis_name` run on, built at first use
+    (never at import)."""
+    return jax.make_mesh((jax.device_count(),), (axis_name,), axis_types=(AxisType.Auto,))
+
+
+def _train_step(params, x, y):
     def loss_fn(p):
         return jnp.mean((x @ p["w"] + p["b"] - y) ** 2)
 
@@ -19,15 +24,21 @@ def train_step(params, x, y):
     return new_params, jax.lax.pmean(loss, "batch")
 
 
+@functools.partial(jax.jit, donate_argnums=(0,))
+def train_step(params, x, y):
+    return jax.shard_map(
+        _train_step, mesh=_mesh("batch"), in_specs=(P(), P(), P()), out_specs=P(), check_vma=False
+    )(params, x, y)
+
+
 def run():
-    mesh = jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(AxisType.Auto,))
-    with jax.set_mesh(mesh):
-        n = jax.local_device_count()
-        params = {"w": jax.device_put(jnp.ones(3), P()), "b": jax.device_put(jnp.zeros(()), P())}
-        x = np.ones((2, 3), np.float32)
-        y = np.zeros((2,), np.float32)
-        losses = []
-        for _ in range(2):
-            params, loss = train_step(params, x, y)
-            losses.append(np.asarray(loss))
-        return {"params": jax.device_get(params), "losses": np.stack(losses)}
+    mesh = _mesh("batch")
+    n = jax.local_device_count()
+    params = {"w": jax.device_put(jnp.ones(3), NamedSharding(mesh, P())), "b": jax.device_put(jnp.zeros(()), NamedSharding(mesh, P()))}
+    x = np.ones((2, 3), np.float32)
+    y = np.zeros((2,), np.float32)
+    losses = []
+    for _ in range(2):
+        params, loss = train_step(params, x, y)
+        losses.append(np.asarray(loss))
+    return {"params": jax.device_get(params), "losses": np.stack(losses)}

@@ -6,18 +6,28 @@ import numpy as np
 from jax.sharding import AxisType, PartitionSpec as P
 
 
-@jax.jit
-@functools.partial(jax.shard_map, in_specs=(P(), P(), P("i")), out_specs=P(), check_vma=False)
-def step(w, b, x):
+@functools.cache
+def _mesh(axis_name):
+    """The 1-D mesh over all devices that the steps of `axis_name` run on, built at first use
+    (never at import)."""
+    return jax.make_mesh((jax.device_count(),), (axis_name,), axis_types=(AxisType.Auto,))
+
+
+def _step(w, b, x):
     return jax.lax.psum(jnp.sum(x * w) + b, "i"), jax.lax.pmax(jnp.max(x), "i")
 
 
+@jax.jit
+def step(w, b, x):
+    return jax.shard_map(
+        _step, mesh=_mesh("i"), in_specs=(P(), P(), P("i")), out_specs=P(), check_vma=False
+    )(w, b, x)
+
+
 def run():
-    mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
-    with jax.set_mesh(mesh):
-        n = jax.local_device_count()
-        pair = (jnp.arange(3.0), jnp.ones(()))
-        x = np.arange(n * 2 * 3, dtype=np.float32).reshape(n * 2, 3)
-        s, m = step(pair[0], pair[1], x)
-        both = np.asarray((s, m))
-        return {"w": np.asarray(pair[0]), "both": both, "got": jax.device_get([s, m])[1]}
+    n = jax.local_device_count()
+    pair = (jnp.arange(3.0), jnp.ones(()))
+    x = np.arange(n * 2 * 3, dtype=np.float32).reshape(n * 2, 3)
+    s, m = step(pair[0], pair[1], x)
+    both = np.asarray((s, m))
+    return {"w": np.asarray(pair[0]), "both": both, "got": jax.device_get([s, m])[1]}

@@ -8,13 +8,27 @@ import numpy as np
 from jax.sharding import AxisType, PartitionSpec as P
 
 
-@jax.jit
-@functools.partial(
-    jax.shard_map, in_specs=({"w": P("i"), "b": P()}, P("i")), out_specs=P("i"), check_vma=False
-)
-def linear(params, x):
+@functools.cache
+def _mesh(axis_name):
+    """The 1-D mesh over all devices that the steps of `axis_name` run on, built at first use
+    (never at import)."""
+    return jax.make_mesh((jax.device_count(),), (axis_name,), axis_types=(AxisType.Auto,))
+
+
+def _linear(params, x):
     # Per-device weights, one shared bias broadcast to all devices.
     return x @ params["w"] + params["b"]
+
+
+@jax.jit
+def linear(params, x):
+    return jax.shard_map(
+        _linear,
+        mesh=_mesh("i"),
+        in_specs=({"w": P("i"), "b": P()}, P("i")),
+        out_specs=P("i"),
+        check_vma=False,
+    )(params, x)
 
 
 def pair_total(pair, scale):
@@ -22,24 +36,23 @@ def pair_total(pair, scale):
     return jax.lax.psum(jnp.sum(a) + jnp.sum(b), "i") * scale
 
 
-p_total = jax.jit(jax.shard_map(
-    pair_total,
-    in_specs=((P(), P("i")), P()), out_specs=P(), check_vma=False,
-))
+@jax.jit
+def p_total(pair, scale):
+    return jax.shard_map(
+        pair_total, mesh=_mesh("i"), in_specs=((P(), P("i")), P()), out_specs=P(), check_vma=False
+    )(pair, scale)
 
 
 def run():
-    mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
-    with jax.set_mesh(mesh):
-        n = jax.local_device_count()
-        rng = np.random.RandomState(2)
-        params = {
-            "w": rng.normal(size=(n * 3, 2)).astype(np.float32),
-            "b": np.array([0.5, -0.5], np.float32),
-        }
-        x = rng.normal(size=(n * 4, 3)).astype(np.float32)
-        y = linear(params, x)
-        a = np.ones((2,), np.float32)
-        b = np.arange(n * 2, dtype=np.float32)
-        total = p_total((a, b), 0.5)
-        return {"linear": np.asarray(y), "total": np.asarray(total)}
+    n = jax.local_device_count()
+    rng = np.random.RandomState(2)
+    params = {
+        "w": rng.normal(size=(n * 3, 2)).astype(np.float32),
+        "b": np.array([0.5, -0.5], np.float32),
+    }
+    x = rng.normal(size=(n * 4, 3)).astype(np.float32)
+    y = linear(params, x)
+    a = np.ones((2,), np.float32)
+    b = np.arange(n * 2, dtype=np.float32)
+    total = p_total((a, b), 0.5)
+    return {"linear": np.asarray(y), "total": np.asarray(total)}

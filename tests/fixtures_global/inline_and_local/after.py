@@ -7,29 +7,46 @@ import numpy as np
 from jax.sharding import AxisType, PartitionSpec as P
 
 
+@functools.cache
+def _mesh(axis_name):
+    """The 1-D mesh over all devices that the steps of `axis_name` run on, built at first use
+    (never at import)."""
+    return jax.make_mesh((jax.device_count(),), (axis_name,), axis_types=(AxisType.Auto,))
+
+
 def step(w, x, lr):
     return w - lr * jax.lax.pmean(jnp.mean(x, axis=0), "d")
 
 
-mean = jax.jit(jax.shard_map(
-    lambda v: jax.lax.pmean(jnp.mean(v), "d"),
-    in_specs=(P("d"),), out_specs=P(), check_vma=False,
-))
-p_step = jax.jit(jax.shard_map(
-    functools.partial(step, lr=0.5),
-    in_specs=(P(), P("d")), out_specs=P(), check_vma=False,
-))
+@jax.jit
+def mean(v):
+    return jax.shard_map(
+        lambda v: jax.lax.pmean(jnp.mean(v), "d"),
+        mesh=_mesh("d"),
+        in_specs=(P("d"),),
+        out_specs=P(),
+        check_vma=False,
+    )(v)
+
+
+@jax.jit
+def p_step(w, x):
+    return jax.shard_map(
+        functools.partial(step, lr=0.5),
+        mesh=_mesh("d"),
+        in_specs=(P(), P("d")),
+        out_specs=P(),
+        check_vma=False,
+    )(w, x)
 
 
 def run():
-    mesh = jax.make_mesh((jax.device_count(),), ("d",), axis_types=(AxisType.Auto,))
-    with jax.set_mesh(mesh):
-        n = jax.local_device_count()
-        x = np.linspace(0.0, 1.0, n * 4 * 2, dtype=np.float32).reshape(n * 4, 2)
-        m = mean(x)
-        doubled = jax.jit(jax.shard_map(
-            lambda v: v * 2,
-            in_specs=(P("d"),), out_specs=P("d"), check_vma=False,
-        ))(x)
-        w = p_step(jnp.zeros((2,)), x)
-        return {"m": np.asarray(m), "doubled": np.asarray(doubled), "w": np.asarray(w)}
+    n = jax.local_device_count()
+    x = np.linspace(0.0, 1.0, n * 4 * 2, dtype=np.float32).reshape(n * 4, 2)
+    m = mean(x)
+    doubled = jax.jit(jax.shard_map(
+        lambda v: v * 2,
+        mesh=_mesh("d"), in_specs=(P("d"),), out_specs=P("d"), check_vma=False,
+    ))(x)
+    w = p_step(jnp.zeros((2,)), x)
+    return {"m": np.asarray(m), "doubled": np.asarray(doubled), "w": np.asarray(w)}

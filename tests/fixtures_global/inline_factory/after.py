@@ -7,24 +7,34 @@ import numpy as np
 from jax.sharding import AxisType, PartitionSpec as P
 
 
-@jax.jit
-@functools.partial(jax.shard_map, in_specs=(P("i"),), out_specs=P(), check_vma=False)
-def total(x):
+@functools.cache
+def _mesh(axis_name):
+    """The 1-D mesh over all devices that the steps of `axis_name` run on, built at first use
+    (never at import)."""
+    return jax.make_mesh((jax.device_count(),), (axis_name,), axis_types=(AxisType.Auto,))
+
+
+def _total(x):
     return jax.lax.psum(x, "i")
+
+
+@jax.jit
+def total(x):
+    return jax.shard_map(
+        _total, mesh=_mesh("i"), in_specs=(P("i"),), out_specs=P(), check_vma=False
+    )(x)
 
 
 def ring_shift(n):
     perm = [(i, (i + 1) % n) for i in range(n)]
     return jax.jit(jax.shard_map(
         lambda x: jax.lax.ppermute(x, "i", perm=perm),
-        in_specs=(P("i"),), out_specs=P("i"), check_vma=False,
+        mesh=_mesh("i"), in_specs=(P("i"),), out_specs=P("i"), check_vma=False,
     ))
 
 
 def run():
-    mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
-    with jax.set_mesh(mesh):
-        n = jax.local_device_count()
-        x = np.arange(n * 3, dtype=np.float32)
-        out = {"total": total(x), "shifted": ring_shift(n)(x)}
-        return {k: np.asarray(v) for k, v in out.items()}
+    n = jax.local_device_count()
+    x = np.arange(n * 3, dtype=np.float32)
+    out = {"total": total(x), "shifted": ring_shift(n)(x)}
+    return {k: np.asarray(v) for k, v in out.items()}

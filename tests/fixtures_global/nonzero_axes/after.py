@@ -10,14 +10,28 @@ import numpy as np
 from jax.sharding import AxisType, PartitionSpec as P
 
 
-@jax.jit
-@functools.partial(
-    jax.shard_map, in_specs=(P(None, "i"),), out_specs=P(None, "i"), check_vma=False
-)
-def column_softmax(x):
+@functools.cache
+def _mesh(axis_name):
+    """The 1-D mesh over all devices that the steps of `axis_name` run on, built at first use
+    (never at import)."""
+    return jax.make_mesh((jax.device_count(),), (axis_name,), axis_types=(AxisType.Auto,))
+
+
+def _column_softmax(x):
     # x is mapped along axis 1: each device sees one column of shape (rows,).
     x = jax.tree.map(lambda y: jnp.squeeze(y, 1), x)
     return jax.tree.map(lambda y: jnp.expand_dims(y, 1), jax.nn.softmax(x))
+
+
+@jax.jit
+def column_softmax(x):
+    return jax.shard_map(
+        _column_softmax,
+        mesh=_mesh("i"),
+        in_specs=(P(None, "i"),),
+        out_specs=P(None, "i"),
+        check_vma=False,
+    )(x)
 
 
 def _scaled_columns(x, k):
@@ -30,7 +44,10 @@ def _scaled_columns(x, k):
 def scaled_columns(x, k):
     return jax.shard_map(
         lambda x: _scaled_columns(x, k),
-        in_specs=(P(None, "i"),), out_specs=P("i"), check_vma=False,
+        mesh=_mesh("i"),
+        in_specs=(P(None, "i"),),
+        out_specs=P("i"),
+        check_vma=False,
     )(x)
 
 
@@ -43,37 +60,45 @@ def summarize(pair, scale):
     }
 
 
-p_summarize = jax.jit(jax.shard_map(
-    summarize,
-    in_specs=((P(), P("i")), P()),
-    out_specs={"scaled": P("i"), "total": P()},
-    check_vma=False,
-))
-p_split = jax.jit(jax.shard_map(
-    lambda v: (
-        jax.tree.map(lambda y: jnp.expand_dims(y, 1), v * 2),
-        jax.tree.map(lambda y: jnp.expand_dims(y, 0), jnp.sum(v)),
-    ),
-    in_specs=(P("i"),), out_specs=(P(None, "i"), P("i")), check_vma=False,
-))
+@jax.jit
+def p_summarize(pair, scale):
+    return jax.shard_map(
+        summarize,
+        mesh=_mesh("i"),
+        in_specs=((P(), P("i")), P()),
+        out_specs={"scaled": P("i"), "total": P()},
+        check_vma=False,
+    )(pair, scale)
+
+
+@jax.jit
+def p_split(v):
+    return jax.shard_map(
+        lambda v: (
+    jax.tree.map(lambda y: jnp.expand_dims(y, 1), v * 2),
+    jax.tree.map(lambda y: jnp.expand_dims(y, 0), jnp.sum(v)),
+),
+        mesh=_mesh("i"),
+        in_specs=(P("i"),),
+        out_specs=(P(None, "i"), P("i")),
+        check_vma=False,
+    )(v)
 
 
 def run():
-    mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
-    with jax.set_mesh(mesh):
-        n = jax.local_device_count()
-        rng = np.random.RandomState(2)
-        cols = column_softmax(rng.normal(size=(4, n)).astype(np.float32))
-        scaled = scaled_columns(np.ones((3, n), np.float32), 2)
-        a = np.ones((2,), np.float32)
-        b = np.arange(n * 2, dtype=np.float32)
-        summary = p_summarize((a, b), 0.5)
-        doubled_t, sums = p_split(b)
-        return {
-            "column_softmax": np.asarray(cols),
-            "scaled_columns": np.asarray(scaled),
-            "scaled": np.asarray(summary["scaled"]),
-            "total": np.asarray(summary["total"]),
-            "doubled_t": np.asarray(doubled_t),
-            "sums": np.asarray(sums),
-        }
+    n = jax.local_device_count()
+    rng = np.random.RandomState(2)
+    cols = column_softmax(rng.normal(size=(4, n)).astype(np.float32))
+    scaled = scaled_columns(np.ones((3, n), np.float32), 2)
+    a = np.ones((2,), np.float32)
+    b = np.arange(n * 2, dtype=np.float32)
+    summary = p_summarize((a, b), 0.5)
+    doubled_t, sums = p_split(b)
+    return {
+        "column_softmax": np.asarray(cols),
+        "scaled_columns": np.asarray(scaled),
+        "scaled": np.asarray(summary["scaled"]),
+        "total": np.asarray(summary["total"]),
+        "doubled_t": np.asarray(doubled_t),
+        "sums": np.asarray(sums),
+    }

@@ -4,7 +4,15 @@ stack whose row 0 becomes direct use."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import functools
 from jax.sharding import AxisType, PartitionSpec as P
+
+
+@functools.cache
+def _mesh(axis_name):
+    """The 1-D mesh over all devices that the steps of `axis_name` run on, built at first use
+    (never at import)."""
+    return jax.make_mesh((jax.device_count(),), (axis_name,), axis_types=(AxisType.Auto,))
 
 
 def normalize(x):
@@ -21,26 +29,28 @@ def spread(x):
     )
 
 
-p_normalize = jax.jit(jax.shard_map(
-    normalize,
-    in_specs=(P("i"),), out_specs=(P("i"), P()), check_vma=False,
-))
-p_spread = jax.jit(jax.shard_map(
-    spread,
-    in_specs=(P("i"),), out_specs=(P(), P("i")), check_vma=False,
-))
+@jax.jit
+def p_normalize(x):
+    return jax.shard_map(
+        normalize, mesh=_mesh("i"), in_specs=(P("i"),), out_specs=(P("i"), P()), check_vma=False
+    )(x)
+
+
+@jax.jit
+def p_spread(x):
+    return jax.shard_map(
+        spread, mesh=_mesh("i"), in_specs=(P("i"),), out_specs=(P(), P("i")), check_vma=False
+    )(x)
 
 
 def run():
-    mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
-    with jax.set_mesh(mesh):
-        n = jax.local_device_count()
-        x = np.arange(n * 4, dtype=np.float32)
-        centered, mean = p_normalize(x)
-        width, doubled = p_spread(x)
-        return {
-            "centered": np.asarray(centered),
-            "mean": np.asarray(mean),
-            "width": np.asarray(width),
-            "doubled": np.asarray(doubled),
-        }
+    n = jax.local_device_count()
+    x = np.arange(n * 4, dtype=np.float32)
+    centered, mean = p_normalize(x)
+    width, doubled = p_spread(x)
+    return {
+        "centered": np.asarray(centered),
+        "mean": np.asarray(mean),
+        "width": np.asarray(width),
+        "doubled": np.asarray(doubled),
+    }

@@ -7,17 +7,27 @@ import numpy as np
 from jax.sharding import AxisType, PartitionSpec as P
 
 
-@jax.jit
-@functools.partial(jax.shard_map, in_specs=(P("i"),), out_specs=P("i"), check_vma=False)
-def normalise(x):
+@functools.cache
+def _mesh(axis_name):
+    """The 1-D mesh over all devices that the steps of `axis_name` run on, built at first use
+    (never at import)."""
+    return jax.make_mesh((jax.device_count(),), (axis_name,), axis_types=(AxisType.Auto,))
+
+
+def _normalise(x):
     total = jax.lax.psum(x, "i")
     return x / total, jnp.maximum(x - 1.0, 0.0)
 
 
+@jax.jit
+def normalise(x):
+    return jax.shard_map(
+        _normalise, mesh=_mesh("i"), in_specs=(P("i"),), out_specs=P("i"), check_vma=False
+    )(x)
+
+
 def run():
-    mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
-    with jax.set_mesh(mesh):
-        n = jax.local_device_count()
-        ids = np.arange(n, dtype=np.float32)
-        share, shifted = normalise(ids)
-        return {"share": np.asarray(share), "shifted": np.asarray(shifted)}
+    n = jax.local_device_count()
+    ids = np.arange(n, dtype=np.float32)
+    share, shifted = normalise(ids)
+    return {"share": np.asarray(share), "shifted": np.asarray(shifted)}

@@ -5,14 +5,17 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import AxisType, PartitionSpec as P
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 
-@functools.partial(jax.jit, donate_argnums=(0,))
-@functools.partial(
-    jax.shard_map, in_specs=(P(), P("batch"), P("batch")), out_specs=P(), check_vma=False
-)
-def train_step(params, x, y):
+@functools.cache
+def _mesh(axis_name):
+    """The 1-D mesh over all devices that the steps of `axis_name` run on, built at first use
+    (never at import)."""
+    return jax.make_mesh((jax.device_count(),), (axis_name,), axis_types=(AxisType.Auto,))
+
+
+def _train_step(params, x, y):
     def loss_fn(p):
         return jnp.mean((x @ p["w"] + p["b"] - y) ** 2)
 
@@ -22,17 +25,27 @@ def train_step(params, x, y):
     return new_params, jax.lax.pmean(loss, "batch")
 
 
+@functools.partial(jax.jit, donate_argnums=(0,))
+def train_step(params, x, y):
+    return jax.shard_map(
+        _train_step,
+        mesh=_mesh("batch"),
+        in_specs=(P(), P("batch"), P("batch")),
+        out_specs=P(),
+        check_vma=False,
+    )(params, x, y)
+
+
 def run():
-    mesh = jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(AxisType.Auto,))
-    with jax.set_mesh(mesh):
-        devices = jax.local_devices()
-        n = len(devices)
-        params = jax.device_put({"w": np.ones((3,), np.float32), "b": 0.5}, P())
-        data = np.arange(n * 4 * 3, dtype=np.float32).reshape(n * 4, 3) / 10.0
-        x = data.reshape(-1, 3)
-        y = np.sin(data[:, 0]).reshape(-1)
-        losses = []
-        for _ in range(3):
-            params, loss = train_step(params, x, y)
-            losses.append(float(loss))
-        return {"losses": np.asarray(losses), "w": np.asarray(params["w"])}
+    mesh = _mesh("batch")
+    devices = jax.local_devices()
+    n = len(devices)
+    params = jax.device_put({"w": np.ones((3,), np.float32), "b": 0.5}, NamedSharding(mesh, P()))
+    data = np.arange(n * 4 * 3, dtype=np.float32).reshape(n * 4, 3) / 10.0
+    x = data.reshape(-1, 3)
+    y = np.sin(data[:, 0]).reshape(-1)
+    losses = []
+    for _ in range(3):
+        params, loss = train_step(params, x, y)
+        losses.append(float(loss))
+    return {"losses": np.asarray(losses), "w": np.asarray(params["w"])}

@@ -5,18 +5,32 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import AxisType, PartitionSpec as P
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 PER_DEVICE = 2
 
 
-@jax.jit
-@functools.partial(
-    jax.shard_map, in_specs=(P(), P("batch"), P("batch")), out_specs=P(), check_vma=False
-)
-def train_step(w, x, y):
+@functools.cache
+def _mesh(axis_name):
+    """The 1-D mesh over all devices that the steps of `axis_name` run on, built at first use
+    (never at import)."""
+    return jax.make_mesh((jax.device_count(),), (axis_name,), axis_types=(AxisType.Auto,))
+
+
+def _train_step(w, x, y):
     grad = jax.grad(lambda v: jnp.mean((x @ v - y) ** 2))(w)
     return w - 0.1 * jax.lax.pmean(grad, "batch")
+
+
+@jax.jit
+def train_step(w, x, y):
+    return jax.shard_map(
+        _train_step,
+        mesh=_mesh("batch"),
+        in_specs=(P(), P("batch"), P("batch")),
+        out_specs=P(),
+        check_vma=False,
+    )(w, x, y)
 
 
 def batches(x, y, n):
@@ -26,15 +40,14 @@ def batches(x, y, n):
 
 
 def run():
-    mesh = jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(AxisType.Auto,))
-    with jax.set_mesh(mesh):
-        n = jax.local_device_count()
-        x = np.linspace(-1.0, 1.0, n * PER_DEVICE * 3 * 4, dtype=np.float32).reshape(-1, 3)
-        y = x @ np.array([1.0, -1.0, 0.5], np.float32)
-        w = jax.device_put(jnp.zeros(3), P())
-        data = batches(x, y, n)
-        xb, yb = next(data)
+    mesh = _mesh("batch")
+    n = jax.local_device_count()
+    x = np.linspace(-1.0, 1.0, n * PER_DEVICE * 3 * 4, dtype=np.float32).reshape(-1, 3)
+    y = x @ np.array([1.0, -1.0, 0.5], np.float32)
+    w = jax.device_put(jnp.zeros(3), NamedSharding(mesh, P()))
+    data = batches(x, y, n)
+    xb, yb = next(data)
+    w = train_step(w, xb, yb)
+    for xb, yb in data:
         w = train_step(w, xb, yb)
-        for xb, yb in data:
-            w = train_step(w, xb, yb)
-        return {"w": np.asarray(w)}
+    return {"w": np.asarray(w)}

@@ -8,6 +8,13 @@ import numpy as np
 from jax.sharding import AxisType, PartitionSpec as P
 
 
+@functools.cache
+def _mesh(axis_name):
+    """The 1-D mesh over all devices that the steps of `axis_name` run on, built at first use
+    (never at import)."""
+    return jax.make_mesh((jax.device_count(),), (axis_name,), axis_types=(AxisType.Auto,))
+
+
 def _power_sum(x, num_terms):
     # `num_terms` is a Python int: the loop is unrolled at trace time.
     acc = jnp.zeros_like(x)
@@ -21,7 +28,11 @@ def _power_sum(x, num_terms):
 @functools.partial(jax.jit, static_argnums=1)
 def power_sum(x, num_terms):
     return jax.shard_map(
-        lambda x: _power_sum(x, num_terms), in_specs=(P("i"),), out_specs=P(), check_vma=False
+        lambda x: _power_sum(x, num_terms),
+        mesh=_mesh("i"),
+        in_specs=(P("i"),),
+        out_specs=P(),
+        check_vma=False,
     )(x)
 
 
@@ -38,23 +49,24 @@ def activate(x, kind, scale, normalize):
 def p_activate(x, kind, scale, normalize):
     return jax.shard_map(
         lambda x, scale: activate(x, kind, scale, normalize),
-        in_specs=(P("i"), P()), out_specs=P("i"), check_vma=False,
+        mesh=_mesh("i"),
+        in_specs=(P("i"), P()),
+        out_specs=P("i"),
+        check_vma=False,
     )(x, scale)
 
 
 def run():
-    mesh = jax.make_mesh((jax.device_count(),), ("i",), axis_types=(AxisType.Auto,))
-    with jax.set_mesh(mesh):
-        n = jax.local_device_count()
-        x = np.linspace(-1.0, 1.0, n * 3, dtype=np.float32)
-        scale = np.full((), 2.0, np.float32)[None]
-        two = power_sum(x, 2)
-        four = power_sum(x, 4)
-        relu = p_activate(x, "relu", scale, False)
-        normed = p_activate(x, "none", scale, True)
-        return {
-            "power_sum_2": np.asarray(two),
-            "power_sum_4": np.asarray(four),
-            "relu": np.asarray(relu),
-            "normed": np.asarray(normed),
-        }
+    n = jax.local_device_count()
+    x = np.linspace(-1.0, 1.0, n * 3, dtype=np.float32)
+    scale = np.full((), 2.0, np.float32)[None]
+    two = power_sum(x, 2)
+    four = power_sum(x, 4)
+    relu = p_activate(x, "relu", scale, False)
+    normed = p_activate(x, "none", scale, True)
+    return {
+        "power_sum_2": np.asarray(two),
+        "power_sum_4": np.asarray(four),
+        "relu": np.asarray(relu),
+        "normed": np.asarray(normed),
+    }

@@ -1,0 +1,42 @@
+"""The text of a global step that is defined at module level: a jitted def that calls shard_map.
+
+`jax.shard_map` needs its mesh when it is built, and a module must not build a mesh at import
+(the devices are not known yet: `jax.distributed.initialize` may still have to run). So a
+step defined at module level is a def: `jax.jit` traces it at its first call, and only then
+does `_mesh(axis)` build the mesh. The callers name no mesh context, so the user's own eager
+jax.numpy code between the steps runs on one device, as it did under pmap.
+"""
+
+from __future__ import annotations
+
+LINE_LIMIT = 99
+
+# The module-level mesh function every global module gets (rewrite.py adds it once).
+MESH_FUNCTION_TEXT = '''@{functools}.cache
+def {name}(axis_name):
+    """The 1-D mesh over all devices that the steps of `axis_name` run on, built at first use
+    (never at import)."""
+    return {jax}.make_mesh(({jax}.device_count(),), (axis_name,), axis_types=(AxisType.Auto,))
+'''
+
+
+def jit_decorator(jax: str, partial: str, jit_options: list[str]) -> str:
+    return f"@{partial}({jax}.jit, {', '.join(jit_options)})" if jit_options else f"@{jax}.jit"
+
+
+def step_def(name: str, params: str, callee: str, options: list[str], mapped: str,
+             jax: str, partial: str, jit_options: list[str], indent: str = "") -> str:
+    """`@jax.jit` (with pmap's donation / static numbering) over `def name(params)` that
+    returns `jax.shard_map(callee, options...)(mapped)`; the shard_map call is wrapped the way
+    a formatter would wrap it when it does not fit on one line."""
+    head = f"{jit_decorator(jax, partial, jit_options)}\n{indent}def {name}({params}):\n"
+    pad = indent + "    "
+    one_line = f"{pad}return {jax}.shard_map({callee}, {', '.join(options)})({mapped})"
+    if len(one_line) <= LINE_LIMIT and "\n" not in callee:
+        return head + one_line
+    inner = f"{pad}    {callee}, {', '.join(options)}"
+    if len(inner) <= LINE_LIMIT and "\n" not in callee:
+        body = inner + "\n"
+    else:
+        body = f"{pad}    {callee},\n" + "".join(f"{pad}    {o},\n" for o in options)
+    return head + f"{pad}return {jax}.shard_map(\n{body}{pad})({mapped})"
