@@ -39,12 +39,15 @@ def _global(source: str) -> tuple[str, list]:
     return result.source.decode(), result.findings
 
 
+PARAMS = {("f", "p"): "v", ("f", "q"): "x", ("f", "total"): "x"}
+
+
 def _run(body: str, extra: str = "") -> str:
     return HEAD + extra + RUN.format(body=textwrap.indent(textwrap.dedent(body), "    "))
 
 
 def _hoisted(text: str, name: str) -> bool:
-    return any(line.startswith(f"{name} = jax.jit(") for line in text.splitlines())
+    return any(line.startswith(f"def {name}(") for line in text.splitlines())
 
 
 def test_a_local_site_of_module_names_moves_above_its_function_with_its_comment():
@@ -52,8 +55,9 @@ def test_a_local_site_of_module_names_moves_above_its_function_with_its_comment(
         # the step
         p_total = jax.pmap(total, axis_name="i")
         return np.asarray(p_total(x))"""))
-    assert "# the step\np_total = jax.jit(jax.shard_map(total," in text
-    assert text.index("p_total = jax.jit(") < text.index("def run():")
+    # A def, so that its mesh is built at its first call, not at import.
+    assert "# the step\n@jax.jit\ndef p_total(x):\n    return jax.shard_map(\n        total," in text
+    assert 'mesh=_mesh("i")' in text and text.index("def p_total(") < text.index("def run():")
     assert "    p_total = " not in text
     assert any(f.code == "PM600" and "built once, at module level as `p_total`" in f.message
                for f in findings)
@@ -88,24 +92,28 @@ def test_a_local_site_stays_where_moving_it_could_change_what_it_is(body, extra)
 def test_the_only_statement_of_a_block_and_a_walrus_stay():
     text = HEAD + "def f(flag):\n    if flag:\n        p = jax.jit(jax.shard_map(total))\n" \
         "    q = jax.jit(jax.shard_map((y := total)))\n    return q\n"
-    assert hoist_local_sites(text, "jax", {("f", "p"), ("f", "q")}, set()) == (text, {})
+    assert hoist_local_sites(text, "jax", {("f", "p"), ("f", "q")}, set(), PARAMS,
+                             "functools.partial") == (text, {})
 
 
 def test_a_later_definition_or_a_rebound_constant_is_not_read_at_import():
     text = HEAD + "K = 1\nK = 2\n\n\ndef f():\n    p = jax.jit(jax.shard_map(lambda v: v * K))\n" \
         "    q = jax.jit(jax.shard_map(late))\n    return p, q\n\n\ndef late(x):\n    return x\n"
-    assert hoist_local_sites(text, "jax", {("f", "p"), ("f", "q")}, set()) == (text, {})
+    assert hoist_local_sites(text, "jax", {("f", "p"), ("f", "q")}, set(), PARAMS,
+                             "functools.partial") == (text, {})
 
 
 def test_inline_sites_get_one_fresh_module_name_per_text():
     text = HEAD + ("def f(x):\n    a = jax.jit(jax.shard_map(total))(x)\n"
                    "    b = jax.jit(jax.shard_map(total))(x + 1)\n    return a, b\n")
-    new, moved = hoist_local_sites(text, "jax", set(), {("f", "total")})
+    new, moved = hoist_local_sites(text, "jax", set(), {("f", "total")}, PARAMS,
+                                   "functools.partial")
     assert moved == {("f", "total"): "total_sharded"}
-    assert new.count("total_sharded = jax.jit(jax.shard_map(total))") == 1
+    assert new.count("@jax.jit\ndef total_sharded(x):\n    return jax.shard_map(total)(x)") == 1
     assert "a = total_sharded(x)" in new and "b = total_sharded(x + 1)" in new
     taken = text.replace("def f(x):", "total_sharded = None\n\n\ndef f(x):")
-    assert hoist_local_sites(taken, "jax", set(), {("f", "total")}) == (taken, {})
+    assert hoist_local_sites(taken, "jax", set(), {("f", "total")}, PARAMS,
+                             "functools.partial") == (taken, {})
 
 
 def test_the_hoisted_steps_compile_once_over_repeated_runs(tmp_path):

@@ -185,6 +185,12 @@ class _Statements:
                 self._axis_of(key, axis, call)
             self.analysis._edit(statement, self._for_mesh(self.analysis.render(statement), axis))
             return
+        inside = {id(n): key for call, key in calls for n in ast.walk(call) if n is not call}
+        for call, key in calls:
+            if id(call) in inside and self._axis_of(inside[id(call)], self.main, call) != \
+                    self._axis_of(key, self.main, call):
+                raise self._blocker(call, "one site's call is an argument of another's, so "
+                                    "what is placed for it cannot name its own mesh")
         for call, key in calls:  # each call's placements name its own mesh
             axis = self._axis_of(key, self.main, call)
             if axis != self.main:

@@ -16,6 +16,7 @@ import codecs
 import dataclasses
 import io
 import re
+import sys
 import tokenize
 
 import libcst as cst
@@ -335,7 +336,8 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
                                                {c: r.meshes for c, r in results.items()}))
     functools = next((n for n, full in table.imported.items() if full == "functools"), None)
     new_module = new_module.visit(_MeshFunction(MESH_FUNCTION_TEXT.format(
-        functools=functools or "functools", name=module.mesh_function, jax=module.jax)))
+        functools=functools or "functools", name=module.mesh_function, jax=module.jax),
+        import_functools=functools is None))
     keys = [(s, _hoist_key(s)) for s in global_sites]
     assigned = {k for s, k in keys if k is not None and not s.inline}
     inline = {k for s, k in keys if k is not None and s.inline}
@@ -346,8 +348,6 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
         new_module = cst.parse_module(hoisted.encode("utf-8"))
         findings = _with_hoisting_noted(findings, global_sites, moved)
     context = RuleContext()
-    if functools is None:
-        add_import(context, "functools")
     add_import(context, "jax.sharding", "AxisType")
     if "NamedSharding(" in new_module.code:
         add_import(context, "jax.sharding", "NamedSharding")
@@ -799,12 +799,15 @@ class _MeshOnEntry(cst.CSTTransformer):
 class _MeshFunction(cst.CSTTransformer):
     """The module's `_mesh(axis_name)`, once, above its first function or class."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, import_functools: bool):
         super().__init__()
         self.statements = cst.parse_module(text).body
+        self.import_functools = import_functools
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         body = list(updated.body)
+        if self.import_functools:
+            body = _with_functools(body)
         at = next((i for i, s in enumerate(body) if isinstance(s, (cst.FunctionDef, cst.ClassDef))),
                   len(body))
         first = self.statements[0]
@@ -813,6 +816,29 @@ class _MeshFunction(cst.CSTTransformer):
                                                       *_comments(body[at])]) if at < len(body) else None
         rest = [moved, *body[at + 1:]] if moved is not None else []
         return updated.with_changes(body=[*body[:at], first, *self.statements[1:], *rest])
+
+
+def _with_functools(body: list) -> list:
+    """`import functools` first among the module's imports (after `__future__` ones), in the
+    standard library's group: a blank line follows it when the next import is not stdlib."""
+    def imported(statement) -> str | None:
+        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+            return None
+        node = statement.body[0]
+        if isinstance(node, cst.Import):
+            return cst.Module(body=[]).code_for_node(node.names[0].name).split(".")[0]
+        if isinstance(node, cst.ImportFrom) and node.module is not None and not node.relative:
+            return cst.Module(body=[]).code_for_node(node.module).split(".")[0]
+        return None
+
+    at = next((i for i, s in enumerate(body) if imported(s) not in (None, "__future__")), None)
+    if at is None:
+        return body
+    first = body[at]
+    line = cst.parse_statement("import functools\n").with_changes(leading_lines=first.leading_lines)
+    if imported(first) in sys.stdlib_module_names:
+        return [*body[:at], line, first.with_changes(leading_lines=[]), *body[at + 1:]]
+    return [*body[:at], line, first.with_changes(leading_lines=[cst.EmptyLine()]), *body[at + 1:]]
 
 
 def _comments(statement) -> list:

@@ -31,10 +31,11 @@ def step_def(name: str, params: str, callee: str, options: list[str], mapped: st
     a formatter would wrap it when it does not fit on one line."""
     head = f"{jit_decorator(jax, partial, jit_options)}\n{indent}def {name}({params}):\n"
     pad = indent + "    "
-    one_line = f"{pad}return {jax}.shard_map({callee}, {', '.join(options)})({mapped})"
+    arguments = ", ".join([callee, *options])
+    one_line = f"{pad}return {jax}.shard_map({arguments})({mapped})"
     if len(one_line) <= LINE_LIMIT and "\n" not in callee:
         return head + one_line
-    inner = f"{pad}    {callee}, {', '.join(options)}"
+    inner = f"{pad}    {arguments}"
     if len(inner) <= LINE_LIMIT and "\n" not in callee:
         body = inner + "\n"
     else:

@@ -1,10 +1,11 @@
 """Sites of two axis names in one statement, read to the host there: the site calls become
 locals (each under its mesh), and the host reads, which run no user code, read the locals."""
 # pmap-migrate-test: original needs legacy jax
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
-import functools
 from jax.sharding import AxisType, PartitionSpec as P
 
 

@@ -1,10 +1,11 @@
 """Two axis names in one function, each in its own statements: the function runs under the mesh
 of its most-called axis ("j"), and the statement calling the "i" site goes under a second mesh
 of the same devices whose one axis is named "i"."""
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
-import functools
 from jax.sharding import AxisType, PartitionSpec as P
 
 

@@ -1,10 +1,11 @@
 """axis_name given as a class constant (`Cfg.axis`), in the pmap call and in the body's
 collective, with an inline `pmap(f, axis_name=Cfg.axis)(x)`."""
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import pmap
-import functools
 from jax.sharding import AxisType, PartitionSpec as P
 
 

@@ -1,9 +1,10 @@
 """A class maps its own methods (`jax.pmap(self._update, ...)`): the bodies read a plain
 attribute of `self`; one result is replicated, the other per-device (merged)."""
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
-import functools
 from jax.sharding import AxisType, PartitionSpec as P
 
 

@@ -1,10 +1,11 @@
 """A class holds a module factory's pmap (`self.step = make_step(lr)`, axis_name left to the
 factory's default) and calls it on replicated state it keeps on `self` (a donating one stays faithful:
 fallback_class_donates)."""
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
-import functools
 from jax.sharding import AxisType, PartitionSpec as P
 
 

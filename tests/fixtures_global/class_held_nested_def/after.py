@@ -1,10 +1,11 @@
 """`__init__` defines the mapped function and pmaps it; the caller reads the step's
 results back through attributes and a method's return value."""
 # pmap-migrate-test: original needs legacy jax
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
-import functools
 from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 

@@ -1,8 +1,9 @@
 """Per-device results with a leading axis come back merged (P(axis)) and feed the next step; a per-device scalar result keeps pmap's stacked layout."""
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
-import functools
 from jax.sharding import AxisType, PartitionSpec as P
 
 

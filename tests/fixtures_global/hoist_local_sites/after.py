@@ -1,10 +1,11 @@
 """Local and inline pmaps: built once at module level where that is the same callable.
 
 Each function is an entry point of its own."""
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
-import functools
 from jax.sharding import AxisType, PartitionSpec as P
 
 SCALE = 2.0

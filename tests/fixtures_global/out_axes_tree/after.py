@@ -1,10 +1,11 @@
 """out_axes=(0, None): a per-device result keeps its device axis (P(axis)), a proven-replicated
 one is returned unstacked (P()); out_axes=(0, 0) with a reduced first result is a replicated
 stack whose row 0 becomes direct use."""
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
-import functools
 from jax.sharding import AxisType, PartitionSpec as P
 
 

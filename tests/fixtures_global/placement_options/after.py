@@ -1,9 +1,10 @@
 """devices= every local device and axis_size= the device count are what the global mesh is
 already (one process): the options are dropped."""
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
-import functools
 from jax.sharding import AxisType, PartitionSpec as P
 
 
