@@ -148,21 +148,18 @@ def _setup_multiproc_big_vision_style(module):
 
 
 def _setup_global_train_step_pmean_donate(module):
-    """The --style global migration of train_step_pmean_donate: unstacked params and merged
-    batches, under the mesh its run() builds (entered for the whole timing)."""
-    import contextlib
-
+    """The --style global migration of train_step_pmean_donate: unstacked params placed on
+    the module's mesh and merged batches, as its run() makes them."""
     import jax
     import jax.numpy as jnp
     import numpy as np
-    from jax.sharding import AxisType
+    from jax.sharding import NamedSharding, PartitionSpec as P
 
-    mesh = jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(AxisType.Auto,))
-    context = contextlib.ExitStack()
-    context.enter_context(jax.set_mesh(mesh))
-    params = {"w": jnp.zeros((3,), jnp.float32), "b": np.asarray(jnp.zeros((), jnp.float32))}
+    replicated = NamedSharding(module._mesh("batch"), P())
+    params = {"w": jax.device_put(jnp.zeros((3,), jnp.float32), replicated),
+              "b": np.asarray(jnp.zeros((), jnp.float32))}
     x, y = module.make_data(jax.local_device_count())
-    state = {"params": params, "context": context}
+    state = {"params": params}
 
     def step():
         state["params"], loss = module.train_step(state["params"], x, y)

@@ -71,16 +71,6 @@ def plan_axes(analysis, default_axis: str) -> AxisPlan:
     return AxisPlan(main, site_axes, tuple((meshes[a], a) for a in order))
 
 
-def columns_added(analysis, site: Site) -> int:
-    """How far right a call of `site` moves under its own `with jax.set_mesh(...)` (for line
-    breaks decided while the calls are analysed, before the meshes are known)."""
-    named = [analysis.all_sites[key].axis_name for _, key in _site_calls(analysis, True)]
-    named = [a for a in named if a is not None]
-    if len(set(named)) <= 1 or site.axis_name is None:
-        return 0
-    return 0 if site.axis_name == _main_axis(named) else 4
-
-
 def _main_axis(named: list[str]) -> str:
     """The most-called axis name (the first called of those tied): `mesh`'s axis."""
     counts = Counter(named)

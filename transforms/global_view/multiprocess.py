@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import ast
 
-from transforms.global_view.axes import columns_added
 from transforms.global_view.dataflow import CallerAnalysis
 from transforms.global_view.process_dependence import ProcessDependence
 from transforms.global_view.sites import Blocker, Site, dotted
@@ -230,7 +229,7 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
         line = self.module.source.splitlines()[call.lineno - 1].decode("utf-8")
         indent = line[:len(line) - len(line.lstrip())]
         tail = len(line) - call.end_col_offset if call.end_lineno == call.lineno else 0
-        added = columns_added(self, site)  # a statement under its own mesh (axes.py)
+        added = 0
         if self.modes[site.key] == STACKED_OUT:
             # The process's own rows of every per-device result, as pmap returned them.
             inner = _call_text(self.render(call.func), arguments, indent + "    ",

@@ -27,7 +27,7 @@ def migrate_global_then_faithful(source: bytes, target, ignored, migrate_source)
 def _line_map(new: bytes, old: bytes) -> dict[int, int]:
     """1-based line of `new` -> the line of `old` it came from (unchanged lines exactly; a
     changed line maps to the start of the block it replaced). Lines are compared without
-    their indentation: a caller's body moved under `with jax.set_mesh(mesh):` is unchanged."""
+    their indentation, so a line only moved left or right still maps to itself."""
     a = [line.strip() for line in old.splitlines()]
     b = [line.strip() for line in new.splitlines()]
     mapping = {}

@@ -4,9 +4,12 @@ Sites and their callers fall back together: a caller that cannot be followed kee
 it calls faithful, and a site that cannot go global keeps every caller faithful, so no value
 ever crosses between the two layouts. What goes global:
 - the site: `jax.jit` (with pmap's donate_argnums) over
-  `jax.shard_map(body, in_specs, out_specs=P(), check_vma=False)`, body unchanged;
-- each caller: the edits `dataflow` recorded, and its body runs under
-  `with jax.set_mesh(mesh):` with a 1-D mesh over all devices built on entry (never at import).
+  `jax.shard_map(body, mesh=_mesh(axis), in_specs, out_specs=P(), check_vma=False)`, body
+  unchanged. At module level that is a jitted def (step_text.py), so the mesh is built at the
+  first call: `_mesh` is the module's cached 1-D mesh over all devices, never built at import;
+- each caller: the edits `dataflow` recorded, its placements naming the mesh
+  (`NamedSharding(mesh, P(...))`, with `mesh = _mesh(axis)` bound on entry). No mesh context:
+  under `jax.set_mesh` the user's own eager jax.numpy values would be placed on every device.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ from transforms.imports import RuleContext, add_import, apply_queued_imports
 from transforms.reading.names import ImportTable
 from transforms.target import TargetJax
 
-MIN_TARGET = TargetJax(0, 7, 0)  # jax.set_mesh, jax.shard_map without mesh= under it
+MIN_TARGET = TargetJax(0, 7, 0)  # jax.shard_map, jax.make_mesh(axis_types=...)
 LINE_LIMIT = 99
 
 
@@ -305,9 +308,9 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
         own = next((r for c, r in results.items() if site.key in callers.get(c, ())), None)
         if own is not None and site.key in module.under_other_mesh:
             mesh = dict((axis, name) for name, axis in own.meshes).get(axis, "its own mesh")
-            kept += (f"; its calls run under `{mesh}`: the devices of the caller's `mesh` "
-                     f"(axis {quoted(own.axis)}), in the same order, with the axis named "
-                     f"{quoted(axis)}")
+            kept += (f"; it runs on the mesh of axis {quoted(axis)} (`{mesh}` in the caller): "
+                     f"the devices of the caller's `mesh` (axis {quoted(own.axis)}), in the "
+                     "same order")
         if site.static:
             kept += f"; static arguments {', '.join(site.params[i] for i in site.static)} " \
                 "are jax.jit's static_argnums and reach the body by closure"
@@ -449,11 +452,14 @@ def _encoding_blocker(source: bytes) -> str | None:
 
 def _module_blocker(tree, table: ImportTable, target: TargetJax, multiprocess: bool) -> str | None:
     if target < MIN_TARGET:
-        return (f"the global style needs jax.set_mesh (JAX {MIN_TARGET.major}.{MIN_TARGET.minor}"
+        return (f"the global style needs jax.shard_map and jax.sharding.AxisType (JAX "
+                f"{MIN_TARGET.major}.{MIN_TARGET.minor}"
                 f"); the target is {target}: kept in the faithful style")
     if table.needs_scope_analysis:
         return "the module's imports are ambiguous (a name bound twice, or a star import)"
-    for name in ("P", "AxisType", *(MULTIPROCESS_NAMES if multiprocess else ())):
+    # NamedSharding names every placement's mesh; multihost_utils reads per-process rows back.
+    names = ("P", "AxisType", "NamedSharding", *(MULTIPROCESS_NAMES if multiprocess else ()))
+    for name in dict.fromkeys(names):
         origin = "jax.experimental" if name == "multihost_utils" else "jax.sharding"
         if name in table.bound_otherwise or (
                 name in table.imported and not table.imported[name].startswith(origin)):

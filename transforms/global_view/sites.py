@@ -154,13 +154,6 @@ def find_sites(tree: ast.Module, imported: dict[str, str]) -> tuple[list[Site], 
     held, held_blockers = find_class_sites(tree, imported, functions, constants, claimed)
     sites += held
     blockers += held_blockers
-    bound = _bound_names(tree)
-    for site in list(sites):
-        if site.decorated and site.static and f"_{site.name}" in bound:
-            sites.remove(site)
-            blockers.append(Blocker("PM602", site.node, f"static_broadcasted_argnums: the body "
-                                    f"would keep its def as `_{site.name}`, a name this module "
-                                    "already binds", names=[site.name]))
     for node in ast.walk(tree):
         if id(node) not in claimed and isinstance(node, (ast.Name, ast.Attribute)):
             if dotted(node, imported) == PMAP and isinstance(node.ctx, ast.Load):

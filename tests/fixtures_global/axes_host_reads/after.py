@@ -1,5 +1,5 @@
-"""Sites of two axis names in one statement, read to the host there: the site calls become
-locals (each under its mesh), and the host reads, which run no user code, read the locals."""
+"""Sites of two axis names in one statement, read to the host there: each step names its own
+axis's mesh, so the statement stays as it is, host reads included."""
 # pmap-migrate-test: original needs legacy jax
 import functools
 

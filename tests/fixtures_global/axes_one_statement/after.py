@@ -1,5 +1,5 @@
-"""Sites of two axis names called in one statement (a dict literal): their calls become named
-locals, in the order the dict evaluated them, each group under its axis's mesh."""
+"""Sites of two axis names called in one statement (a dict literal): each step names its own
+axis's mesh, so the statement, and the order it calls them in, stay as they are."""
 import functools
 
 import jax

@@ -1,6 +1,5 @@
-"""Two axis names in one function, each in its own statements: the function runs under the mesh
-of its most-called axis ("j"), and the statement calling the "i" site goes under a second mesh
-of the same devices whose one axis is named "i"."""
+"""Two axis names in one function, each in its own statements: each step runs on the mesh of its
+own axis ("i" or "j", the same devices in the same order), and the function is not edited."""
 import jax
 import jax.numpy as jnp
 import numpy as np

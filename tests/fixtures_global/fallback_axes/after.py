@@ -1,5 +1,7 @@
-"""PM602 / PM604: functions calling sites of two axis names where a statement cannot be given
-one mesh, each kept faithful with a finding naming the line."""
+"""PM602 / PM604: functions calling sites of two axis names where what a call places cannot name
+its own axis's mesh, each kept faithful with a finding naming the line (the other functions
+here call them in one line, next to other code or with a multi-line string, which the global
+style takes as they are; they stay faithful only because their results go to other callers)."""
 import jax
 import jax.numpy as jnp
 import numpy as np
