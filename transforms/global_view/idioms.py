@@ -81,6 +81,10 @@ class IdiomsMixin:
                 for argument in [*rest, *call.args[1:], *(k.value for k in call.keywords)]:
                     self._need_same(argument)
                 self._edit(shape, _tuple_text([self.render(e) for e in rest]))
+                text = self.render(call)
+                if name.startswith("jax.numpy.") and not text.startswith(
+                        f"{self.module.jax}.device_put("):  # on the mesh: _unstacked says why
+                    self._edit(call, placed(self.module.jax, text, "P()"))
                 return REPL
         if name in SHARD and len(call.args) == 1 and not call.keywords:
             self._need_same(call.args[0])
@@ -229,10 +233,13 @@ class IdiomsMixin:
         """The one value a stack (`jnp.stack([x] * n)`, `np.broadcast_to(x, ...)`) repeats.
         With a donating step it must not be the user's `x` itself: the original stacked a new
         array, so donation never deleted `x`. A numpy stack stays a host array; a jax.numpy
-        one becomes a fresh replicated placement."""
+        one becomes a replicated placement (fresh where a step donates). Placed, it is laid
+        out as the steps' replicated results are, so a step fed first this value and then its
+        own result compiles once (a one-device `x` and a replicated result are two input
+        layouts to jax.jit)."""
         text = self.render(value)
         if not self.module.donating:
-            return text
+            return text if name.startswith("numpy.") else placed(self.module.jax, text, "P()")
         if name.startswith("numpy."):
             numpy = ast.unparse(stack.func.value) if isinstance(stack.func, ast.Attribute) else None
             already = isinstance(value, ast.Call) and self._qualified(value.func) in (

@@ -5,7 +5,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import AxisType, PartitionSpec as P
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 
 @functools.cache
@@ -34,7 +34,7 @@ class Scaler:
         return batch / (total + self.eps)
 
     def zeros(self, n):
-        return jnp.zeros((2,))
+        return jax.device_put(jnp.zeros((2,)), NamedSharding(_mesh("i"), P()))
 
     def update(self, total, batch):
         return self._p_stats(total, batch)

@@ -6,7 +6,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import AxisType, PartitionSpec as P
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 
 @functools.cache
@@ -36,7 +36,7 @@ class Trainer:
         self.w = None
 
     def init(self, n):
-        self.w = jnp.zeros((3,))
+        self.w = jax.device_put(jnp.zeros((3,)), NamedSharding(_mesh("batch"), P()))
 
     def fit(self, x, epochs):
         losses = []

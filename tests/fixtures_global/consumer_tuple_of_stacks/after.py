@@ -3,7 +3,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import AxisType, PartitionSpec as P
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 
 @functools.cache
@@ -25,8 +25,9 @@ def step(w, b, x):
 
 
 def run():
+    mesh = _mesh("i")
     n = jax.local_device_count()
-    pair = (jnp.arange(3.0), jnp.ones(()))
+    pair = (jax.device_put(jnp.arange(3.0), NamedSharding(mesh, P())), jax.device_put(jnp.ones(()), NamedSharding(mesh, P())))
     x = np.arange(n * 2 * 3, dtype=np.float32).reshape(n * 2, 3)
     s, m = step(pair[0], pair[1], x)
     both = np.asarray((s, m))

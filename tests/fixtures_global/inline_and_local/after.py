@@ -4,7 +4,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import AxisType, PartitionSpec as P
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 
 @functools.cache
@@ -41,6 +41,7 @@ def p_step(w, x):
 
 
 def run():
+    mesh = _mesh("d")
     n = jax.local_device_count()
     x = np.linspace(0.0, 1.0, n * 4 * 2, dtype=np.float32).reshape(n * 4, 2)
     m = mean(x)
@@ -48,5 +49,5 @@ def run():
         lambda v: v * 2,
         mesh=_mesh("d"), in_specs=(P("d"),), out_specs=P("d"), check_vma=False,
     ))(x)
-    w = p_step(jnp.zeros((2,)), x)
+    w = p_step(jax.device_put(jnp.zeros((2,)), NamedSharding(mesh, P())), x)
     return {"m": np.asarray(m), "doubled": np.asarray(doubled), "w": np.asarray(w)}
