@@ -636,3 +636,59 @@ def test_a_bom_is_utf8_and_a_declared_latin1_file_stays_faithful():
     codes = {f.code for f in latin1.findings}
     assert "PM607" in codes and "PM600" not in codes and "PM005" not in codes
     assert b"# caf\xe9\n" in latin1.source and b"_pmap_style_shard_map" in latin1.source
+
+
+# -- no mesh context: the caller's own code runs as under pmap; nothing runs at import -----
+
+_EAGER = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@jax.pmap
+def double(x):
+    return x * 2.0
+
+
+def run():
+    n = jax.local_device_count()
+    h = double(np.arange(n * 3, dtype=np.float32).reshape(n, 3))
+    alpha = jnp.float32(0.5)  # the user's own eager value, made between the steps
+    return {"h": np.asarray(h), "alpha_devices": np.asarray(len(alpha.devices()))}
+'''
+
+
+def test_the_callers_own_eager_values_stay_on_one_device(tmp_path):
+    """No `with jax.set_mesh(...)` around the caller: under one, `jnp.float32(0.5)` is placed
+    on all 8 devices (ten times the cost of pmap's one-device value), and the migrated program
+    would also compute something else than the original here."""
+    result = migrate_source(_EAGER.encode(), style="global")
+    assert "PM600" in {f.code for f in result.findings}
+    assert b"set_mesh" not in result.source and b'mesh=_mesh("devices")' in result.source
+    (tmp_path / "case.py").write_bytes(result.source)
+    migrated = run_entry(tmp_path, "case:run", devices=8)
+    assert migrated.ok, migrated.error
+    alpha_devices, h = (migrated.output["arrays"][f"leaf{i}"] for i in range(2))  # key order
+    assert int(alpha_devices) == 1
+    np.testing.assert_array_equal(h, np.arange(24, dtype=np.float32) * 2.0)
+
+
+def test_importing_the_global_corpus_starts_no_backend(tmp_path):
+    """Each module's `_mesh` runs at a step's first call or a caller's entry, never at import
+    (a multi-process program must call jax.distributed.initialize first)."""
+    out = tmp_path / "corpus"
+    _cli("apply", "--style", "global", str(ROOT / "corpus"), "--out-dir", str(out), "--no-progress")
+    names = sorted(p.stem for p in out.glob("*.py"))
+    assert sum(b"def _mesh(" in (out / f"{n}.py").read_bytes() for n in names) >= 17
+    script = (
+        "import importlib, json, sys\n"
+        f"sys.path.insert(0, {str(out)!r})\n"
+        f"for name in {names!r}: importlib.import_module(name)\n"
+        "from jax._src import xla_bridge\n"
+        "print(json.dumps(sorted(xla_bridge._backends)))\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+    completed = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                               text=True)
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads(completed.stdout.strip().splitlines()[-1]) == []
