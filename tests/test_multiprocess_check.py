@@ -165,9 +165,10 @@ def test_two_jobs_at_once_get_their_own_ports(trees):
 GLOBAL_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_train"
 PER_DEVICE_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_per_device_results"
 AXES_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_axes"  # two meshes, two axis names
-# The second mesh over this process's devices only: its collectives stop at the host.
-AXES_LOCAL_MESH = ('mesh_eval = jax.make_mesh((jax.device_count(),)',
-                   'mesh_eval = jax.make_mesh((jax.local_device_count(),)')
+# The second axis's mesh over this process's devices only: its collectives stop at the host.
+AXES_LOCAL_MESH = ("return jax.make_mesh((jax.device_count(),), (axis_name,)",
+                   "return jax.make_mesh((jax.device_count() if axis_name != 'eval' else "
+                   "jax.local_device_count(),), (axis_name,)")
 # Per-device results returned as the global array (every process's rows) where pmap gave each
 # process its own rows.
 GLOBAL_READ_FAULT = ("multihost_utils.global_array_to_host_local_array(",
@@ -176,16 +177,16 @@ GLOBAL_FAULTS = {
     # The process's rows placed as if they were the whole batch: each process's 16 rows are
     # spread over all 8 devices, so every device sees other rows than pmap gave it.
     "batch_put": ('jax.make_array_from_process_local_data(NamedSharding(mesh, P("batch")), x)',
-                  'jax.device_put(x, P("batch"))'),
+                  'jax.device_put(x, NamedSharding(mesh, P("batch")))'),
     # A mesh over this process's devices only: the collectives stop at the host.
     "global_local_mesh": ("jax.make_mesh((jax.device_count(),)",
                           "jax.make_mesh((jax.local_device_count(),)"),
     # The processes' blocks of the mesh in the wrong order: no error, but device 0 of the
     # mesh now holds process 1's first row, so axis_index picks other data (silently).
     "process_order": (
-        'jax.make_mesh((jax.device_count(),), ("batch",), axis_types=(AxisType.Auto,))',
+        'jax.make_mesh((jax.device_count(),), (axis_name,), axis_types=(AxisType.Auto,))',
         ('jax.sharding.Mesh(np.array([d for p in reversed(range(jax.process_count())) '
-         'for d in jax.local_devices(p)]), ("batch",), axis_types=(AxisType.Auto,))')),
+         'for d in jax.local_devices(p)]), (axis_name,), axis_types=(AxisType.Auto,))')),
 }
 
 
