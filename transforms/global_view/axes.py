@@ -53,10 +53,10 @@ def plan_axes(analysis, default_axis: str) -> AxisPlan:
     for name in named:
         first.setdefault(name, len(first))
     module = analysis.module
-    taken = _module_names(module.tree)
+    taken = module_names(module.tree)
     meshes = {main: MESH}
     for name in sorted(set(named) - {main}, key=first.get):
-        meshes[name] = _fresh(f"{MESH}_{_identifier(name)}", taken)
+        meshes[name] = fresh_name(f"{MESH}_{_identifier(name)}", taken)
     by_call = {id(call): key for call, key in calls}
     site_axes: dict[str, str] = {}
     statements = _Statements(analysis, by_call, main, meshes, site_axes, taken)
@@ -203,7 +203,7 @@ class _Statements:
         return text.replace(AXIS_PLACEHOLDER, quoted(axis)).replace(MESH_PLACEHOLDER,
                                                                     self.meshes[axis])
 
-def _fresh(name: str, taken: set[str]) -> str:
+def fresh_name(name: str, taken: set[str]) -> str:
     """`name`, or `name_2`, `name_3`, ... : the first the module does not use (then taken)."""
     candidate, number = name, 1
     while candidate in taken:
@@ -218,7 +218,7 @@ def _identifier(axis: str) -> str:
     return text if not text[0].isdigit() else f"axis_{text}"
 
 
-def _module_names(tree: ast.Module) -> set[str]:
+def module_names(tree: ast.Module) -> set[str]:
     """Every name the module binds or reads, so a new mesh or local shadows none of them."""
     names = set(keyword.kwlist) | {"mesh"}
     for node in ast.walk(tree):

@@ -349,18 +349,6 @@ def _alone_on_lines(statement: ast.stmt, lines: list[str]) -> bool:
                  or last[statement.end_col_offset:].strip().startswith(b"#")))
 
 
-def _dedented(first: int, statement: ast.stmt, lines: list[str]) -> str:
-    """Lines `first` to the statement's last (comments, a trailing one too), moved to column 0."""
-    indent = statement.col_offset
-    out = []
-    for line in lines[first - 1:statement.end_lineno]:
-        raw = line.encode("utf-8")
-        head = raw[:indent]
-        out.append((raw[indent:] if not head.strip() else raw.lstrip()).decode("utf-8"))
-    text = "".join(out)
-    return text if text.endswith("\n") else text + "\n"
-
-
 def _dedent_expression(segment: str, node: ast.AST, lines: list[str]) -> str:
     """An inline expression's text with its continuation lines moved left by its line's
     indentation."""

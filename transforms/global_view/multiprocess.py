@@ -229,16 +229,15 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
         line = self.module.source.splitlines()[call.lineno - 1].decode("utf-8")
         indent = line[:len(line) - len(line.lstrip())]
         tail = len(line) - call.end_col_offset if call.end_lineno == call.lineno else 0
-        added = 0
         if self.modes[site.key] == STACKED_OUT:
             # The process's own rows of every per-device result, as pmap returned them.
             inner = _call_text(self.render(call.func), arguments, indent + "    ",
-                               len(indent) + 4 + added, 1)
+                               len(indent) + 4, 1)
             text = _call_text("multihost_utils.global_array_to_host_local_array",
                               [inner, MESH_PLACEHOLDER, f"P({AXIS_PLACEHOLDER})"], indent,
-                              call.col_offset + added, tail)
+                              call.col_offset, tail)
         else:
-            text = _call_text(self.render(call.func), arguments, indent, call.col_offset + added,
+            text = _call_text(self.render(call.func), arguments, indent, call.col_offset,
                               tail)
         self._edit(call, text)
         return kind

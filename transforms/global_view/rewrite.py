@@ -28,7 +28,7 @@ from transforms.codes.findings import Finding
 from transforms.faithful.multiprocess import _first_evidence
 from transforms.global_view.classes import class_callers, faithful_class_use
 from transforms.global_view.dataflow import CallerAnalysis, CallerResult
-from transforms.global_view.axes import MESH
+from transforms.global_view.axes import MESH, fresh_name, module_names
 from transforms.global_view.hoist import hoist_local_sites
 from transforms.global_view.layout import FunctionLayout
 from transforms.global_view.multiprocess import (
@@ -90,11 +90,7 @@ class ModuleInfo:
         self.functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
         self.callers: set[str] = set()  # set once the callers are known
         self.under_other_mesh: set[str] = set()  # sites run on another axis's mesh (axes.py)
-        self._taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
-            n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef,
-                                                             ast.AsyncFunctionDef))} | {
-            (a.asname or a.name).split(".")[0] for n in ast.walk(tree)
-            if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+        self._taken = module_names(tree)  # what a new module-level name must not shadow
         self.mesh_function = self.fresh(MESH_FUNCTION)
         self.loads: dict[str, int] = {}
         for node in ast.walk(tree):
@@ -103,19 +99,12 @@ class ModuleInfo:
         self.partial = next((n for n, full in table.imported.items() if full == "functools.partial"),
                             None) or next((f"{n}.partial" for n, full in table.imported.items()
                                            if full == "functools"), None)
-        self.needs_functools = self.partial is None
         self.partial = self.partial or "functools.partial"
         self.numpy = next((n for n, full in table.imported.items() if full == "jax.numpy"),
                           f"{self.jax}.numpy")
 
     def fresh(self, name: str) -> str:
-        """`name`, or `name_2`, ...: the first the module does not use (then taken)."""
-        candidate, number = name, 1
-        while candidate in self._taken:
-            number += 1
-            candidate = f"{name}_{number}"
-        self._taken.add(candidate)
-        return candidate
+        return fresh_name(name, self._taken)
 
     def span(self, node: ast.AST) -> tuple[int, int]:
         return (self._line_starts[node.lineno - 1] + node.col_offset,

@@ -218,21 +218,6 @@ def _factory_site(function: ast.FunctionDef, imported, functions, constants) -> 
     return site
 
 
-def _bound_names(tree: ast.Module) -> set[str]:
-    """Every name the module binds anywhere (assignments, defs, classes, imports, parameters)."""
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            names.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name.split(".")[0]) for a in node.names)
-        elif isinstance(node, ast.arg):
-            names.add(node.arg)
-    return names
-
-
 def _string_constants(tree: ast.Module) -> dict[str, str]:
     """Module-level names bound once, to a string literal (`AXIS = "batch"`)."""
     bound: dict[str, list] = {}
