@@ -130,3 +130,20 @@ def test_the_hoisted_steps_compile_once_over_repeated_runs(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [1, 1]
 
+
+
+def test_an_inline_lambda_site_moves_under_its_assignment_s_name():
+    """`sq = jax.pmap(lambda v: v * v)(x)` made a new lambda, so a new jit, on every call: it
+    compiled on every run(). Moved, it is `sq_sharded`; a lambda reading a local, or one whose
+    result has no single name, stays."""
+    text, findings = _global(_run("""
+        sq = jax.pmap(lambda v: v * v)(x)
+        k = 2.0
+        scaled = jax.pmap(lambda v: v * k)(x)
+        lo, hi = jax.pmap(lambda v: (v - 1, v + 1))(x)
+        return np.asarray(sq), np.asarray(scaled), np.asarray(lo), np.asarray(hi)"""))
+    assert _hoisted(text, "sq_sharded") and "    sq = sq_sharded(x)" in text
+    assert text.index("def sq_sharded(") < text.index("def run():")
+    assert not _hoisted(text, "scaled_sharded") and text.count("jax.jit(jax.shard_map(") == 2
+    assert any(f.code == "PM600" and "built once, at module level as `sq_sharded`" in f.message
+               for f in findings)

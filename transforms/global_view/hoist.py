@@ -9,8 +9,11 @@ module level, and so do we, where that is provably the same callable:
 - every name the construction reads is bound once at module level, above the function, and
   never declared `global` (so import time sees the value the call would have seen);
 - an assigned site's local name is bound nowhere else in its function, is not a builtin, and
-  appears in no other top-level statement (so no other code sees the new module name); an inline site (`jax.pmap(f, ...)(x)`) of a module-level `f` gets a new module name,
+  appears in no other top-level statement (so no other code sees the new module name);
+- an inline site (`jax.pmap(f, ...)(x)`) of a module-level `f` gets a new module name,
   `<f>_sharded`, that the module does not use;
+  an inline site of a lambda is moved only when it is the whole value of `name = ...`, and is
+  named `<name>_sharded` (`sq = jax.pmap(lambda v: v * v)(x)` calls `sq_sharded`);
 - the statement stands alone on its lines, and is not the only statement of its block.
 
 Everything else stays where it is (correct, only slower). The pass edits the text of the
@@ -89,13 +92,22 @@ def hoist_local_sites(text: str, jax: str, assigned: set[tuple[str, str]],
                                  partial, text)
             moves.append(_Move(owner, "".join(comments) + definition,
                                (first, statement.end_lineno), name=target))
+        targets = {id(s.value): s.targets[0].id for s, _ in _statements(owner)
+                   if isinstance(s, ast.Assign) and len(s.targets) == 1
+                   and isinstance(s.targets[0], ast.Name)}
         calls = (n for n in _scope_walk(owner) if isinstance(n, ast.Call))
         for call in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):
             built = _inline_site(call, jax)
             if built is None:
                 continue
-            mapped = built.args[0].args[0].id
-            name = f"{mapped}_sharded"
+            function = built.args[0].args[0]
+            mapped = inline_key(function)
+            if isinstance(function, ast.Name):
+                name = f"{mapped}_sharded"
+            elif id(call) in targets:  # `sq = jax.jit(jax.shard_map(lambda v: ...))(x)`
+                name = f"{targets[id(call)]}_sharded"
+            else:
+                continue
             if (owner.name, mapped) not in inline or name in used or not readable(built):
                 continue
             definition = _as_def(name, built, params[(owner.name, mapped)], jax, partial, text)
@@ -204,10 +216,21 @@ def _assigned_site(statement: ast.stmt, jax: str) -> str | None:
     return None
 
 
+def inline_key(function: ast.AST) -> str | None:
+    """How an inline site's mapped function is named in `inline`: its name, or a lambda's
+    normalised text (the same in the original and the rewritten module)."""
+    if isinstance(function, ast.Name):
+        return function.id
+    if isinstance(function, ast.Lambda):
+        return ast.unparse(function)
+    return None
+
+
 def _inline_site(node: ast.AST, jax: str) -> ast.Call | None:
-    """The `jax.jit(jax.shard_map(f, ...))` of `jax.jit(jax.shard_map(f, ...))(args)`."""
+    """The `jax.jit(jax.shard_map(f, ...))` of `jax.jit(jax.shard_map(f, ...))(args)`, `f` a
+    name or a lambda."""
     if (isinstance(node, ast.Call) and _is_jit_of_shard_map(node.func, jax)
-            and isinstance(node.func.args[0].args[0], ast.Name)):
+            and inline_key(node.func.args[0].args[0]) is not None):
         return node.func
     return None
 

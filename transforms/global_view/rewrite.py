@@ -29,7 +29,7 @@ from transforms.faithful.multiprocess import _first_evidence
 from transforms.global_view.classes import class_callers, faithful_class_use
 from transforms.global_view.dataflow import CallerAnalysis, CallerResult
 from transforms.global_view.axes import MESH, fresh_name, module_names
-from transforms.global_view.hoist import hoist_local_sites
+from transforms.global_view.hoist import hoist_local_sites, inline_key
 from transforms.global_view.layout import FunctionLayout
 from transforms.global_view.multiprocess import (
     NAMES as MULTIPROCESS_NAMES,
@@ -356,12 +356,14 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
 
 def _hoist_key(site: Site) -> tuple[str, str] | None:
     """How hoist.py names a function-local site: (function, local name) when assigned,
-    (function, mapped function's name) when inline; None for sites it does not move."""
+    (function, mapped function's name or lambda text) when inline; None for sites it does not
+    move."""
     if site.owner is None:
         return None
     if not site.inline:
         return site.owner, site.name
-    return (site.owner, site.function_node.id) if isinstance(site.function_node, ast.Name) else None
+    key = inline_key(site.function_node)
+    return None if key is None else (site.owner, key)
 
 
 def _with_hoisting_noted(findings: list[Finding], sites: list[Site], moved: dict) -> list[Finding]:

@@ -30,6 +30,13 @@ def mean(v):
 
 
 @jax.jit
+def doubled_sharded(v):
+    return jax.shard_map(
+        lambda v: v * 2, mesh=_mesh("d"), in_specs=(P("d"),), out_specs=P("d"), check_vma=False
+    )(v)
+
+
+@jax.jit
 def p_step(w, x):
     return jax.shard_map(
         functools.partial(step, lr=0.5),
@@ -45,9 +52,6 @@ def run():
     n = jax.local_device_count()
     x = np.linspace(0.0, 1.0, n * 4 * 2, dtype=np.float32).reshape(n * 4, 2)
     m = mean(x)
-    doubled = jax.jit(jax.shard_map(
-        lambda v: v * 2,
-        mesh=_mesh("d"), in_specs=(P("d"),), out_specs=P("d"), check_vma=False,
-    ))(x)
+    doubled = doubled_sharded(x)
     w = p_step(jax.device_put(jnp.zeros((2,)), NamedSharding(mesh, P())), x)
     return {"m": np.asarray(m), "doubled": np.asarray(doubled), "w": np.asarray(w)}
