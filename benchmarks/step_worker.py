@@ -6,6 +6,12 @@ compiled programs are cached), then called alternately, original first on even r
 migrated first on odd rounds, so that drift (thermal, page cache, other load) hits both
 equally. Prints one JSON object on the last line of stdout.
 
+Ratios are estimated from the pairs, with a 95% bootstrap interval (`ratio_interval`): this
+machine's vCPUs lose a quarter of their time to steal while 8 fake devices rendezvous (vmstat
+`st` 26-29%), in phases shorter than a second, so a ratio of two medians does not say whether
+a 3% gap is real. The step modes also time a second copy of the original (`control`), an A/A pair that shows
+the noise floor in the same run.
+
 usage:
   python step_worker.py run  ORIG_DIR MIG_DIR PROGRAM REPS       # time PROGRAM.run()
   python step_worker.py step ORIG_DIR MIG_DIR PROGRAM CALLS      # time the pmapped step itself
@@ -39,6 +45,24 @@ def summary(samples: list[float]) -> dict:
         "p90_ms": ordered[min(len(ordered) - 1, (len(ordered) * 9) // 10)] * 1e3,
         "n": len(ordered),
     }
+
+
+def ratio_interval(original: list[float], migrated: list[float], resamples: int = 2000) -> dict:
+    """The migrated/original time ratio of paired samples, with a 95% bootstrap interval.
+
+    Sample i of each side ran back to back (the order alternating), so both saw the same
+    machine: the estimate is the median of the pairs' log-ratios, which cancels the steal
+    phases that a ratio of the two sides' pooled medians leaves in (on the same code, A/A, the
+    pooled ratio was off by 2.3% where the paired one was off by 0.5%). The interval resamples
+    pairs."""
+    import numpy as np
+
+    pairs = min(len(original), len(migrated))
+    logs = np.log(np.asarray(migrated[:pairs]) / np.asarray(original[:pairs]))
+    picks = np.random.default_rng(0).integers(0, pairs, (resamples, pairs))
+    low, high = np.exp(np.percentile(np.median(logs[picks], axis=1), [2.5, 97.5]))
+    return {"ratio": float(np.exp(np.median(logs))), "low": float(low), "high": float(high),
+            "pairs": pairs}
 
 
 class CompileCounter(logging.Handler):
@@ -87,6 +111,7 @@ def time_runs(original, migrated, reps: int) -> dict:
     for side in samples:
         result[side]["compiles_per_call"] = counter.counts[side] / rep
         result[side]["runs"] = rep
+    result["interval"] = ratio_interval(samples["original"], samples["migrated"])
     return result
 
 
@@ -168,34 +193,82 @@ def _setup_global_train_step_pmean_donate(module):
     return step
 
 
+def _setup_numpy_batch_training_loop(module):
+    """One iteration of run()'s loop, as run() writes it: the next host numpy batch from the
+    program's own generator, then the step. Blocked per call (by time_steps), as the issue's
+    machine note asks of loops over fake devices: unblocked, 1000 queued steps leave the
+    timing to XLA:CPU's rendezvous scheduling (the same code differs by 5% run to run)."""
+    import jax
+    import numpy as np
+
+    n = jax.local_device_count()
+    params = jax.tree_util.tree_map(lambda p: np.stack([p] * n), module.init_params())
+    return _loop_iteration(module, params, n)
+
+
+def _setup_global_numpy_batch_training_loop(module):
+    """The same loop iteration in the --style global migration: unstacked params, as its
+    run() makes them, and the generator's merged (n * PER_DEVICE, ...) batches."""
+    import jax
+
+    return _loop_iteration(module, module.init_params(), jax.local_device_count())
+
+
+def _loop_iteration(module, params, n):
+    x, y = module.make_dataset()
+    data = module.batches(x, y, n)
+    state = {"params": params}
+
+    def step():
+        xb, yb = next(data)
+        state["params"], loss = module.train_step(state["params"], xb, yb)
+        return state["params"], loss
+
+    return step
+
+
 SETUPS = {
     "train_step_pmean_donate": _setup_train_step_pmean_donate,
     "class_held_step": _setup_class_held_step,
     "multiproc_big_vision_style": _setup_multiproc_big_vision_style,
+    "numpy_batch_training_loop": _setup_numpy_batch_training_loop,
 }
 # --style global: the migrated side's inputs have no device axis.
-GLOBAL_SETUPS = {"train_step_pmean_donate": _setup_global_train_step_pmean_donate}
+GLOBAL_SETUPS = {
+    "train_step_pmean_donate": _setup_global_train_step_pmean_donate,
+    "numpy_batch_training_loop": _setup_global_numpy_batch_training_loop,
+}
 
 
-def time_steps(original, migrated, program: str, calls: int, global_style: bool = False) -> dict:
+def time_steps(original, migrated, control, program: str, calls: int,
+               global_style: bool = False) -> dict:
+    """`calls` blocked calls per side, one call per side per round, the order rotated every
+    round: steal on this VM comes in phases shorter than a second, so only neighbouring calls
+    see the same machine. `control` is the original program loaded a second time: original
+    vs control is the A/A pair, the same code timed the same way."""
     import jax
 
     migrated_setup = (GLOBAL_SETUPS if global_style else SETUPS)[program]
-    steps = {"original": SETUPS[program](original), "migrated": migrated_setup(migrated)}
+    steps = {"original": SETUPS[program](original), "migrated": migrated_setup(migrated),
+             "control": SETUPS[program](control)}
     for step in steps.values():  # warm-up: first calls compile (and recompile once inputs live on device)
         for _ in range(5):
             jax.block_until_ready(step())
-    samples = {"original": [], "migrated": []}
-    block = 20
-    for round_index in range((calls + block - 1) // block):
-        order = ["original", "migrated"] if round_index % 2 == 0 else ["migrated", "original"]
+    samples = {side: [] for side in steps}
+    sides = list(steps)
+    for round_index in range(calls):
+        order = sides[round_index % 3:] + sides[:round_index % 3]
+        if (round_index // 3) % 2:
+            order.reverse()
         for side in order:
-            step = steps[side]
-            for _ in range(min(block, calls - round_index * block)):
-                start = time.perf_counter()
-                jax.block_until_ready(step())
-                samples[side].append(time.perf_counter() - start)
-    return {side: summary(values) for side, values in samples.items()}
+            start = time.perf_counter()
+            jax.block_until_ready(steps[side]())
+            samples[side].append(time.perf_counter() - start)
+    result = {side: summary(values) for side, values in samples.items()}
+    result["interval"] = ratio_interval(samples["original"], samples["migrated"])
+    result["control_interval"] = ratio_interval(samples["original"], samples["control"])
+    result["samples_us"] = {side: [round(t * 1e6) for t in values] for side, values in samples.items()}
+    return result
 
 
 def main(mode: str, original_dir: str, migrated_dir: str, program: str, count: str) -> None:
@@ -206,7 +279,9 @@ def main(mode: str, original_dir: str, migrated_dir: str, program: str, count: s
     if mode == "run":
         result = time_runs(original, migrated, int(count))
     else:
-        result = time_steps(original, migrated, program, int(count), mode == "globalstep")
+        control = load(Path(original_dir) / f"{program}.py", f"bench_control_{program}")
+        result = time_steps(original, migrated, control, program, int(count),
+                            mode == "globalstep")
     result["jax_version"] = jax.__version__
     result["devices"] = jax.device_count()
     print(json.dumps(result))
