@@ -32,6 +32,7 @@ from rich.table import Table  # noqa: E402
 
 import gentree  # noqa: E402
 import measure  # noqa: E402
+import step_worker  # noqa: E402  (stdlib at import; jax only inside its functions)
 
 CORPUS = REPO / "corpus"
 LEGACY_ORIGINAL_MARKER = b"# pmap-migrate-test: original needs legacy jax"
@@ -666,7 +667,7 @@ def section_global_style(args, scratch: Path, tools: dict, programs: list[str]) 
                 passed, detail)
 
 
-GLOBAL_STEP_PROGRAMS = ("train_step_pmean_donate", "numpy_batch_training_loop")
+GLOBAL_STEP_PROGRAMS = tuple(step_worker.GLOBAL_SETUPS)  # programs with a blocked-step setup
 
 
 def interval_text(interval: dict) -> str:

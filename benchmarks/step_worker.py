@@ -2,9 +2,9 @@
 
 The parent sets XLA_FLAGS=--xla_force_host_platform_device_count=8 and JAX_PLATFORMS=cpu.
 Both versions of a program are loaded under different module names, warmed up (so their
-compiled programs are cached), then called alternately, original first on even rounds and
-migrated first on odd rounds, so that drift (thermal, page cache, other load) hits both
-equally. Prints one JSON object on the last line of stdout.
+compiled programs are cached), then called alternately (run(): original first on even rounds,
+migrated first on odd ones; steps: the side order rotated on every call), so that drift
+(thermal, page cache, other load, steal) hits both equally. Prints one JSON object on the last line of stdout.
 
 Ratios are estimated from the pairs, with a 95% bootstrap interval (`ratio_interval`): this
 machine's vCPUs lose a quarter of their time to steal while 8 fake devices rendezvous (vmstat
@@ -267,7 +267,6 @@ def time_steps(original, migrated, control, program: str, calls: int,
     result = {side: summary(values) for side, values in samples.items()}
     result["interval"] = ratio_interval(samples["original"], samples["migrated"])
     result["control_interval"] = ratio_interval(samples["original"], samples["control"])
-    result["samples_us"] = {side: [round(t * 1e6) for t in values] for side, values in samples.items()}
     return result
 
 
