@@ -30,3 +30,12 @@ def test_rules_doc_is_up_to_date():
     from migrator.rules_doc import render
 
     assert (ROOT / "docs" / "RULES.md").read_text(encoding="utf-8") == render()
+
+
+def test_global_view_code_names_match_the_rules():
+    from transforms.codes import global_view as codes
+
+    named = {v: k for k, v in vars(codes).items() if k.isupper()}
+    for code, constant in named.items():
+        assert all_rules()[code].name.removeprefix("global-view-") in (
+            constant.lower().replace("_", "-"), "site")

@@ -19,6 +19,7 @@ import keyword
 import re
 from collections import Counter
 
+from transforms.codes.global_view import OPTIONS, PRODUCER_UNKNOWN
 from transforms.global_view.sites import Blocker, Site
 from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
@@ -63,7 +64,7 @@ def plan_axes(analysis, default_axis: str) -> AxisPlan:
     statements.block(analysis.function.body)
     for key in analysis.specs:
         if key not in site_axes and sites[key].axis_name not in (None, main):
-            raise Blocker("PM602", sites[key].node, f"calls pmap sites with different axis "
+            raise Blocker(OPTIONS, sites[key].node, f"calls pmap sites with different axis "
                           f"names, and {sites[key].label} is called where no statement of "
                           "this function can be put under its mesh: kept in the faithful style")
         site_axes.setdefault(key, sites[key].axis_name or main)
@@ -141,7 +142,8 @@ class _Statements:
         site = self.sites[key]
         axis = site.axis_name or axis
         if self.site_axes.setdefault(key, axis) != axis:
-            raise Blocker("PM604", node, f"{site.label} has no axis_name and is called under "
+            raise Blocker(PRODUCER_UNKNOWN, node,
+                          f"{site.label} has no axis_name and is called under "
                           f"the meshes of axes {quoted(self.site_axes[key])} and {quoted(axis)}")
         return axis
 
@@ -153,7 +155,7 @@ class _Statements:
                                     "which cannot be put under that axis's mesh alone")
 
     def _blocker(self, node, why: str) -> Blocker:
-        return Blocker("PM602", node, f"calls pmap sites with different axis names, and {why}: "
+        return Blocker(OPTIONS, node, f"calls pmap sites with different axis names, and {why}: "
                        "kept in the faithful style")
 
     def simple(self, statement) -> None:

@@ -25,6 +25,7 @@ import ast
 import copy
 import dataclasses
 
+from transforms.codes.global_view import CALLERS_UNSEEN, CLASS_HELD, OPTIONS
 from transforms.global_view.sites import (
     PMAP,
     Blocker,
@@ -36,7 +37,6 @@ from transforms.global_view.sites import (
     pmap_call_options,
 )
 
-CODE = "PM609"
 # Special methods run only by explicit calls the analysis sees (or by printing, which it
 # refuses for instances as an escape).
 _PLAIN_DUNDERS = {"__init__", "__call__", "__repr__", "__str__"}
@@ -132,7 +132,8 @@ def _held_site(cls: ast.ClassDef, statement, value, factory, tree, imported, fun
     where = value if factory is None else _returned_pmap(factory, imported)
     where = _pmap_call(where, imported) or where
     if statement is None:
-        raise Blocker(CODE, where, f"this pmap is used in the class `{cls.name}` other than as "
+        raise Blocker(CLASS_HELD, where,
+                      f"this pmap is used in the class `{cls.name}` other than as "
                       "`self.<name> = jax.pmap(...)` in its `__init__`: kept in the faithful "
                       "style")
     init = next((m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"),
@@ -144,7 +145,7 @@ def _held_site(cls: ast.ClassDef, statement, value, factory, tree, imported, fun
             and target.value.id == self_name):
         method = next((m.name for m in cls.body if isinstance(m, ast.FunctionDef)
                        and any(n is statement for n in ast.walk(m))), None)
-        raise Blocker(CODE, where, f"this pmap is held by `{cls.name}` other than by a "
+        raise Blocker(CLASS_HELD, where, f"this pmap is held by `{cls.name}` other than by a "
                       "`self.<name> = ...` statement of its `__init__` body"
                       + (f" (it is built in `{method}`, line {statement.lineno})" if method
                          and method != "__init__" else "")
@@ -158,12 +159,12 @@ def _held_site(cls: ast.ClassDef, statement, value, factory, tree, imported, fun
     else:
         site = _init_held(cls, init, value, imported, functions, constants)
     if site.static:
-        raise Blocker("PM602", site.node, "static_broadcasted_argnums on a pmap held by a class")
+        raise Blocker(OPTIONS, site.node, "static_broadcasted_argnums on a pmap held by a class")
     if site.donate:
         # pmap donated a copy of a value not laid out for it (a stack, a fill): a read of that
         # value after the call differs under jit. donation.py proves there is none (PM610) in
         # module functions; it does not follow values through instance attributes and methods.
-        raise Blocker(CODE, site.node, f"this pmap held by `{cls.name}` donates "
+        raise Blocker(CLASS_HELD, site.node, f"this pmap held by `{cls.name}` donates "
                       f"(donate_argnums={site.donate}); whether a donated value is read after "
                       "the call (PM610) is not followed through instance attributes and "
                       "methods: kept in the faithful style")
@@ -173,24 +174,28 @@ def _held_site(cls: ast.ClassDef, statement, value, factory, tree, imported, fun
 
 def _class_shape(cls: ast.ClassDef, tree: ast.Module, where) -> None:
     if cls.bases or cls.keywords or cls.decorator_list:
-        raise Blocker(CODE, where, f"`{cls.name}` has base classes, a metaclass or decorators: "
+        raise Blocker(CLASS_HELD, where,
+                      f"`{cls.name}` has base classes, a metaclass or decorators: "
                       "methods it inherits or that others override are not seen, so its "
                       "pmaps stay faithful")
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and any(
                 isinstance(b, ast.Name) and b.id == cls.name for b in node.bases):
-            raise Blocker(CODE, where, f"`{cls.name}`, which holds this pmap, is subclassed by "
+            raise Blocker(CLASS_HELD, where,
+                          f"`{cls.name}`, which holds this pmap, is subclassed by "
                           f"`{node.name}` (line {node.lineno}), whose methods may call it with "
                           "other layouts")
     for member in cls.body:
         if isinstance(member, (ast.AsyncFunctionDef, ast.ClassDef)) or (
                 isinstance(member, ast.FunctionDef) and member.decorator_list):
-            raise Blocker(CODE, where, f"`{cls.name}.{member.name}` (line {member.lineno}) is "
+            raise Blocker(CLASS_HELD, where,
+                          f"`{cls.name}.{member.name}` (line {member.lineno}) is "
                           "decorated, async or a nested class: the global style follows plain "
                           "methods only")
         if isinstance(member, ast.FunctionDef) and member.name.startswith("__") \
                 and member.name.endswith("__") and member.name not in _PLAIN_DUNDERS:
-            raise Blocker(CODE, where, f"`{cls.name}.{member.name}` (line {member.lineno}) is "
+            raise Blocker(CLASS_HELD, where,
+                          f"`{cls.name}.{member.name}` (line {member.lineno}) is "
                           "run by Python implicitly (attribute access, operators, iteration, "
                           "...), where the global style cannot follow it")
 
@@ -199,13 +204,15 @@ def _single_assignment(attribute: str, statement, tree: ast.Module, cls, where) 
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr == attribute \
                 and not isinstance(node.ctx, ast.Load) and node is not statement.targets[0]:
-            raise Blocker(CODE, where, f"the attribute `{attribute}` of `{cls.name}` holding "
+            raise Blocker(CLASS_HELD, where,
+                          f"the attribute `{attribute}` of `{cls.name}` holding "
                           f"this pmap is assigned again at line {node.lineno} "
                           f"(`{ast.unparse(node)}`), so which pmap a call reaches is not known: "
                           "kept in the faithful style")
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
                 and node.func.id in ("setattr", "delattr", "vars"):
-            raise Blocker(CODE, where, f"`{node.func.id}(...)` at line {node.lineno} may rebind "
+            raise Blocker(CLASS_HELD, where,
+                          f"`{node.func.id}(...)` at line {node.lineno} may rebind "
                           f"the attribute `{attribute}` of `{cls.name}` holding this pmap")
 
 
@@ -223,7 +230,8 @@ def _called_through_self(cls: ast.ClassDef, attribute: str, tree: ast.Module, wh
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr == attribute \
                 and isinstance(node.ctx, ast.Load) and id(node) not in calls:
-            raise Blocker(CODE, where, f"`{ast.unparse(node)}` at line {node.lineno} uses this "
+            raise Blocker(CLASS_HELD, where,
+                          f"`{ast.unparse(node)}` at line {node.lineno} uses this "
                           f"pmap `{cls.name}` holds other than as a `self.{attribute}(...)` "
                           "call in the class's own methods (called from outside the class, or "
                           "used as a value), so not every call can be followed")
@@ -241,7 +249,7 @@ def _init_held(cls, init, value, imported, functions, constants) -> Site:
             and function.value.id == me and function.attr in methods:
         method = methods[function.attr]
         if not method.args.args or method.args.posonlyargs:
-            raise Blocker("PM602", call, f"the bound method `{function.attr}` has no plain "
+            raise Blocker(OPTIONS, call, f"the bound method `{function.attr}` has no plain "
                           "`self` parameter")
         _reads_plain_attributes(method, cls, call)
         unbound = copy.copy(method)
@@ -275,7 +283,7 @@ def _reads_plain_attributes(method: ast.FunctionDef, cls: ast.ClassDef, where) -
     for node in ast.walk(method):
         if isinstance(node, ast.Name) and node.id == me and id(node) not in reads \
                 and node is not method.args.args[0]:
-            raise Blocker(CODE, node, f"the method `{method.name}` that pmap maps uses "
+            raise Blocker(CLASS_HELD, node, f"the method `{method.name}` that pmap maps uses "
                           f"`{me}` other than to read a plain attribute (line {node.lineno}): "
                           "what it reaches through it is not followed")
 
@@ -296,7 +304,8 @@ def _factory_held(factory: ast.FunctionDef, value: ast.Call, tree, imported, fun
     loads = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == factory.name
              and isinstance(n.ctx, ast.Load)]
     if len(loads) != 1 or loads[0] is not value.func:
-        raise Blocker(CODE, value, f"the pmap factory `{factory.name}` is used elsewhere in the "
+        raise Blocker(CLASS_HELD, value,
+                      f"the pmap factory `{factory.name}` is used elsewhere in the "
                       "module too, so not every pmap it builds can be followed")
     call = _returned_pmap(factory, imported)
     local = _defaulted_strings(factory, value)
@@ -314,7 +323,7 @@ def _factory_held(factory: ast.FunctionDef, value: ast.Call, tree, imported, fun
     for argument in [*value.args, *(k.value for k in value.keywords)]:
         if isinstance(argument, ast.Starred) or value.keywords and any(
                 k.arg is None for k in value.keywords):
-            raise Blocker(CODE, value, f"`{factory.name}` called with *args or **kwargs")
+            raise Blocker(CLASS_HELD, value, f"`{factory.name}` called with *args or **kwargs")
     return site
 
 
@@ -353,10 +362,12 @@ def class_callers(tree: ast.Module, sites) -> tuple[dict[str, set[str]], dict[st
                 if not (isinstance(node, ast.Name) and node.id == name):
                     continue
                 if isinstance(statement, ast.ClassDef) and statement.name == name:
-                    blocker = Blocker(CODE, node, f"`{name}` refers to itself in its own body "
+                    blocker = Blocker(CLASS_HELD, node,
+                                      f"`{name}` refers to itself in its own body "
                                       f"(line {node.lineno}): its instances are not all seen")
                 elif not isinstance(statement, ast.FunctionDef):
-                    blocker = blocker or Blocker(CODE, node, f"`{name}` is used at module level "
+                    blocker = blocker or Blocker(CLASS_HELD, node,
+                                                 f"`{name}` is used at module level "
                                                  f"(line {node.lineno}), outside the module "
                                                  "functions the global style follows")
                 else:
@@ -365,15 +376,17 @@ def class_callers(tree: ast.Module, sites) -> tuple[dict[str, set[str]], dict[st
         loose = next((n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == name
                       and isinstance(n.ctx, ast.Load) and id(n) not in calls), None)
         if loose is not None:
-            blocker = blocker or Blocker(CODE, loose, f"the class `{name}` is used other than "
+            blocker = blocker or Blocker(CLASS_HELD, loose,
+                                         f"the class `{name}` is used other than "
                                          f"called (line {loose.lineno}): its instances or "
                                          "subclasses are not all seen")
         if len(creators) > 1:
-            blocker = blocker or Blocker(CODE, held[0].node, f"instances of `{name}` are made in "
+            blocker = blocker or Blocker(CLASS_HELD, held[0].node,
+                                         f"instances of `{name}` are made in "
                                          f"several functions ({', '.join(sorted(creators))}); "
                                          "the global style follows them in one")
         if not creators:
-            blocker = blocker or Blocker("PM603", held[0].node, f"`{name}` is never "
+            blocker = blocker or Blocker(CALLERS_UNSEEN, held[0].node, f"`{name}` is never "
                                          "instantiated in this module, so the layouts its "
                                          "pmaps are called with are unknown")
         for site in held:

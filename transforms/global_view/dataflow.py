@@ -18,6 +18,7 @@ import ast
 import dataclasses
 from typing import TYPE_CHECKING
 
+from transforms.codes.global_view import CALLERS_UNSEEN, CONSUMER_UNKNOWN
 from transforms.global_view.axes import plan_axes
 from transforms.global_view.donation import check_donated_reads
 from transforms.global_view.expressions import ExpressionsMixin
@@ -125,7 +126,8 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, IdiomsMixin):
     def _run(self) -> CallerResult:
         if any(isinstance(n, ast.Name) and n.id == "mesh" for n in ast.walk(self.function)) or \
                 any(a.arg == "mesh" for a in ast.walk(self.function) if isinstance(a, ast.arg)):
-            raise Blocker("PM605", self.function, "the name `mesh` the global style binds is "
+            raise Blocker(CONSUMER_UNKNOWN, self.function,
+                          "the name `mesh` the global style binds is "
                           "already used in this function")
         self._analyse_body()
         check_donated_reads(self)
@@ -158,7 +160,7 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, IdiomsMixin):
             return new
         if new.tag == "empty_list" and old.tag in ("list", "same"):
             return old
-        raise Blocker("PM605", node, f"`{name}` holds both {_describe(old)} and "
+        raise Blocker(CONSUMER_UNKNOWN, node, f"`{name}` holds both {_describe(old)} and "
                       f"{_describe(new)}, depending on the path taken")
 
     def _merge(self, a: dict, b: dict, node) -> dict:
@@ -179,7 +181,7 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, IdiomsMixin):
                 break
             self.kinds = merged
         else:
-            raise Blocker("PM605", s, "the values of this loop do not settle")
+            raise Blocker(CONSUMER_UNKNOWN, s, "the values of this loop do not settle")
         self._block(s.orelse)
 
     # -- statements -----------------------------------------------------------------------
@@ -203,7 +205,7 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, IdiomsMixin):
                 self._bind(s.target, self.eval(s.value), s.value)
         elif isinstance(s, ast.AugAssign):
             if self.eval(s.value).changed or self.eval(s.target).changed:
-                raise Blocker("PM605", s, "an augmented assignment on a per-device value")
+                raise Blocker(CONSUMER_UNKNOWN, s, "an augmented assignment on a per-device value")
         elif isinstance(s, ast.Expr):
             self._expression_statement(s.value)
         elif isinstance(s, ast.For):
@@ -212,7 +214,7 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, IdiomsMixin):
                 if iterated.tag in ("list", "iterator"):
                     self._bind(s.target, iterated.element, s.iter)
                 elif iterated.changed:
-                    raise Blocker("PM605", s.iter, "a loop over the device axis")
+                    raise Blocker(CONSUMER_UNKNOWN, s.iter, "a loop over the device axis")
                 else:
                     self._bind(s.target, SAME, s.iter)
             self._loop(s, head)
@@ -264,15 +266,17 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, IdiomsMixin):
                 for element_target in target.elts:
                     self._bind(element_target, kind, value)
             else:
-                raise Blocker("PM605", target, f"unpacking {_describe(kind)}")
+                raise Blocker(CONSUMER_UNKNOWN, target, f"unpacking {_describe(kind)}")
         elif isinstance(target, ast.Attribute) and self._instance_store(target, kind, value):
             pass
         elif isinstance(target, (ast.Subscript, ast.Attribute)):
             if kind.changed or self.eval(target.value).changed:
-                raise Blocker("PM605", target, "a per-device value stored into a container "
+                raise Blocker(CONSUMER_UNKNOWN, target,
+                              "a per-device value stored into a container "
                               "or attribute")
         else:
-            raise Blocker("PM605", target, "an assignment target the global style does not model")
+            raise Blocker(CONSUMER_UNKNOWN, target,
+                          "an assignment target the global style does not model")
 
     def _expression_statement(self, value) -> None:
         call = value
@@ -284,11 +288,13 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, IdiomsMixin):
             element = self.eval(call.args[0])
             if element.changed and self.kinds.get(name, SAME).tag == "same" and \
                     name not in self.kinds:
-                raise Blocker("PM605", call, f"`{name}` is not a list made in this function")
+                raise Blocker(CONSUMER_UNKNOWN, call,
+                              f"`{name}` is not a list made in this function")
             if name in self.kinds:
                 self.kinds[name] = self._join(self.kinds[name], list_of(element), name, call)
             elif element.changed:
-                raise Blocker("PM605", call, f"`{name}` is not a list made in this function")
+                raise Blocker(CONSUMER_UNKNOWN, call,
+                              f"`{name}` is not a list made in this function")
             return
         if isinstance(value, ast.Yield) and self.depth and value.value is not None:
             yielded = value.value  # a tuple literal stays a tuple: `x, y = next(batches)`
@@ -306,7 +312,8 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, IdiomsMixin):
     def _same(self, node) -> None:
         kind = self.eval(node)
         if kind.changed:
-            raise Blocker("PM605", node, f"{_describe(kind)} used in a condition or context")
+            raise Blocker(CONSUMER_UNKNOWN, node,
+                          f"{_describe(kind)} used in a condition or context")
 
     def _opaque(self, node) -> None:
         """A construct this module does not model: fine only if no per-device value or
@@ -314,10 +321,11 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, IdiomsMixin):
         for child in ast.walk(node):
             if isinstance(child, ast.Name):
                 if child.id in self.sites:
-                    raise Blocker("PM603", child, f"`{child.id}` used in a construct the "
+                    raise Blocker(CALLERS_UNSEEN, child, f"`{child.id}` used in a construct the "
                                   "global style does not follow")
                 if self.kinds.get(child.id, SAME).changed:
-                    raise Blocker("PM605", child, f"`{child.id}` ({_describe(self.kinds[child.id])})"
+                    raise Blocker(CONSUMER_UNKNOWN, child,
+                                  f"`{child.id}` ({_describe(self.kinds[child.id])})"
                                   f" used in a {type(node).__name__}")
 
     # -- edits ----------------------------------------------------------------------------
@@ -335,7 +343,7 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, IdiomsMixin):
     def _layouts(self) -> tuple[OutputLayout, ...]:
         found = {tuple(_layouts_of(kind, "", node)) for node, kind in self.returns}
         if len(found) > 1:
-            raise Blocker("PM605", self.function, "its returns have different layouts")
+            raise Blocker(CONSUMER_UNKNOWN, self.function, "its returns have different layouts")
         return found.pop() if found else ()
 
 

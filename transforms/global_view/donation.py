@@ -30,10 +30,10 @@ from __future__ import annotations
 import ast
 import dataclasses
 
+from transforms.codes.global_view import DONATED_COPY_READ
 from transforms.global_view.sites import Blocker, Site
 from transforms.global_view.values import AS_ARRAY, REPLICATE, TO_SCALAR, TREE_MAP
 
-CODE = "PM610"
 SAFE_PRODUCERS = REPLICATE | {"jax.device_put_sharded"}  # pmap's own layout: pmap deletes them too
 HOST_RESULTS = TO_SCALAR | {"jax.device_get", "builtins.len", "builtins.isinstance"}
 SCALAR_BUILTINS = {"float", "int", "bool", "len", "isinstance", "str"}
@@ -107,7 +107,7 @@ class DonatedReads:
         held = self.held.get(name, set())
         hit = {t for t in self.state.donated if t in held or ("node", t[1]) in held}
         if hit:
-            raise Blocker(CODE, node, f"`{name}` may hold {self._what(hit)}, which "
+            raise Blocker(DONATED_COPY_READ, node, f"`{name}` may hold {self._what(hit)}, which "
                           f"{self._donor(hit)}; it is visible outside this function's own "
                           "statements (a closure, global or nonlocal), so a later read cannot "
                           "be ruled out")
@@ -141,7 +141,8 @@ class DonatedReads:
     def _deleted_read(self, read: ast.AST, tokens, raises: bool) -> Blocker:
         effect = ("the read raises `Array has been deleted` where the original computes" if raises
                   else "`is_deleted()` gives True where the original gives False")
-        return Blocker(CODE, read, f"`{_short(read)}` is read after {self._donor(tokens)} and "
+        return Blocker(DONATED_COPY_READ, read,
+                       f"`{_short(read)}` is read after {self._donor(tokens)} and "
                        f"may hold {self._what(tokens)}: pmap donated a copy of that value (not "
                        f"laid out for pmap), so the original keeps it, but the migrated jit "
                        f"deletes it, and {effect}")
@@ -222,7 +223,8 @@ class DonatedReads:
             for child in ast.iter_child_nodes(s):
                 self._eval(child)
         else:
-            raise Blocker(CODE, s, f"a {type(s).__name__} statement in a function whose step "
+            raise Blocker(DONATED_COPY_READ, s,
+                          f"a {type(s).__name__} statement in a function whose step "
                           "donates: the check of reads after the donating call does not follow it")
 
     def _try(self, s: ast.Try) -> None:
@@ -277,7 +279,7 @@ class DonatedReads:
                 break
             self.state = after
         else:
-            raise Blocker(CODE, s, "the values donated in this loop do not settle")
+            raise Blocker(DONATED_COPY_READ, s, "the values donated in this loop do not settle")
         runs_once = isinstance(s, ast.For) and self._trip_count(s) >= 1
         self.state = start if runs_once else start.join(entry)
         if isinstance(s, ast.While):
@@ -498,12 +500,14 @@ class DonatedReads:
                                       if i < len(passed)))
         for position, tokens in enumerate(passed):
             if position not in _donated_positions(site) and tokens & donated:
-                raise Blocker(CODE, call.args[position], f"`{_short(call.args[position])}` may "
+                raise Blocker(DONATED_COPY_READ, call.args[position],
+                              f"`{_short(call.args[position])}` may "
                               f"be donated by {site.label} in the same call, as another "
                               "argument: pmap donated a copy, the migrated jit the array itself")
         for token in donated:
             if token[0] == "global":
-                raise Blocker(CODE, call, f"{site.label} donates {self._what({token})}: pmap "
+                raise Blocker(DONATED_COPY_READ, call,
+                              f"{site.label} donates {self._what({token})}: pmap "
                               "donated a copy of it, the migrated jit deletes it, and other "
                               "code may read it later")
             self.donors.setdefault(token, (call, site))

@@ -5,6 +5,13 @@ from __future__ import annotations
 
 import ast
 
+from transforms.codes.global_view import (
+    CALLERS_UNSEEN,
+    CONSUMER_UNKNOWN,
+    OPTIONS,
+    OUTPUT_NOT_REPLICATED,
+    PRODUCER_UNKNOWN,
+)
 from transforms.global_view.ranks import (
     array_results,
     leading_axis_transparent,
@@ -42,7 +49,7 @@ class ExpressionsMixin:
             return Kind("same", rank=0) if type(node.value) in (int, float, bool) else SAME
         if isinstance(node, ast.Name):
             if node.id in self.sites:
-                raise Blocker("PM603", node, f"`{node.id}` used as a value, not called")
+                raise Blocker(CALLERS_UNSEEN, node, f"`{node.id}` used as a value, not called")
             return self.kinds.get(node.id, SAME)
         if isinstance(node, ast.Call):
             return self._call(node)
@@ -59,7 +66,8 @@ class ExpressionsMixin:
                     and _shard_data(node.value) is not None:
                 return self._shard_data(node.value, _shard_data(node.value), node)
             if self.eval(node.value).changed:
-                raise Blocker("PM605", node, f"`.{node.attr}` of {_describe(self.eval(node.value))}"
+                raise Blocker(CONSUMER_UNKNOWN, node,
+                              f"`.{node.attr}` of {_describe(self.eval(node.value))}"
                               " (its layout changes)")
             return SAME
         if isinstance(node, ast.BinOp):
@@ -77,7 +85,7 @@ class ExpressionsMixin:
                 # A tuple or list of stacks stays a sequence: its `[0]` is its first element.
                 if not any(isinstance(e, ast.Starred) for e in node.elts):
                     return Kind("fields", fields=tuple((f"[{i}]", k) for i, k in enumerate(kinds)))
-                raise Blocker("PM605", node, "a per-device value inside a list")
+                raise Blocker(CONSUMER_UNKNOWN, node, "a per-device value inside a list")
             return SAME
         if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)):
             return self._comprehension(node)
@@ -86,7 +94,7 @@ class ExpressionsMixin:
             return SAME
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.expr) and self.eval(child).changed:
-                raise Blocker("PM605", child, f"{_describe(self.eval(child))} in a "
+                raise Blocker(CONSUMER_UNKNOWN, child, f"{_describe(self.eval(child))} in a "
                               f"{type(node).__name__} expression")
         return SAME
 
@@ -100,12 +108,14 @@ class ExpressionsMixin:
             return kind
         if kind.tag == "merged" and kind.axis == 0 and kind.placed and least_rank(kind) >= 2:
             if shape is None:
-                raise Blocker("PM605", node, "a shard of a per-device batch: the migrated shard "
+                raise Blocker(CONSUMER_UNKNOWN, node,
+                              "a shard of a per-device batch: the migrated shard "
                               "is the device's block without pmap's leading axis of 1")
             self._edit(shape, f"(1, *{self.render(shape)})")
             return SAME
         if kind.changed:
-            raise Blocker("PM605", node, f"`.addressable_shards` of {_describe(kind)} that is "
+            raise Blocker(CONSUMER_UNKNOWN, node,
+                          f"`.addressable_shards` of {_describe(kind)} that is "
                           "not known to be placed with P(axis) (its layout changes)")
         return SAME
 
@@ -144,12 +154,14 @@ class ExpressionsMixin:
             for argument in [*func.args, *(k.value for k in func.keywords)]:
                 kind = self.eval(argument.value if isinstance(argument, ast.Starred) else argument)
                 if kind.changed:
-                    raise Blocker("PM605", argument, f"{_describe(kind)} passed to the pmap "
+                    raise Blocker(CONSUMER_UNKNOWN, argument,
+                                  f"{_describe(kind)} passed to the pmap "
                                   f"factory `{func.func.id}`")
             return self._site_call(call, self.sites[func.func.id])
         if isinstance(func, ast.Name) and func.id in self.sites:
             if self.sites[func.id].factory:
-                raise Blocker("PM603", call, f"the pmap factory `{func.id}` called other than "
+                raise Blocker(CALLERS_UNSEEN, call,
+                              f"the pmap factory `{func.id}` called other than "
                               f"as `{func.id}(...)(...)`")
             return self._site_call(call, self.sites[func.id])
         if id(func) in self.inline:
@@ -185,7 +197,7 @@ class ExpressionsMixin:
         for argument in [*call.args, *(k.value for k in call.keywords)]:
             kind = self.eval(argument.value if isinstance(argument, ast.Starred) else argument)
             if kind.changed:
-                raise Blocker("PM605", argument, f"{_describe(kind)} passed to "
+                raise Blocker(CONSUMER_UNKNOWN, argument, f"{_describe(kind)} passed to "
                               f"`{ast.unparse(func)}`, which the global style does not follow")
         return SAME
 
@@ -201,7 +213,8 @@ class ExpressionsMixin:
                 or any(isinstance(a, ast.Starred) for a in call.args)
                 or helper.decorator_list or name in self.module.callers
                 or helper is self.function):
-            raise Blocker("PM605", call, f"the device count or a per-device value is passed to "
+            raise Blocker(CONSUMER_UNKNOWN, call,
+                          f"the device count or a per-device value is passed to "
                           f"`{name}`, which the global style cannot follow (called elsewhere "
                           "too, with keywords, or calling pmap sites itself)")
         generator = _is_generator(helper)
@@ -210,7 +223,8 @@ class ExpressionsMixin:
             odd = next((n for n in ast.walk(helper) if isinstance(n, ast.YieldFrom) or (
                 isinstance(n, ast.Yield) and (id(n) not in own or n.value is None))), None)
             if odd is not None:
-                raise Blocker("PM605", odd, f"`{name}` is a generator given the device count or "
+                raise Blocker(CONSUMER_UNKNOWN, odd,
+                              f"`{name}` is a generator given the device count or "
                               "per-device values, and this yield is not a `yield value` "
                               "statement, so what it hands out is not followed")
         parameters = {a.arg: self.eval(value) for a, value in zip(arguments.args, call.args)}
@@ -222,7 +236,8 @@ class ExpressionsMixin:
         result = None
         if generator:
             if any(node.value is not None for node, _ in analysis.returns):
-                raise Blocker("PM605", call, f"`{name}` is a generator that also returns a value")
+                raise Blocker(CONSUMER_UNKNOWN, call,
+                              f"`{name}` is a generator that also returns a value")
             for node, kind in analysis.yields:
                 result = self._join(result, kind, f"what {name} yields", node)
             return Kind("iterator", element=result) if result and result.changed else SAME
@@ -254,7 +269,8 @@ class ExpressionsMixin:
         if kind.tag == "repl" and kind.axis == 0 and isinstance(index, ast.Constant) \
                 and type(index.value) is int and index.value == 0:
             if kind.tree:
-                raise Blocker("PM605", node, f"`{ast.unparse(node)}`: the step's result may be a "
+                raise Blocker(CONSUMER_UNKNOWN, node,
+                              f"`{ast.unparse(node)}`: the step's result may be a "
                               "tuple or list of stacks (then this is its first element, not "
                               "device 0's row); its code does not show one array")
             self._edit(node, self.render(node.value))
@@ -288,10 +304,10 @@ class ExpressionsMixin:
                 elif isinstance(element, ast.Constant) and type(element.value) is int:
                     dropped += 1
                 else:
-                    raise Blocker("PM605", element, "an index into a per-device batch")
+                    raise Blocker(CONSUMER_UNKNOWN, element, "an index into a per-device batch")
             if kind.rank - dropped >= 2 and len(index.elts) - 1 <= kind.rank - 2:
                 return Kind("merged", rank=kind.rank - dropped)
-        raise Blocker("PM605", node, f"`{ast.unparse(node)}` indexes {_describe(kind)}")
+        raise Blocker(CONSUMER_UNKNOWN, node, f"`{ast.unparse(node)}` indexes {_describe(kind)}")
 
     def _binop(self, node: ast.BinOp) -> Kind:
         left, right = self.eval(node.left), self.eval(node.right)
@@ -300,7 +316,8 @@ class ExpressionsMixin:
         if isinstance(node.op, ast.MatMult) and left.tag == "merged" and not right.changed:
             if left.rank is not None and left.rank >= 3:
                 return Kind("merged")
-            raise Blocker("PM605", node, "a matrix product on a per-device batch of unknown "
+            raise Blocker(CONSUMER_UNKNOWN, node,
+                          "a matrix product on a per-device batch of unknown "
                           "or too small rank")
         elementwise = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
         if isinstance(node.op, elementwise):
@@ -310,7 +327,8 @@ class ExpressionsMixin:
                     return kind
             if left.tag == right.tag == "merged" and left.rank == right.rank is not None:
                 return left
-        raise Blocker("PM605", node, f"`{ast.unparse(node)}` combines {_describe(left)} and "
+        raise Blocker(CONSUMER_UNKNOWN, node,
+                      f"`{ast.unparse(node)}` combines {_describe(left)} and "
                       f"{_describe(right)}")
 
     def _elementwise(self, node, operands) -> Kind:
@@ -327,7 +345,8 @@ class ExpressionsMixin:
         if all(k.tag == "merged" and k.axis == 0 for k in kinds if k.changed) and numbers \
                 and len(ranks) == 1 and None not in ranks:
             return Kind("merged", rank=ranks.pop())
-        raise Blocker("PM605", node, f"`{ast.unparse(node)}` combines per-device values with "
+        raise Blocker(CONSUMER_UNKNOWN, node,
+                      f"`{ast.unparse(node)}` combines per-device values with "
                       "values other than numbers or batches of the same rank")
 
     def _dict(self, node: ast.Dict) -> Kind:
@@ -336,7 +355,8 @@ class ExpressionsMixin:
             kind = self.eval(value)
             if key is None or not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
                 if kind.changed:
-                    raise Blocker("PM605", value, "a per-device value under a computed dict key")
+                    raise Blocker(CONSUMER_UNKNOWN, value,
+                                  "a per-device value under a computed dict key")
                 if key is not None:
                     self.eval(key)
                 continue
@@ -358,7 +378,8 @@ class ExpressionsMixin:
                 iterated = self.eval(generator.iter)
                 element = iterated.element if iterated.tag in ("list", "iterator") else SAME
                 if iterated.changed and iterated.tag not in ("list", "iterator"):
-                    raise Blocker("PM605", generator.iter, "a comprehension over the device axis")
+                    raise Blocker(CONSUMER_UNKNOWN, generator.iter,
+                                  "a comprehension over the device axis")
                 for name in ast.walk(generator.target):
                     if isinstance(name, ast.Name):
                         self.kinds[name.id] = element
@@ -372,7 +393,7 @@ class ExpressionsMixin:
                 and len(node.generators) == 1:
             return list_of(kinds[0])  # `[np.asarray(l) for l in losses]`: a list of them
         if any(k.changed for k in kinds):
-            raise Blocker("PM605", node, "a comprehension that builds per-device values")
+            raise Blocker(CONSUMER_UNKNOWN, node, "a comprehension that builds per-device values")
         return SAME
 
     def _over_fields(self, node) -> Kind | None:
@@ -395,7 +416,8 @@ class ExpressionsMixin:
             return None
         key, value = target.elts[0].id, target.elts[1].id
         if any(isinstance(n, ast.Name) and n.id == key for n in ast.walk(node.value)):
-            raise Blocker("PM605", node, "a comprehension over per-device values that reads "
+            raise Blocker(CONSUMER_UNKNOWN, node,
+                          "a comprehension over per-device values that reads "
                           "their keys")
         saved = dict(self.kinds)
         before = dict(self.edits)
@@ -409,32 +431,36 @@ class ExpressionsMixin:
         finally:
             self.kinds = saved
         if len(texts) > 1:
-            raise Blocker("PM605", node.value, "a comprehension whose migrated form differs "
+            raise Blocker(CONSUMER_UNKNOWN, node.value,
+                          "a comprehension whose migrated form differs "
                           "between entries of different layouts")
         return Kind("fields", fields=tuple(fields))
 
     def _need_same(self, node) -> Kind:
         kind = self.eval(node)
         if kind.changed:
-            raise Blocker("PM605", node, f"{_describe(kind)} where a plain value is expected")
+            raise Blocker(CONSUMER_UNKNOWN, node,
+                          f"{_describe(kind)} where a plain value is expected")
         return SAME
 
     # -- the step itself ------------------------------------------------------------------
     def _site_call(self, call: ast.Call, site: Site) -> Kind:
         self.site_calls[id(call)] = site
         if call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
-            raise Blocker("PM603", call, f"{site.label} called with keywords or *args (pmap "
+            raise Blocker(CALLERS_UNSEEN, call,
+                          f"{site.label} called with keywords or *args (pmap "
                           "maps keyword arguments on axis 0; one in_specs tuple describes "
                           "positional calls only)")
         if len(call.args) != len(site.params):
-            raise Blocker("PM603", call, f"{site.label} called with {len(call.args)} of its "
+            raise Blocker(CALLERS_UNSEEN, call,
+                          f"{site.label} called with {len(call.args)} of its "
                           f"{len(site.params)} parameters (pmap fills the rest from defaults "
                           "per call; one in_specs tuple needs every call to pass them all)")
         self._placement(site)
         if any(type(a) is int and a >= 1 for i, a in enumerate(site.in_axes)
                if i not in site.static) and not (self.module.can_stack_results(site)
                                                  and self.module.starts_a_line(site.body)):
-            raise Blocker("PM602", site.node, f"{site.label} maps an argument on an axis other "
+            raise Blocker(OPTIONS, site.node, f"{site.label} maps an argument on an axis other "
                           "than 0 and its function is shared with other code (or its first "
                           "statement shares a line), so the body cannot be given the statement "
                           "that drops that axis")
@@ -445,7 +471,7 @@ class ExpressionsMixin:
                 ranks[site.params[position]] = least_rank(kind) - 1
             if position in site.static:  # jit's static argument: no spec, a plain value
                 if kind.changed:
-                    raise Blocker("PM604", argument, f"static argument {position} of "
+                    raise Blocker(PRODUCER_UNKNOWN, argument, f"static argument {position} of "
                                   f"{site.label} holds {_describe(kind)}")
                 replicated.add(site.params[position])
             elif axis == 0 and kind.scalars and self.per_device_scalars \
@@ -463,14 +489,15 @@ class ExpressionsMixin:
             # its layout.
             for node in ast.walk(site.function_node):
                 if isinstance(node, ast.Name) and self.kinds.get(node.id, SAME).changed:
-                    raise Blocker("PM605", node, f"`{node.id}` ({_describe(self.kinds[node.id])})"
+                    raise Blocker(CONSUMER_UNKNOWN, node,
+                                  f"`{node.id}` ({_describe(self.kinds[node.id])})"
                                   f" is closed over by the function `{site.name}` maps")
         specs = tuple(specs)
         if self.specs.setdefault(site.key, specs) != specs:
-            raise Blocker("PM604", call, f"{site.label} is called with different layouts")
+            raise Blocker(PRODUCER_UNKNOWN, call, f"{site.label} is called with different layouts")
         if scalars:
             if site.out_tree is not None:
-                raise Blocker("PM602", site.node, f"{site.label} has out_axes and takes one "
+                raise Blocker(OPTIONS, site.node, f"{site.label} has out_axes and takes one "
                               "number per device")
             return self._scalars_call(call, site, tuple(specs))
         if site.out_tree is not None:
@@ -483,16 +510,19 @@ class ExpressionsMixin:
         elif least and min(least) >= 1:
             mode = MERGED_OUT  # every device's result has a leading axis to merge into
         elif site.out_none:
-            raise Blocker("PM606", varying, f"{site.label} has out_axes=None but a result "
+            raise Blocker(OUTPUT_NOT_REPLICATED, varying,
+                          f"{site.label} has out_axes=None but a result "
                           "is not provably the same on every device")
         elif not self.module.can_stack_results(site):
-            raise Blocker("PM606", varying, f"a result of `{site.name}` is per-device and its "
+            raise Blocker(OUTPUT_NOT_REPLICATED, varying,
+                          f"a result of `{site.name}` is per-device and its "
                           "function is shared with other code, so its results cannot be given "
                           "back with their device axis")
         else:
             mode = STACKED_OUT
         if self.modes.setdefault(site.key, mode) != mode:
-            raise Blocker("PM606", call, f"{site.label} returns replicated results for some "
+            raise Blocker(OUTPUT_NOT_REPLICATED, call,
+                          f"{site.label} returns replicated results for some "
                           "calls and per-device results for others")
         if mode == STACKED_OUT or site.out_none:
             return SAME  # the original's layout: stacked per-device rows, or out_axes=None
@@ -521,10 +551,11 @@ class ExpressionsMixin:
                 steps = [(f"[{i}]", i, sub) for i, sub in enumerate(axis)]
             fields = dict(kind.fields) if kind.tag == "fields" else None
             if fields is not None and sorted(fields) != sorted(step for step, _, _ in steps):
-                raise Blocker("PM604", argument, f"{what}: its fields do not match the in_axes "
+                raise Blocker(PRODUCER_UNKNOWN, argument,
+                              f"{what}: its fields do not match the in_axes "
                               "tree")
             if fields is None and kind.tag == "fields":
-                raise Blocker("PM604", argument, f"{what}: not a tree the tool can match")
+                raise Blocker(PRODUCER_UNKNOWN, argument, f"{what}: not a tree the tool can match")
             parts, whole = [], True
             for step, key, sub in steps:
                 spec, same = self._argument_spec(argument, fields[step] if fields else kind,
@@ -541,11 +572,12 @@ class ExpressionsMixin:
             elif all(step.startswith("['") for step in steps):
                 axis = {ast.literal_eval(step[1:-1]): axis for step in steps}
             else:
-                raise Blocker("PM604", argument, f"{what}: not a tree the tool can match")
+                raise Blocker(PRODUCER_UNKNOWN, argument, f"{what}: not a tree the tool can match")
             return self._argument_spec(argument, kind, axis, what)
         if axis is None:
             if kind.changed:
-                raise Blocker("PM604", argument, f"{what} is not mapped (in_axes None) but "
+                raise Blocker(PRODUCER_UNKNOWN, argument,
+                              f"{what} is not mapped (in_axes None) but "
                               "holds a per-device value")
             return "P()", True
         if kind.tag == "repl" and kind.axis == 0 and axis == 0:
@@ -557,11 +589,12 @@ class ExpressionsMixin:
             # splits the same axis (the body's first statement squeezes it, see rewrite),
             # one slice per device only if that axis is the device count.
             if not self._sized_by_devcount(argument, axis):
-                raise Blocker("PM604", argument, f"{what} is mapped on axis {axis}, which is "
+                raise Blocker(PRODUCER_UNKNOWN, argument,
+                              f"{what} is mapped on axis {axis}, which is "
                               "not provably the device count (the mesh's size)")
             return f"P({'None, ' * axis}{AXIS_PLACEHOLDER})", False
         why = self._unmergeable(argument)
-        raise Blocker("PM604", argument, f"{what} (`{ast.unparse(argument)}`): " + (
+        raise Blocker(PRODUCER_UNKNOWN, argument, f"{what} (`{ast.unparse(argument)}`): " + (
             why or "its producer is not recognised as a replicated value or a per-device batch"))
 
     def _sized_by_devcount(self, node, axis: int) -> bool:
@@ -598,7 +631,7 @@ class ExpressionsMixin:
                 kind = None
             if kind is None or kind.tag != want:
                 what = "every device" if option == "devices" else "the device count"
-                raise Blocker("PM602", node, f"{site.label} has {option}="
+                raise Blocker(OPTIONS, node, f"{site.label} has {option}="
                               f"`{ast.unparse(node)}`, not provably {what}: under the caller's "
                               "mesh over all devices it would run on different devices")
 
@@ -609,33 +642,39 @@ class ExpressionsMixin:
         tree = site.out_tree
         if isinstance(tree, int):  # one out_axes k >= 1: the result keeps pmap's layout
             if not self.module.can_stack_results(site):
-                raise Blocker("PM606", site.node, f"`{site.name}` has out_axes={tree} and its "
+                raise Blocker(OUTPUT_NOT_REPLICATED, site.node,
+                              f"`{site.name}` has out_axes={tree} and its "
                               "function is shared with other code, so its results cannot be "
                               "given back with their device axis")
             mode = stacked_at(tree)
             if self.modes.setdefault(site.key, mode) != mode:
-                raise Blocker("PM606", call, f"{site.label} is called with different layouts")
+                raise Blocker(OUTPUT_NOT_REPLICATED, call,
+                              f"{site.label} is called with different layouts")
             return SAME
         axes = dict(enumerate(tree)) if isinstance(tree, tuple) else tree
         try:
             varying = self.module.body_analysis(site).varying_results(replicated, list(axes))
         except NotProvable as error:
-            raise Blocker("PM606", error.node, f"{site.label}: {error.why}") from None
+            raise Blocker(OUTPUT_NOT_REPLICATED, error.node,
+                          f"{site.label}: {error.why}") from None
         modes, fields = [], []
         for position, axis in axes.items():
             node = varying[position]
             if axis not in (0, None):  # out_axes k >= 1: keeps pmap's layout, P(None, ..., axis)
                 if not self.module.can_stack_results(site):
-                    raise Blocker("PM606", site.node, f"result {position!r} of `{site.name}` has "
+                    raise Blocker(OUTPUT_NOT_REPLICATED, site.node,
+                                  f"result {position!r} of `{site.name}` has "
                                   f"out_axes {axis} and its function is shared with other code")
                 modes.append(stacked_at(axis))
             elif node is None:
                 modes.append(NONE_OUT if axis is None else REPLICATED_OUT)
             elif axis is None:
-                raise Blocker("PM606", node, f"result {position} of {site.label} has out_axes "
+                raise Blocker(OUTPUT_NOT_REPLICATED, node,
+                              f"result {position} of {site.label} has out_axes "
                               "None but is not provably the same on every device")
             elif not self.module.can_stack_results(site):
-                raise Blocker("PM606", node, f"result {position} of `{site.name}` is per-device "
+                raise Blocker(OUTPUT_NOT_REPLICATED, node,
+                              f"result {position} of `{site.name}` is per-device "
                               "and its function is shared with other code, so it cannot be "
                               "given back with its device axis")
             else:
@@ -643,7 +682,8 @@ class ExpressionsMixin:
             fields.append((f"[{position!r}]", REPL if modes[-1] == REPLICATED_OUT else SAME))
         mode = tuple(modes)
         if self.modes.setdefault(site.key, mode) != mode:
-            raise Blocker("PM606", call, f"{site.label} returns replicated results for some "
+            raise Blocker(OUTPUT_NOT_REPLICATED, call,
+                          f"{site.label} returns replicated results for some "
                           "calls and per-device results for others")
         if not any(kind.changed for _, kind in fields):
             return SAME
@@ -654,16 +694,18 @@ class ExpressionsMixin:
         with psum-like collectives): each device computes on its (1,) block what pmap
         computed on the number, and out_specs P(axis) gives back pmap's (n,) layout."""
         if any(s == "P()" for s in specs):
-            raise Blocker("PM604", call, f"{site.label} mixes per-device scalars with "
+            raise Blocker(PRODUCER_UNKNOWN, call, f"{site.label} mixes per-device scalars with "
                           "replicated arguments")
         if self.specs.setdefault(site.key, specs) != specs:
-            raise Blocker("PM604", call, f"{site.label} is called with different layouts")
+            raise Blocker(PRODUCER_UNKNOWN, call, f"{site.label} is called with different layouts")
         if self.modes.setdefault(site.key, SCALARS_OUT) != SCALARS_OUT:
-            raise Blocker("PM606", call, f"{site.label} returns replicated results for some "
+            raise Blocker(OUTPUT_NOT_REPLICATED, call,
+                          f"{site.label} returns replicated results for some "
                           "calls and per-device results for others")
         for argument in call.args:
             if not self.eval(argument).scalars:
-                raise Blocker("PM604", argument, f"{site.label} mixes per-device scalars with "
+                raise Blocker(PRODUCER_UNKNOWN, argument,
+                              f"{site.label} mixes per-device scalars with "
                               "other arguments")
         return SAME  # pmap's layout: one result per device along the leading axis
 

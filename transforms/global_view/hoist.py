@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 from transforms.global_view.step_text import step_def
 
-LINE_LIMIT = 99  # as the rewrite's
 # Added to the module's imports after this pass runs.
 ADDED_IMPORTS = frozenset({"P", "AxisType", "NamedSharding"})
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 
+from transforms.codes.global_view import CONSUMER_UNKNOWN, PRODUCER_UNKNOWN
 from transforms.global_view.sites import Blocker
 from transforms.global_view.values import (
     AS_ARRAY,
@@ -47,7 +48,8 @@ class IdiomsMixin:
         if name in REPLICATE and call.args and not any(k.arg == "devices" for k in call.keywords):
             if name == "jax.device_put_replicated" and (
                     len(call.args) != 2 or self.eval(call.args[1]).tag != "devices"):
-                raise Blocker("PM604", call, "device_put_replicated onto a device list that is "
+                raise Blocker(PRODUCER_UNKNOWN, call,
+                              "device_put_replicated onto a device list that is "
                               "not all local devices")
             self._need_same(call.args[0])
             self._edit(call, self._replicated(self.render(call.args[0]), call.args[0]))
@@ -150,10 +152,11 @@ class IdiomsMixin:
     def _device_put_sharded(self, call: ast.Call) -> Kind:
         pieces, devices = call.args
         if self.eval(devices).tag != "devices":
-            raise Blocker("PM604", call, "device_put_sharded onto a device list that is not "
+            raise Blocker(PRODUCER_UNKNOWN, call,
+                          "device_put_sharded onto a device list that is not "
                           "all local devices")
         if not (isinstance(pieces, ast.ListComp) and len(pieces.generators) == 1):
-            raise Blocker("PM604", pieces, "device_put_sharded of something other than "
+            raise Blocker(PRODUCER_UNKNOWN, pieces, "device_put_sharded of something other than "
                           "`[... x[i] ... for i in range(n)]`")
         generator = pieces.generators[0]
         iterated = generator.iter
@@ -161,7 +164,7 @@ class IdiomsMixin:
                 and isinstance(iterated, ast.Call) and isinstance(iterated.func, ast.Name)
                 and iterated.func.id == "range" and "range" not in self.module.table.bound_otherwise
                 and len(iterated.args) == 1 and self._is_devcount(iterated.args[0])):
-            raise Blocker("PM604", pieces, "device_put_sharded of a list not built over "
+            raise Blocker(PRODUCER_UNKNOWN, pieces, "device_put_sharded of a list not built over "
                           "range(device count)")
         index = generator.target.id
         rows = {}  # the x[i] subscripts: each becomes x itself, merged
@@ -172,14 +175,15 @@ class IdiomsMixin:
         for node in ast.walk(pieces.elt):
             if isinstance(node, ast.Name) and node.id == index and not any(
                     node is rows[k].slice for k in rows):
-                raise Blocker("PM604", node, f"`{index}` used other than as `x[{index}]`")
+                raise Blocker(PRODUCER_UNKNOWN, node, f"`{index}` used other than as `x[{index}]`")
         saved = dict(self.kinds)
         try:
             substitutes = {}
             for node in rows.values():
                 kind = self.eval(node.value)
                 if kind.tag != "merged":
-                    raise Blocker("PM604", node, f"`{ast.unparse(node)}`: `{node.value.id}` is "
+                    raise Blocker(PRODUCER_UNKNOWN, node,
+                                  f"`{ast.unparse(node)}`: `{node.value.id}` is "
                                   "not a per-device batch the tool can merge")
                 substitutes[id(node)] = kind
             self._rows = substitutes
@@ -188,7 +192,8 @@ class IdiomsMixin:
             self._rows = {}
             self.kinds = saved
         if kind.tag != "merged":
-            raise Blocker("PM604", pieces.elt, "the device_put_sharded pieces are not rows of "
+            raise Blocker(PRODUCER_UNKNOWN, pieces.elt,
+                          "the device_put_sharded pieces are not rows of "
                           "a batch the tool can merge")
         self._edit(call, self._placed_batch(self.render(pieces.elt)))
         return dataclasses.replace(kind, placed=self.batches_placed)
@@ -294,11 +299,13 @@ class IdiomsMixin:
                 elements = {field for _, field in kind.fields}  # np.asarray((a, b)) stacks them
                 kind = Kind("list", element=elements.pop()) if len(elements) == 1 else None
                 if kind is None:
-                    raise Blocker("PM605", call, "an array of per-device values of mixed layout")
+                    raise Blocker(CONSUMER_UNKNOWN, call,
+                                  "an array of per-device values of mixed layout")
             if kind.tag == "list":
                 element = kind.element
                 if element.tag not in ("repl", "merged"):
-                    raise Blocker("PM605", call, "an array of per-device values of mixed layout")
+                    raise Blocker(CONSUMER_UNKNOWN, call,
+                                  "an array of per-device values of mixed layout")
                 return dataclasses.replace(element, axis=element.axis + 1,
                                            rank=None if element.rank is None else element.rank + 1)
             return kind
@@ -337,7 +344,8 @@ class IdiomsMixin:
             if kind.tag == "merged":
                 axis = next((k.value for k in call.keywords if k.arg == "axis"), None)
                 if len(call.keywords) != 1:
-                    raise Blocker("PM605", call, "a reduction over the batch or device axis of "
+                    raise Blocker(CONSUMER_UNKNOWN, call,
+                                  "a reduction over the batch or device axis of "
                                   "a per-device batch")
                 return self._trailing_reduction(call, kind, axis)
         return None
@@ -350,7 +358,7 @@ class IdiomsMixin:
                 and type(axis.operand.value) is int
                 and 1 <= axis.operand.value <= kind.rank - 2 and kind.rank - 1 >= 2):
             return Kind("merged", rank=kind.rank - 1)
-        raise Blocker("PM605", call, "a reduction over the batch or device axis of a "
+        raise Blocker(CONSUMER_UNKNOWN, call, "a reduction over the batch or device axis of a "
                       "per-device batch")
 
     def _tree_map_lambda(self, function: ast.Lambda, tree) -> Kind | None:
@@ -371,14 +379,14 @@ class IdiomsMixin:
         finally:
             self.kinds = saved
         if leaf.tag not in ("same", "repl", "merged"):
-            raise Blocker("PM605", function, f"a tree_map whose function gives back "
+            raise Blocker(CONSUMER_UNKNOWN, function, f"a tree_map whose function gives back "
                           f"{_describe(leaf)}")
         return SAME if leaf.tag == "same" else leaf
 
     def _row_zero(self, call: ast.Call, operand) -> Kind:
         kind = self.eval(operand)
         if kind.tag != "repl" or kind.axis != 0:
-            raise Blocker("PM605", call, f"row 0 of {_describe(kind)}: only a replicated "
+            raise Blocker(CONSUMER_UNKNOWN, call, f"row 0 of {_describe(kind)}: only a replicated "
                           "output's row 0 becomes direct use")
         self._edit(call, self.render(operand))
         return SAME

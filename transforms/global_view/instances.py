@@ -12,7 +12,15 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from transforms.global_view.classes import CODE, HeldClass
+from transforms.codes.global_view import (
+    CLASS_HELD,
+    CONSUMER_UNKNOWN,
+    OPTIONS,
+    OUTPUT_NOT_REPLICATED,
+    PRODUCER_UNKNOWN,
+    UNAVAILABLE,
+)
+from transforms.global_view.classes import HeldClass
 from transforms.global_view.sites import Blocker, Site
 from transforms.global_view.values import SAME, Kind, _describe
 
@@ -54,12 +62,14 @@ class InstancesMixin:
             if not trial.instances.dirty:
                 for node, kind in trial.returns:
                     if _holds_instance(kind):
-                        raise Blocker(CODE, node, "an instance of a class whose pmaps go global "
+                        raise Blocker(CLASS_HELD, node,
+                                      "an instance of a class whose pmaps go global "
                                       "is returned, so its later uses are not seen")
                 self.__dict__.update(trial.__dict__)
                 return
             seed = trial.instances.attributes
-        raise Blocker("PM605", self.function, "the kinds of the instances' attributes do not "
+        raise Blocker(CONSUMER_UNKNOWN, self.function,
+                      "the kinds of the instances' attributes do not "
                       "settle")
 
     # -- the classes ---------------------------------------------------------------------
@@ -87,14 +97,14 @@ class InstancesMixin:
         if isinstance(func, ast.Name) and self.kinds.get(func.id, SAME).tag == "instance":
             held = self._instance_of(func)
             if "__call__" not in held.methods:
-                raise Blocker(CODE, call, f"`{func.id}` is called, but `{held.name}` has no "
+                raise Blocker(CLASS_HELD, call, f"`{func.id}` is called, but `{held.name}` has no "
                               "`__call__` the global style can follow")
             return self._method_call(call, held, held.methods["__call__"], self.kinds[func.id])
         if isinstance(func, ast.Name) and self._held_class(func.id) is not None:
             held = self._held_class(func.id)
             if getattr(self.module, "process_dependence", None) is not None:
                 site = next(iter(held.sites.values()))
-                raise Blocker("PM607", site.node, f"{site.label} is held by a class in a "
+                raise Blocker(UNAVAILABLE, site.node, f"{site.label} is held by a class in a "
                               "multi-process module: the multi-process global style follows "
                               "module functions only (the global arrays it builds at a step's "
                               "call name the caller's mesh, and the process conditions around "
@@ -113,14 +123,15 @@ class InstancesMixin:
                 if func.attr in held.methods:
                     return self._method_call(call, held, held.methods[func.attr],
                                              self.eval(func.value))
-                raise Blocker(CODE, call, f"`{ast.unparse(func)}` is not a method of "
+                raise Blocker(CLASS_HELD, call, f"`{ast.unparse(func)}` is not a method of "
                               f"`{held.name}` the global style can follow")
         for argument in [*call.args, *(k.value for k in call.keywords)]:
             argument = argument.value if isinstance(argument, ast.Starred) else argument
             if isinstance(argument, ast.Name) \
                     and self.kinds.get(argument.id, SAME).tag == "instance":
                 holder = self.kinds[argument.id].holder
-                raise Blocker(CODE, argument, f"`{argument.id}`, a `{holder}` instance, escapes "
+                raise Blocker(CLASS_HELD, argument,
+                              f"`{argument.id}`, a `{holder}` instance, escapes "
                               f"into `{ast.unparse(func)}(...)`, where its methods may be called "
                               "with layouts the global style does not see")
         return None
@@ -131,7 +142,7 @@ class InstancesMixin:
         if held is None:
             return None
         if node.attr in held.sites or node.attr in held.methods:
-            raise Blocker(CODE, node, f"`{ast.unparse(node)}` (a method or pmap of "
+            raise Blocker(CLASS_HELD, node, f"`{ast.unparse(node)}` (a method or pmap of "
                           f"`{held.name}`) is used as a value, so its calls are not all seen")
         _plain_attribute(node, held)
         key = (held.name, node.attr)
@@ -148,7 +159,7 @@ class InstancesMixin:
             return False
         _plain_attribute(target, held)
         if target.attr in held.methods:
-            raise Blocker(CODE, target, f"`{ast.unparse(target)}` replaces a method of "
+            raise Blocker(CLASS_HELD, target, f"`{ast.unparse(target)}` replaces a method of "
                           f"`{held.name}` on the instance, so its calls would not run the "
                           "method the global style follows")
         if isinstance(value, ast.Constant) and value.value is None:
@@ -170,19 +181,21 @@ class InstancesMixin:
         key = (held.name, method.name)
         arguments = method.args
         if key in self.instances.active or self.depth >= 4:
-            raise Blocker(CODE, call, f"`{held.name}.{method.name}` is called recursively or "
+            raise Blocker(CLASS_HELD, call,
+                          f"`{held.name}.{method.name}` is called recursively or "
                           "too deep for the global style to follow")
         if arguments.vararg or arguments.kwarg or arguments.kwonlyargs or arguments.posonlyargs \
                 or not arguments.args or any(isinstance(a, ast.Starred) for a in call.args) \
                 or any(k.arg is None for k in call.keywords):
-            raise Blocker(CODE, call, f"`{held.name}.{method.name}` has *args, **kwargs or "
+            raise Blocker(CLASS_HELD, call, f"`{held.name}.{method.name}` has *args, **kwargs or "
                           "keyword-only parameters, or is called with * / **")
         names = [a.arg for a in arguments.args]
         parameters = {names[0]: instance}
         given = dict(zip(names[1:], call.args))
         given.update({k.arg: k.value for k in call.keywords})
         if len(call.args) > len(names) - 1 or set(given) - set(names[1:]):
-            raise Blocker(CODE, call, f"`{held.name}.{method.name}` called with arguments it "
+            raise Blocker(CLASS_HELD, call,
+                          f"`{held.name}.{method.name}` called with arguments it "
                           "does not take")
         for name, value in given.items():
             parameters[name] = self.eval(value)
@@ -203,16 +216,19 @@ class InstancesMixin:
             self.instances.active.discard(key)
         previous = self.instances.method_edits.setdefault(key, analysis.edits)
         if previous != analysis.edits:
-            raise Blocker("PM604", call, f"`{held.name}.{method.name}` is called with different "
+            raise Blocker(PRODUCER_UNKNOWN, call,
+                          f"`{held.name}.{method.name}` is called with different "
                           "layouts, and one migrated method cannot serve them all")
         self.edits.update(analysis.edits)
         for site_key, specs in analysis.specs.items():
             if self.specs.setdefault(site_key, specs) != specs:
-                raise Blocker("PM604", call, f"{self.all_sites[site_key].label} is called with "
+                raise Blocker(PRODUCER_UNKNOWN, call,
+                              f"{self.all_sites[site_key].label} is called with "
                               "different layouts")
         for site_key, mode in analysis.modes.items():
             if self.modes.setdefault(site_key, mode) != mode:
-                raise Blocker("PM606", call, f"{self.all_sites[site_key].label} returns "
+                raise Blocker(OUTPUT_NOT_REPLICATED, call,
+                              f"{self.all_sites[site_key].label} returns "
                               "replicated results for some calls and per-device results for "
                               "others")
         result = None
@@ -232,7 +248,7 @@ class InstancesMixin:
                     self.instances.read.add(key)
                     kind = self.instances.attributes.get(key, SAME)
                     if kind.changed:
-                        raise Blocker(CODE, node, f"the method {site.label} maps reads "
+                        raise Blocker(CLASS_HELD, node, f"the method {site.label} maps reads "
                                       f"`{ast.unparse(node)}`, {_describe(kind)} whose layout the "
                                       "migration changes")
         return self._site_call(call, site)
@@ -254,7 +270,8 @@ class InstancesMixin:
             for argument in [*value.args, *(k.value for k in value.keywords)]:
                 kind = self.eval(argument)
                 if kind.changed:
-                    raise Blocker("PM605", argument, f"{_describe(kind)} passed to the pmap "
+                    raise Blocker(CONSUMER_UNKNOWN, argument,
+                                  f"{_describe(kind)} passed to the pmap "
                                   f"factory `{ast.unparse(value.func)}`")
         for option, node in site.placement.items():
             want = "devices" if option == "devices" else "devcount"
@@ -262,7 +279,7 @@ class InstancesMixin:
                 isinstance(node, ast.Call) and not node.args and not node.keywords) else None
             if kind is None or kind.tag != want:
                 what = "every device" if option == "devices" else "the device count"
-                raise Blocker("PM602", node, f"{site.label} has {option}=`{ast.unparse(node)}`, "
+                raise Blocker(OPTIONS, node, f"{site.label} has {option}=`{ast.unparse(node)}`, "
                               f"not provably {what}: under the caller's mesh over all devices "
                               "it would run on different devices")
 
@@ -276,7 +293,8 @@ class InstancesMixin:
             for node in (n for part in seen if part is not None for n in ast.walk(part)):
                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) \
                         and self.kinds.get(node.id, SAME).changed:
-                    raise Blocker(CODE, node, f"`{node.id}` ({_describe(self.kinds[node.id])}) "
+                    raise Blocker(CLASS_HELD, node,
+                                  f"`{node.id}` ({_describe(self.kinds[node.id])}) "
                                   f"of `__init__` is closed over by the function {site.label} "
                                   "maps")
 
@@ -284,7 +302,8 @@ class InstancesMixin:
 def _plain_attribute(node: ast.Attribute, held: HeldClass) -> None:
     """`__dict__`, `__class__` and the like reach every attribute at once, past their kinds."""
     if node.attr.startswith("__") and node.attr.endswith("__"):
-        raise Blocker(CODE, node, f"`{ast.unparse(node)}` reaches the `{held.name}` instance's "
+        raise Blocker(CLASS_HELD, node,
+                      f"`{ast.unparse(node)}` reaches the `{held.name}` instance's "
                       "attributes or class past the ones the global style follows")
 
 

@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import ast
 
+from transforms.codes.global_view import UNAVAILABLE
 from transforms.global_view.dataflow import CallerAnalysis
 from transforms.global_view.process_dependence import ProcessDependence
 from transforms.global_view.sites import Blocker, Site, dotted
+from transforms.global_view.step_text import LINE_LIMIT
 from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
     DEVICE_COUNT,
@@ -155,7 +157,7 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
     def run(self):
         condition = self.module.sometimes_called.get(self.function.name)
         if condition is not None:
-            raise Blocker("PM607", condition, f"`{self.function.name}` runs only where "
+            raise Blocker(UNAVAILABLE, condition, f"`{self.function.name}` runs only where "
                           f"`{ast.unparse(condition)}` holds (line {condition.lineno}), so the "
                           "other processes would not join its steps' collectives and "
                           "placements: kept in the faithful style (multi-process)")
@@ -187,7 +189,7 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                     and self.kinds[child.id].tag == "repl":
                 continue  # already placed, the same everywhere
             if self.dependence._source(child, self.tainted):
-                raise Blocker("PM607", node, f"`{ast.unparse(node)}` {what}, but "
+                raise Blocker(UNAVAILABLE, node, f"`{ast.unparse(node)}` {what}, but "
                               f"`{ast.unparse(child)}` can differ between "
                               "processes, so one value placed with P() is not proven: kept "
                               "in the faithful style (multi-process)")
@@ -196,12 +198,14 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
     def _site_call(self, call: ast.Call, site: Site) -> Kind:
         condition = self.dependence.conditional_calls(self.function, self.tainted).get(id(call))
         if condition is not None:
-            raise Blocker("PM607", call, f"{site.label} is called only on some processes (under "
+            raise Blocker(UNAVAILABLE, call,
+                          f"{site.label} is called only on some processes (under "
                           f"`{ast.unparse(condition)}`, line {condition.lineno}): its collectives "
                           "would wait for the others; kept in the faithful style (multi-process)")
         if site.static or site.out_tree is not None or site.placement or any(
                 axis not in (0, None) for axis in site.in_axes):
-            raise Blocker("PM607", site.node, f"{site.label} uses pmap options the multi-process "
+            raise Blocker(UNAVAILABLE, site.node,
+                          f"{site.label} uses pmap options the multi-process "
                           "global style does not handle yet (static_broadcasted_argnums, "
                           "out_axes or in_axes trees or axes other than 0, devices= / "
                           "axis_size=): kept in the faithful style (multi-process)")
@@ -209,7 +213,8 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
         mode, specs = self.modes[site.key], self.specs[site.key]
         if getattr(site, "static", ()) or mode not in (REPLICATED_OUT, STACKED_OUT) or any(
                 spec not in ("P()", f"P({AXIS_PLACEHOLDER})") for spec in specs):
-            raise Blocker("PM607", call, f"{site.label} has static arguments, mapped axes other "
+            raise Blocker(UNAVAILABLE, call,
+                          f"{site.label} has static arguments, mapped axes other "
                           "than 0 or results of mixed layouts: not handled in multi-process "
                           "modules yet, kept in the faithful style (multi-process)")
         jax = self.module.jax
@@ -242,8 +247,6 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
         self._edit(call, text)
         return kind
 
-
-LINE_LIMIT = 99
 
 
 def _call_text(function: str, arguments: list[str], indent: str, column: int, tail: int) -> str:

@@ -25,6 +25,14 @@ import tokenize
 import libcst as cst
 
 from transforms.codes.findings import Finding
+from transforms.codes.global_view import (
+    CALLERS_UNSEEN,
+    CONSUMER_UNKNOWN,
+    FALLS_BACK_WITH_CALLER,
+    PRODUCER_UNKNOWN,
+    SITE,
+    UNAVAILABLE,
+)
 from transforms.faithful.multiprocess import _first_evidence
 from transforms.global_view.classes import class_callers, faithful_class_use
 from transforms.global_view.dataflow import CallerAnalysis, CallerResult
@@ -40,7 +48,7 @@ from transforms.global_view.multiprocess import (
 from transforms.global_view.process_dependence import ProcessDependence
 from transforms.global_view.replication import BodyAnalysis, result_elements
 from transforms.global_view.sites import Blocker, Site, _string_constants, dotted, find_sites
-from transforms.global_view.step_text import MESH_FUNCTION_TEXT, step_def
+from transforms.global_view.step_text import LINE_LIMIT, MESH_FUNCTION_TEXT, step_def
 from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
     MERGED_OUT,
@@ -56,7 +64,6 @@ from transforms.reading.names import ImportTable
 from transforms.target import TargetJax
 
 MIN_TARGET = TargetJax(0, 7, 0)  # jax.shard_map, jax.make_mesh(axis_types=...)
-LINE_LIMIT = 99
 
 
 @dataclasses.dataclass
@@ -182,7 +189,8 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     module_blocker = _encoding_blocker(source) or _module_blocker(tree, table, target, multiprocess)
     if module_blocker is not None:
         nodes = [s.node for s in sites] + [b.node for b in blockers]
-        return GlobalResult(source, [_finding(Blocker("PM607", n, module_blocker)) for n in nodes])
+        return GlobalResult(source, [_finding(Blocker(UNAVAILABLE, n, module_blocker))
+                                     for n in nodes])
     module = ModuleInfo(source, tree, table)
     analysis = CallerAnalysis
     if multiprocess:  # see global_view/multiprocess.py
@@ -220,11 +228,12 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
                             | {s.statement.name for s in sites if s.holder and s.factory},
                             barrier_pmaps))
                     if faithful_call is not None:
-                        raise Blocker("PM608", faithful_call, f"`{caller}` calls "
+                        raise Blocker(FALLS_BACK_WITH_CALLER, faithful_call, f"`{caller}` calls "
                                       f"`{faithful_call.id}`, which keeps pmap code in the "
                                       "faithful style; it would run under this function's mesh")
                     if result.returns_changed and caller in called_names:
-                        raise Blocker("PM605", functions[caller], f"`{caller}` returns values "
+                        raise Blocker(CONSUMER_UNKNOWN, functions[caller],
+                                      f"`{caller}` returns values "
                                       "in the global layout to callers in this module")
                     results[caller] = result
                     continue
@@ -234,13 +243,13 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
             results.pop(caller, None)
             for site in called:
                 if site not in blocked:
-                    blocked[site] = failed if failed.code != "PM608" else failed
+                    blocked[site] = failed if failed.code != FALLS_BACK_WITH_CALLER else failed
                     changed = True
         # A site's in_specs, result mode and mesh axis must agree across its callers.
         for name in by_name:
             seen = {_usage(results[c], name) for c in callers_of(name, callers) if c in results}
             if len(seen) > 1 and name not in blocked:
-                blocked[name] = Blocker("PM604", by_name[name].node,
+                blocked[name] = Blocker(PRODUCER_UNKNOWN, by_name[name].node,
                                         f"{by_name[name].label} is called with different layouts")
                 changed = True
         for caller in list(results):
@@ -254,7 +263,8 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
                 findings.append(_finding(blocker))
             else:
                 findings.append(_finding(Blocker(
-                    "PM608", site.node, f"{site.label} stays faithful: its caller cannot go global "
+                    FALLS_BACK_WITH_CALLER, site.node,
+                    f"{site.label} stays faithful: its caller cannot go global "
                     f"(line {blocker.node.lineno}: {blocker.message})")))
                 findings.append(_finding(blocker))
     global_sites = [s for s in sites if s.key not in blocked]
@@ -309,7 +319,7 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
                      "on every process" + (", per-device results come back as the process's "
                                            "own rows" if STACKED_OUT in modes else ""))
         findings.append(Finding(
-            "PM600", site.node.lineno, site.node.col_offset + 1,
+            SITE, site.node.lineno, site.node.col_offset + 1,
             f"{site.label} migrated in the global style: jax.jit(jax.shard_map(...)) with "
             f"in_specs {_tuple(specs)} and out_specs {out_specs}; its callers "
             f"({', '.join(sorted(callers_of(site.key, callers)))}) pass global arrays{kept}"))
@@ -318,8 +328,9 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
         site = next(s for s in global_sites if _within(conflict, module.span(s.statement))
                     or _within(module.span(s.built), conflict)) if global_sites else None
         node = site.node if site is not None else tree
-        return GlobalResult(source, _dedupe([f for f in findings if f.code != "PM600"] + [
-            _finding(Blocker("PM605", node, "a caller's edit and this site's edit overlap in a "
+        return GlobalResult(source, _dedupe([f for f in findings if f.code != SITE] + [
+            _finding(Blocker(CONSUMER_UNKNOWN, node,
+                             "a caller's edit and this site's edit overlap in a "
                              "way the rewrite cannot join: the module stays faithful"))]))
     text = module.render(0, len(source), edits)
     new_module = cst.parse_module(text.encode("utf-8"))
@@ -376,7 +387,7 @@ def _with_hoisting_noted(findings: list[Finding], sites: list[Site], moved: dict
                 f"; built once, at module level as `{moved[key]}` (a shard_map made on each call "
                 "would be traced and compiled again on each call; pmap cached it)")
     return [dataclasses.replace(f, message=f.message + notes[(f.line, f.col)])
-            if f.code == "PM600" and (f.line, f.col) in notes else f for f in findings]
+            if f.code == SITE and (f.line, f.col) in notes else f for f in findings]
 
 
 def _compose(edits: dict, site_edits: dict, module: ModuleInfo) -> tuple[int, int] | None:
@@ -490,12 +501,12 @@ def _callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, Block
                     and isinstance(node.ctx, ast.Load) and not _binds(statement, name):
                 callers.setdefault(statement.name, set()).add(name)
             elif name not in blocked:
-                blocked[name] = Blocker("PM603", node, f"`{name}` is referenced outside a "
+                blocked[name] = Blocker(CALLERS_UNSEEN, node, f"`{name}` is referenced outside a "
                                         "module-level function (or rebound): not every caller "
                                         "can be followed")
     for name, site in sites.items():
         if name not in blocked and not any(name in c for c in callers.values()):
-            blocked[name] = Blocker("PM603", site.node, f"`{name}` has no caller in this "
+            blocked[name] = Blocker(CALLERS_UNSEEN, site.node, f"`{name}` has no caller in this "
                                     "module, so the layouts of its arguments are unknown")
     return callers, blocked
 

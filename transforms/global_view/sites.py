@@ -14,6 +14,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 
+from transforms.codes.global_view import OPTIONS, PMAP_AS_VALUE
+
 PMAP = "jax.pmap"
 PARTIAL = "functools.partial"
 JIT = "jax.jit"
@@ -157,7 +159,8 @@ def find_sites(tree: ast.Module, imported: dict[str, str]) -> tuple[list[Site], 
     for node in ast.walk(tree):
         if id(node) not in claimed and isinstance(node, (ast.Name, ast.Attribute)):
             if dotted(node, imported) == PMAP and isinstance(node.ctx, ast.Load):
-                blockers.append(Blocker("PM601", node, f"this pmap {_unfollowed(node, tree)}: "
+                blockers.append(Blocker(PMAP_AS_VALUE, node,
+                                        f"this pmap {_unfollowed(node, tree)}: "
                                         "kept in the faithful style"))
                 claimed.update(id(n) for n in ast.walk(node))
     return sites, blockers
@@ -297,7 +300,8 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
             target = node.targets[0] if len(node.targets) == 1 else None
             try:
                 if not isinstance(target, ast.Name) or stores.get(target.id) != 1:
-                    raise Blocker("PM601", pmapped, "pmap assigned to a name bound more than once")
+                    raise Blocker(PMAP_AS_VALUE, pmapped,
+                                  "pmap assigned to a name bound more than once")
                 site = _assigned_site(target.id, pmapped, node, imported, functions,
                                       constants, owner=function.name)
                 site.replaced = node.value if node.value is not pmapped else None
@@ -310,7 +314,7 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
                 site = _assigned_site(f"{function.name}:{node.lineno}:{node.col_offset}", node.func,
                                       node, imported, functions, constants, owner=function.name)
                 if site.static:
-                    raise Blocker("PM602", node.func, "static_broadcasted_argnums on a pmap "
+                    raise Blocker(OPTIONS, node.func, "static_broadcasted_argnums on a pmap "
                                   "called where it is built: assign it to a name first")
                 site.inline = True
                 sites.append(site)
@@ -345,10 +349,10 @@ def _assigned_site(name, call, statement, imported, functions, constants, owner=
         bound = [k.arg for k in function.keywords]
         for keyword in function.keywords:
             if not isinstance(keyword.value, (ast.Constant, ast.Name, ast.UnaryOp)):
-                raise Blocker("PM602", keyword.value, "a functools.partial keyword that is not "
+                raise Blocker(OPTIONS, keyword.value, "a functools.partial keyword that is not "
                               "a constant or a name")
     else:
-        raise Blocker("PM602", call, "the mapped function is not a lambda, a module-level def "
+        raise Blocker(OPTIONS, call, "the mapped function is not a lambda, a module-level def "
                       "or functools.partial of one with keywords")
     site = _site(name, call, statement, body, positional, keywords, False, constants, bound)
     site.owner, site.function_node = owner, function
@@ -366,7 +370,7 @@ def _site_of(statement, imported, functions, constants) -> Site | None:
                 site = _site(statement.name, decorator, statement, statement, *options, True,
                              constants)
                 if outer_jit is not None and (site.donate or site.static):
-                    raise Blocker("PM602", outer_jit, "a jax.jit above a pmap with "
+                    raise Blocker(OPTIONS, outer_jit, "a jax.jit above a pmap with "
                                   "donate_argnums or static_broadcasted_argnums")
                 site.outer_jit = outer_jit
                 return site
@@ -376,7 +380,8 @@ def _site_of(statement, imported, functions, constants) -> Site | None:
         if pmapped is None:
             return None
         if len(statement.targets) != 1 or not isinstance(statement.targets[0], ast.Name):
-            raise Blocker("PM601", statement, "pmap assigned to something other than one name")
+            raise Blocker(PMAP_AS_VALUE, statement,
+                          "pmap assigned to something other than one name")
         site = _assigned_site(statement.targets[0].id, pmapped, statement, imported,
                               functions, constants)
         site.replaced = statement.value if statement.value is not pmapped else None
@@ -390,13 +395,13 @@ def _stacked_jit(decorators, index: int, imported) -> ast.AST | None:
     body is a jitted function, traced inside shard_map as it was inside pmap)."""
     for position, decorator in enumerate(decorators):
         if position != index and _is_pmap_decorator(decorator, imported):
-            raise Blocker("PM602", decorators[min(position, index)], "a nested pmap (pmap of "
+            raise Blocker(OPTIONS, decorators[min(position, index)], "a nested pmap (pmap of "
                           "a pmap): the global style does not build a 2-D mesh for it")
         if position != index and dotted(decorator, imported) != JIT:
-            raise Blocker("PM602", decorator, f"pmap stacked with the decorator "
+            raise Blocker(OPTIONS, decorator, f"pmap stacked with the decorator "
                           f"`{ast.unparse(decorator)}` (only a bare @jax.jit is followed)")
     if index > 1:
-        raise Blocker("PM602", decorators[0], "pmap under more than one decorator")
+        raise Blocker(OPTIONS, decorators[0], "pmap under more than one decorator")
     return decorators[0] if index == 1 else None
 
 
@@ -411,18 +416,18 @@ def _site(name, node, statement, body, positional, keywords, decorated, constant
           bound=()) -> Site:
     options = {k.arg: k.value for k in keywords}
     if None in options:
-        raise Blocker("PM602", node, "pmap options passed with **")
+        raise Blocker(OPTIONS, node, "pmap options passed with **")
     if positional:
         if len(positional) > 1:
-            raise Blocker("PM602", node, "pmap options given positionally beyond axis_name")
+            raise Blocker(OPTIONS, node, "pmap options given positionally beyond axis_name")
         options["axis_name"] = positional[0]
     if "backend" in options:
-        raise Blocker("PM602", node, "pmap's backend= picks a platform; the "
+        raise Blocker(OPTIONS, node, "pmap's backend= picks a platform; the "
                       "global mesh is over the default backend's devices (jax.devices()), "
                       "which may not be that platform")
     unsupported = sorted(set(options) - _ALLOWED_OPTIONS)
     if unsupported:
-        raise Blocker("PM602", node, f"pmap option {', '.join(unsupported)} is not supported "
+        raise Blocker(OPTIONS, node, f"pmap option {', '.join(unsupported)} is not supported "
                       "by the global style yet")
     axis = options.get("axis_name")
     if axis is None:
@@ -432,7 +437,7 @@ def _site(name, node, statement, body, positional, keywords, decorated, constant
     elif isinstance(axis, (ast.Name, ast.Attribute)) and ast.unparse(axis) in constants:
         axis_name = constants[ast.unparse(axis)]
     else:
-        raise Blocker("PM602", node, "axis_name is not a string literal or a module or class "
+        raise Blocker(OPTIONS, node, "axis_name is not a string literal or a module or class "
                       "constant")
     out_axes = options.get("out_axes")
     out_tree = None
@@ -447,26 +452,26 @@ def _site(name, node, statement, body, positional, keywords, decorated, constant
     elif out_axes is not None and _is_axis(out_axes, None) and out_axes.value not in (0, None):
         out_tree = out_axes.value
     elif out_axes is not None and not _is_zero_or_none(out_axes):
-        raise Blocker("PM602", node, "out_axes other than an int, None, or a flat tuple or "
+        raise Blocker(OPTIONS, node, "out_axes other than an int, None, or a flat tuple or "
                       "dict of them")
     args = body.args
     signature = [what for what, present in (
         ("*args", args.vararg), ("**kwargs", args.kwarg), ("keyword-only parameters", args.kwonlyargs),
         ("positional-only parameters", args.posonlyargs)) if present]
     if signature:
-        raise Blocker("PM602", node, f"the mapped function has {', '.join(signature)}: pmap maps "
+        raise Blocker(OPTIONS, node, f"the mapped function has {', '.join(signature)}: pmap maps "
                       "them per call, so one in_specs tuple does not describe every call")
     # Defaults are fine: every call must pass every parameter (checked at the calls), so the
     # defaults are never used.
     params = [a.arg for a in args.args]
     if bound:
         if any(b not in params for b in bound) or params[len(params) - len(bound):] != list(bound):
-            raise Blocker("PM602", node, "functools.partial binds parameters other than the last")
+            raise Blocker(OPTIONS, node, "functools.partial binds parameters other than the last")
         params = params[:len(params) - len(bound)]
     in_axes = _in_axes(options.get("in_axes"), len(params), node, body)
     donate = options.get("donate_argnums")
     if donate is not None and not _literal_ints(donate):
-        raise Blocker("PM602", node, "donate_argnums is not a literal int or tuple of ints")
+        raise Blocker(OPTIONS, node, "donate_argnums is not a literal int or tuple of ints")
     static = _static_argnums(options.get("static_broadcasted_argnums"), len(params), bound, node)
     return Site(name, node, statement, body, params, axis_name, in_axes,
                 ast.unparse(donate) if donate is not None else None, decorated,
@@ -491,14 +496,14 @@ def _static_argnums(node, count: int, bound, where) -> tuple[int, ...]:
     if node is None:
         return ()
     if not _literal_ints(node):
-        raise Blocker("PM602", where, "static_broadcasted_argnums is not a literal int or "
+        raise Blocker(OPTIONS, where, "static_broadcasted_argnums is not a literal int or "
                       "tuple of ints")
     values = [node.value] if isinstance(node, ast.Constant) else [e.value for e in node.elts]
     if bound or any(not 0 <= v < count for v in values) or len(set(values)) != len(values):
-        raise Blocker("PM602", where, "static_broadcasted_argnums outside the mapped function's "
+        raise Blocker(OPTIONS, where, "static_broadcasted_argnums outside the mapped function's "
                       "parameters (negative, repeated, or with functools.partial keywords)")
     if len(values) == count:
-        raise Blocker("PM602", where, "every argument is static: pmap maps nothing")
+        raise Blocker(OPTIONS, where, "every argument is static: pmap maps nothing")
     return tuple(sorted(values))
 
 
@@ -512,10 +517,10 @@ def _in_axes(node, count: int, where, body) -> tuple:
     elif isinstance(node, (ast.Tuple, ast.List)) and len(node.elts) == count:
         axes = tuple(e.value if _is_axis(e, None) else _tree_entry(e, where) for e in node.elts)
     else:
-        raise Blocker("PM602", where, "in_axes is not an int, None or a tuple of them (or of "
+        raise Blocker(OPTIONS, where, "in_axes is not an int, None or a tuple of them (or of "
                       "trees of 0 and None)")
     if any(type(a) is int and a >= 1 for a in axes) and isinstance(body, ast.Lambda):
-        raise Blocker("PM602", where, "in_axes other than 0 on a lambda: the slice pmap hands "
+        raise Blocker(OPTIONS, where, "in_axes other than 0 on a lambda: the slice pmap hands "
                       "the body has no size-1 axis, and a lambda has no statement to drop it in")
     return axes
 
@@ -524,7 +529,7 @@ def _tree_entry(element, where):
     """An in_axes entry that is a dict / tuple tree of 0 and None (collapsed when uniform)."""
     tree = _axis_tree(element)
     if tree is _INVALID:
-        raise Blocker("PM602", where, "in_axes entries other than an int, None, or a dict / "
+        raise Blocker(OPTIONS, where, "in_axes entries other than an int, None, or a dict / "
                       "tuple tree of 0 and None")
     leaves = _tree_leaves(tree)
     return leaves[0] if len(set(leaves)) == 1 else tree

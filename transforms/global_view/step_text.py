@@ -9,7 +9,7 @@ jax.numpy code between the steps runs on one device, as it did under pmap.
 
 from __future__ import annotations
 
-LINE_LIMIT = 99
+LINE_LIMIT = 99  # the longest line the global style writes (rewrite.py, multiprocess.py)
 
 # The module-level mesh function every global module gets (rewrite.py adds it once).
 MESH_FUNCTION_TEXT = '''@{functools}.cache

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 
+from transforms.codes.global_view import CONSUMER_UNKNOWN
 from transforms.global_view.layout import MERGED, REPLICATED, OutputLayout
 from transforms.global_view.sites import Blocker
 
@@ -96,7 +97,7 @@ def _layouts_of(kind: Kind, path: str, node) -> list[OutputLayout]:
     if kind.tag == "fields":
         return [layout for step, field in kind.fields for layout in _layouts_of(field, path + step, node)]
     if kind.tag in ("list", "iterator"):
-        raise Blocker("PM605", node, f"returns {_describe(kind)}")
+        raise Blocker(CONSUMER_UNKNOWN, node, f"returns {_describe(kind)}")
     return []
 
 
