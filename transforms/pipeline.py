@@ -67,11 +67,11 @@ def warm_up() -> None:
     """Fill the caches the first file of a process would fill: the rules' hook tables and
     libcst's visit order of every node type. Called before worker processes are forked, so
     they share the result instead of each computing it."""
-    from transforms.rule_runner import _hooks
+    from transforms.rule_runner import rule_hooks
     from transforms.traversal import visit_plan
 
     for rule_class in RULES:
-        _hooks(rule_class)
+        rule_hooks(rule_class)
         rule_class(RuleContext(), DEFAULT_TARGET, Suppressions([]))
     for node_type in vars(cst).values():
         if isinstance(node_type, type) and issubclass(node_type, cst.CSTNode):

@@ -296,7 +296,7 @@ class _ParentRecorder(cst.CSTVisitor):
 
 
 @functools.cache
-def _hooks(rule_class: type) -> tuple[tuple[str, str, str], ...]:
+def rule_hooks(rule_class: type) -> tuple[tuple[str, str, str], ...]:
     """(visit|leave, node type, method name) of every hook the rule class defines itself."""
     hooks = []
     for attribute in dir(rule_class):
@@ -324,7 +324,7 @@ class RuleRunner(cst.CSTTransformer):
         self._visits: dict[type, list[tuple[int, object]]] = {}
         self._leaves: dict[type, list[tuple[int, object]]] = {}
         for index, rule in enumerate(rules):
-            for kind, node_type, attribute in _hooks(type(rule)):
+            for kind, node_type, attribute in rule_hooks(type(rule)):
                 table = self._visits if kind == "visit" else self._leaves
                 table.setdefault(getattr(cst, node_type), []).append((index, getattr(rule, attribute)))
         # Subtrees of whitespace, punctuation and the like are not entered when no rule hooks

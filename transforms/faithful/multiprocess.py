@@ -100,7 +100,7 @@ class MultiProcess(ReportingTransformer):
                 return
             tree = parse_or_none(code.encode("utf-8"))
             table = ImportTable.from_tree(tree)
-        evidence = _first_evidence(tree, table.imported) if tree is not None else None
+        evidence = first_evidence(tree, table.imported) if tree is not None else None
         if evidence is not None:
             self.context.scratch[SCRATCH_KEY] = evidence
 
@@ -110,7 +110,7 @@ _WORDS = re.compile(
 )
 
 
-def _first_evidence(tree: ast.Module, imported: dict[str, str]) -> tuple[int, str] | None:
+def first_evidence(tree: ast.Module, imported: dict[str, str]) -> tuple[int, str] | None:
     """(line, dotted name) of the first multi-process reference, when the module also
     references jax.pmap. Read from the standard `ast` (a fraction of a libcst visit), with
     names resolved through the module's import table (local name -> dotted name)."""

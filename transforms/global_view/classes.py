@@ -30,10 +30,10 @@ from transforms.global_view.sites import (
     PMAP,
     Blocker,
     Site,
-    _assigned_site,
-    _pmap_call,
-    _site,
+    assigned_site,
     dotted,
+    make_site,
+    pmap_call,
     pmap_call_options,
 )
 
@@ -107,7 +107,7 @@ def _held_assignments(cls: ast.ClassDef, imported, factories, claimed):
     found = []
     for node in ast.walk(cls):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            pmapped = _pmap_call(node.value, imported)
+            pmapped = pmap_call(node.value, imported)
             factory = node.value.func.id if isinstance(node.value.func, ast.Name) \
                 and node.value.func.id in factories else None
             if pmapped is not None and id(pmapped.func) not in claimed:
@@ -130,7 +130,7 @@ def _held_site(cls: ast.ClassDef, statement, value, factory, tree, imported, fun
     """The site of one pmap the class holds; a Blocker (at the pmap) naming what keeps it
     faithful otherwise."""
     where = value if factory is None else _returned_pmap(factory, imported)
-    where = _pmap_call(where, imported) or where
+    where = pmap_call(where, imported) or where
     if statement is None:
         raise Blocker(CLASS_HELD, where,
                       f"this pmap is used in the class `{cls.name}` other than as "
@@ -240,7 +240,7 @@ def _called_through_self(cls: ast.ClassDef, attribute: str, tree: ast.Module, wh
 def _init_held(cls, init, value, imported, functions, constants) -> Site:
     """`self.x = jax.pmap(f, ...)` in `__init__`: f a lambda, a module def, a def nested in
     `__init__`, or a bound plain method `self.m`."""
-    call = _pmap_call(value, imported)
+    call = pmap_call(value, imported)
     function, positional, keywords = pmap_call_options(call, imported)
     me = init.args.args[0].arg
     nested = {s.name: s for s in init.body if isinstance(s, ast.FunctionDef)}
@@ -257,16 +257,17 @@ def _init_held(cls, init, value, imported, functions, constants) -> Site:
         unbound.args.args = method.args.args[1:]
         unbound.args.defaults = method.args.defaults[-len(unbound.args.args):] \
             if unbound.args.args else []
-        site = _site(function.attr, call, value, unbound, positional, keywords, False, constants)
+        site = make_site(function.attr, call, value, unbound, positional, keywords, False,
+                         constants)
         site.body, site.function_node = method, function
         site.bound_self = me
     elif isinstance(function, ast.Name) and function.id in nested \
             and _bound_once(init, function.id):
-        site = _site(function.id, call, value, nested[function.id], positional, keywords,
+        site = make_site(function.id, call, value, nested[function.id], positional, keywords,
                      False, constants)
         site.function_node, site.enclosing = function, init
     else:
-        site = _assigned_site(ast.unparse(function) if function else "pmap", call, value,
+        site = assigned_site(ast.unparse(function) if function else "pmap", call, value,
                               imported, functions, constants)
     site.replaced = value if value is not call else None
     return site
@@ -314,11 +315,11 @@ def _factory_held(factory: ast.FunctionDef, value: ast.Call, tree, imported, fun
     scope = {**constants, **local}
     if isinstance(function, ast.Name) and function.id in nested \
             and _bound_once(factory, function.id):
-        site = _site(factory.name, call, factory, nested[function.id], positional, keywords,
+        site = make_site(factory.name, call, factory, nested[function.id], positional, keywords,
                      False, scope)
         site.function_node, site.enclosing = function, factory
     else:
-        site = _assigned_site(factory.name, call, factory, imported, functions, scope)
+        site = assigned_site(factory.name, call, factory, imported, functions, scope)
     site.factory, site.constants = True, local
     for argument in [*value.args, *(k.value for k in value.keywords)]:
         if isinstance(argument, ast.Starred) or value.keywords and any(

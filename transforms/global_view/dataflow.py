@@ -30,8 +30,8 @@ from transforms.global_view.values import (
     DEFAULT_AXIS,
     SAME,
     Kind,
-    _describe,
-    _layouts_of,
+    describe,
+    layouts_of,
     least_rank,
     list_of,
 )
@@ -160,8 +160,8 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, IdiomsMixin):
             return new
         if new.tag == "empty_list" and old.tag in ("list", "same"):
             return old
-        raise Blocker(CONSUMER_UNKNOWN, node, f"`{name}` holds both {_describe(old)} and "
-                      f"{_describe(new)}, depending on the path taken")
+        raise Blocker(CONSUMER_UNKNOWN, node, f"`{name}` holds both {describe(old)} and "
+                      f"{describe(new)}, depending on the path taken")
 
     def _merge(self, a: dict, b: dict, node) -> dict:
         return {name: self._join(a.get(name), b.get(name), name, node) for name in {*a, *b}}
@@ -266,7 +266,7 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, IdiomsMixin):
                 for element_target in target.elts:
                     self._bind(element_target, kind, value)
             else:
-                raise Blocker(CONSUMER_UNKNOWN, target, f"unpacking {_describe(kind)}")
+                raise Blocker(CONSUMER_UNKNOWN, target, f"unpacking {describe(kind)}")
         elif isinstance(target, ast.Attribute) and self._instance_store(target, kind, value):
             pass
         elif isinstance(target, (ast.Subscript, ast.Attribute)):
@@ -313,7 +313,7 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, IdiomsMixin):
         kind = self.eval(node)
         if kind.changed:
             raise Blocker(CONSUMER_UNKNOWN, node,
-                          f"{_describe(kind)} used in a condition or context")
+                          f"{describe(kind)} used in a condition or context")
 
     def _opaque(self, node) -> None:
         """A construct this module does not model: fine only if no per-device value or
@@ -325,7 +325,7 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, IdiomsMixin):
                                   "global style does not follow")
                 if self.kinds.get(child.id, SAME).changed:
                     raise Blocker(CONSUMER_UNKNOWN, child,
-                                  f"`{child.id}` ({_describe(self.kinds[child.id])})"
+                                  f"`{child.id}` ({describe(self.kinds[child.id])})"
                                   f" used in a {type(node).__name__}")
 
     # -- edits ----------------------------------------------------------------------------
@@ -341,7 +341,7 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, IdiomsMixin):
 
     # -- layouts of what this function returns --------------------------------------------
     def _layouts(self) -> tuple[OutputLayout, ...]:
-        found = {tuple(_layouts_of(kind, "", node)) for node, kind in self.returns}
+        found = {tuple(layouts_of(kind, "", node)) for node, kind in self.returns}
         if len(found) > 1:
             raise Blocker(CONSUMER_UNKNOWN, self.function, "its returns have different layouts")
         return found.pop() if found else ()

@@ -24,15 +24,15 @@ from transforms.global_view.values import (
     CONSTANT_FILLS,
     DEVICE_COUNT,
     DEVICES,
+    MERGED_OUT,
     NONE_OUT,
     REPL,
-    MERGED_OUT,
     REPLICATED_OUT,
     SAME,
     SCALARS_OUT,
     STACKED_OUT,
     Kind,
-    _describe,
+    describe,
     least_rank,
     list_of,
     quoted,
@@ -67,7 +67,7 @@ class ExpressionsMixin:
                 return self._shard_data(node.value, _shard_data(node.value), node)
             if self.eval(node.value).changed:
                 raise Blocker(CONSUMER_UNKNOWN, node,
-                              f"`.{node.attr}` of {_describe(self.eval(node.value))}"
+                              f"`.{node.attr}` of {describe(self.eval(node.value))}"
                               " (its layout changes)")
             return SAME
         if isinstance(node, ast.BinOp):
@@ -94,7 +94,7 @@ class ExpressionsMixin:
             return SAME
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.expr) and self.eval(child).changed:
-                raise Blocker(CONSUMER_UNKNOWN, child, f"{_describe(self.eval(child))} in a "
+                raise Blocker(CONSUMER_UNKNOWN, child, f"{describe(self.eval(child))} in a "
                               f"{type(node).__name__} expression")
         return SAME
 
@@ -115,7 +115,7 @@ class ExpressionsMixin:
             return SAME
         if kind.changed:
             raise Blocker(CONSUMER_UNKNOWN, node,
-                          f"`.addressable_shards` of {_describe(kind)} that is "
+                          f"`.addressable_shards` of {describe(kind)} that is "
                           "not known to be placed with P(axis) (its layout changes)")
         return SAME
 
@@ -155,7 +155,7 @@ class ExpressionsMixin:
                 kind = self.eval(argument.value if isinstance(argument, ast.Starred) else argument)
                 if kind.changed:
                     raise Blocker(CONSUMER_UNKNOWN, argument,
-                                  f"{_describe(kind)} passed to the pmap "
+                                  f"{describe(kind)} passed to the pmap "
                                   f"factory `{func.func.id}`")
             return self._site_call(call, self.sites[func.func.id])
         if isinstance(func, ast.Name) and func.id in self.sites:
@@ -197,7 +197,7 @@ class ExpressionsMixin:
         for argument in [*call.args, *(k.value for k in call.keywords)]:
             kind = self.eval(argument.value if isinstance(argument, ast.Starred) else argument)
             if kind.changed:
-                raise Blocker(CONSUMER_UNKNOWN, argument, f"{_describe(kind)} passed to "
+                raise Blocker(CONSUMER_UNKNOWN, argument, f"{describe(kind)} passed to "
                               f"`{ast.unparse(func)}`, which the global style does not follow")
         return SAME
 
@@ -307,7 +307,7 @@ class ExpressionsMixin:
                     raise Blocker(CONSUMER_UNKNOWN, element, "an index into a per-device batch")
             if kind.rank - dropped >= 2 and len(index.elts) - 1 <= kind.rank - 2:
                 return Kind("merged", rank=kind.rank - dropped)
-        raise Blocker(CONSUMER_UNKNOWN, node, f"`{ast.unparse(node)}` indexes {_describe(kind)}")
+        raise Blocker(CONSUMER_UNKNOWN, node, f"`{ast.unparse(node)}` indexes {describe(kind)}")
 
     def _binop(self, node: ast.BinOp) -> Kind:
         left, right = self.eval(node.left), self.eval(node.right)
@@ -328,8 +328,8 @@ class ExpressionsMixin:
             if left.tag == right.tag == "merged" and left.rank == right.rank is not None:
                 return left
         raise Blocker(CONSUMER_UNKNOWN, node,
-                      f"`{ast.unparse(node)}` combines {_describe(left)} and "
-                      f"{_describe(right)}")
+                      f"`{ast.unparse(node)}` combines {describe(left)} and "
+                      f"{describe(right)}")
 
     def _elementwise(self, node, operands) -> Kind:
         """An elementwise comparison or `where` of per-device batches of one known rank and
@@ -440,7 +440,7 @@ class ExpressionsMixin:
         kind = self.eval(node)
         if kind.changed:
             raise Blocker(CONSUMER_UNKNOWN, node,
-                          f"{_describe(kind)} where a plain value is expected")
+                          f"{describe(kind)} where a plain value is expected")
         return SAME
 
     # -- the step itself ------------------------------------------------------------------
@@ -472,7 +472,7 @@ class ExpressionsMixin:
             if position in site.static:  # jit's static argument: no spec, a plain value
                 if kind.changed:
                     raise Blocker(PRODUCER_UNKNOWN, argument, f"static argument {position} of "
-                                  f"{site.label} holds {_describe(kind)}")
+                                  f"{site.label} holds {describe(kind)}")
                 replicated.add(site.params[position])
             elif axis == 0 and kind.scalars and self.per_device_scalars \
                     and leading_axis_transparent(site, self.module.imported):
@@ -490,7 +490,7 @@ class ExpressionsMixin:
             for node in ast.walk(site.function_node):
                 if isinstance(node, ast.Name) and self.kinds.get(node.id, SAME).changed:
                     raise Blocker(CONSUMER_UNKNOWN, node,
-                                  f"`{node.id}` ({_describe(self.kinds[node.id])})"
+                                  f"`{node.id}` ({describe(self.kinds[node.id])})"
                                   f" is closed over by the function `{site.name}` maps")
         specs = tuple(specs)
         if self.specs.setdefault(site.key, specs) != specs:

@@ -25,14 +25,14 @@ from transforms.global_view.values import (
     TREE_MAP,
     UNREPLICATE,
     Kind,
-    _describe,
-    _is_minus_one,
-    _is_row_zero_lambda,
-    _operand,
-    _tuple_text,
+    describe,
+    is_minus_one,
+    is_row_zero_lambda,
     list_of,
+    operand_text,
     placed,
     replicated_operand,
+    tuple_text,
 )
 
 
@@ -82,7 +82,7 @@ class IdiomsMixin:
             if rest is not None:
                 for argument in [*rest, *call.args[1:], *(k.value for k in call.keywords)]:
                     self._need_same(argument)
-                self._edit(shape, _tuple_text([self.render(e) for e in rest]))
+                self._edit(shape, tuple_text([self.render(e) for e in rest]))
                 text = self.render(call)
                 if name.startswith("jax.numpy.") and not text.startswith(
                         f"{self.module.jax}.device_put("):  # on the mesh: _unstacked says why
@@ -98,17 +98,17 @@ class IdiomsMixin:
             self._need_same(call.func.value)
             rest = call.args[1:]
             first = rest[0]
-            if _is_minus_one(first):
+            if is_minus_one(first):
                 merged = ["-1", *(self.render(a) for a in rest[1:])]
             else:
-                merged = [f"{self.render(call.args[0])} * {_operand(self.render(first))}",
+                merged = [f"{self.render(call.args[0])} * {operand_text(self.render(first))}",
                           *(self.render(a) for a in rest[1:])]
             flat = self._flat_count(call.func.value)
-            if len(rest) == 1 and flat is not None and (_is_minus_one(first) or (
+            if len(rest) == 1 and flat is not None and (is_minus_one(first) or (
                     ast.dump(flat[0]) == ast.dump(call.args[0]) and ast.dump(flat[1]) == ast.dump(first))):
                 self._edit(call, self.render(call.func.value))  # already the merged 1-D batch
             else:
-                self._edit(call, f"{_operand(self.render(call.func.value))}"
+                self._edit(call, f"{operand_text(self.render(call.func.value))}"
                                  f".reshape({', '.join(merged)})")
             return Kind("merged", rank=len(call.args))
         if isinstance(call.func, ast.Attribute) and call.func.attr in RNG_DRAWS:
@@ -117,7 +117,8 @@ class IdiomsMixin:
                 self._same(call.func.value)
                 for argument in call.args:
                     self._need_same(argument)
-                merged = [f"{self.render(size.elts[0])} * {_operand(self.render(size.elts[1]))}",
+                rows = operand_text(self.render(size.elts[1]))
+                merged = [f"{self.render(size.elts[0])} * {rows}",
                           *(self.render(e) for e in size.elts[2:])]
                 text = ", ".join(merged) + ("," if len(merged) == 1 else "")
                 self._edit(size, f"({text})")
@@ -268,7 +269,7 @@ class IdiomsMixin:
         if unreplicated and len(call.args) == 1 and not call.keywords:
             return self._row_zero(call, call.args[0])
         if name in TREE_MAP and len(call.args) == 2 and isinstance(call.args[0], ast.Lambda) \
-                and _is_row_zero_lambda(call.args[0]):
+                and is_row_zero_lambda(call.args[0]):
             return self._row_zero(call, call.args[1])
         if name in TREE_MAP and len(call.args) == 2 and not call.keywords \
                 and isinstance(call.args[0], ast.Lambda):
@@ -380,13 +381,13 @@ class IdiomsMixin:
             self.kinds = saved
         if leaf.tag not in ("same", "repl", "merged"):
             raise Blocker(CONSUMER_UNKNOWN, function, f"a tree_map whose function gives back "
-                          f"{_describe(leaf)}")
+                          f"{describe(leaf)}")
         return SAME if leaf.tag == "same" else leaf
 
     def _row_zero(self, call: ast.Call, operand) -> Kind:
         kind = self.eval(operand)
         if kind.tag != "repl" or kind.axis != 0:
-            raise Blocker(CONSUMER_UNKNOWN, call, f"row 0 of {_describe(kind)}: only a replicated "
+            raise Blocker(CONSUMER_UNKNOWN, call, f"row 0 of {describe(kind)}: only a replicated "
                           "output's row 0 becomes direct use")
         self._edit(call, self.render(operand))
         return SAME

@@ -22,7 +22,7 @@ from transforms.codes.global_view import (
 )
 from transforms.global_view.classes import HeldClass
 from transforms.global_view.sites import Blocker, Site
-from transforms.global_view.values import SAME, Kind, _describe
+from transforms.global_view.values import SAME, Kind, describe
 
 
 @dataclasses.dataclass
@@ -249,7 +249,7 @@ class InstancesMixin:
                     kind = self.instances.attributes.get(key, SAME)
                     if kind.changed:
                         raise Blocker(CLASS_HELD, node, f"the method {site.label} maps reads "
-                                      f"`{ast.unparse(node)}`, {_describe(kind)} whose layout the "
+                                      f"`{ast.unparse(node)}`, {describe(kind)} whose layout the "
                                       "migration changes")
         return self._site_call(call, site)
 
@@ -271,7 +271,7 @@ class InstancesMixin:
                 kind = self.eval(argument)
                 if kind.changed:
                     raise Blocker(CONSUMER_UNKNOWN, argument,
-                                  f"{_describe(kind)} passed to the pmap "
+                                  f"{describe(kind)} passed to the pmap "
                                   f"factory `{ast.unparse(value.func)}`")
         for option, node in site.placement.items():
             want = "devices" if option == "devices" else "devcount"
@@ -294,7 +294,7 @@ class InstancesMixin:
                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) \
                         and self.kinds.get(node.id, SAME).changed:
                     raise Blocker(CLASS_HELD, node,
-                                  f"`{node.id}` ({_describe(self.kinds[node.id])}) "
+                                  f"`{node.id}` ({describe(self.kinds[node.id])}) "
                                   f"of `__init__` is closed over by the function {site.label} "
                                   "maps")
 

@@ -33,7 +33,7 @@ from transforms.codes.global_view import (
     SITE,
     UNAVAILABLE,
 )
-from transforms.faithful.multiprocess import _first_evidence
+from transforms.faithful.multiprocess import first_evidence
 from transforms.global_view.classes import class_callers, faithful_class_use
 from transforms.global_view.dataflow import CallerAnalysis, CallerResult
 from transforms.global_view.axes import MESH, fresh_name, module_names
@@ -47,7 +47,7 @@ from transforms.global_view.multiprocess import (
 )
 from transforms.global_view.process_dependence import ProcessDependence
 from transforms.global_view.replication import BodyAnalysis, result_elements
-from transforms.global_view.sites import Blocker, Site, _string_constants, dotted, find_sites
+from transforms.global_view.sites import Blocker, Site, dotted, find_sites, string_constants
 from transforms.global_view.step_text import LINE_LIMIT, MESH_FUNCTION_TEXT, step_def
 from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
@@ -93,7 +93,7 @@ class ModuleInfo:
             s.name for s in tree.body if isinstance(s, ast.FunctionDef) and _is_unreplicate(s, self)
         }
         self._bodies: dict[str, BodyAnalysis] = {}
-        self.constants = _string_constants(tree)
+        self.constants = string_constants(tree)
         self.functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
         self.callers: set[str] = set()  # set once the callers are known
         self.under_other_mesh: set[str] = set()  # sites run on another axis's mesh (axes.py)
@@ -157,7 +157,7 @@ class ModuleInfo:
 
 def _is_unreplicate(function: ast.FunctionDef, module: ModuleInfo) -> bool:
     """`def unreplicate(tree): return jax.tree.map(lambda x: x[0], tree)`."""
-    from transforms.global_view.values import TREE_MAP, _is_row_zero_lambda
+    from transforms.global_view.values import TREE_MAP, is_row_zero_lambda
 
     if len(function.args.args) != 1 or len(function.body) != 1 or function.decorator_list:
         return False
@@ -166,7 +166,7 @@ def _is_unreplicate(function: ast.FunctionDef, module: ModuleInfo) -> bool:
         return False
     call = statement.value
     return (dotted(call.func, module.imported) in TREE_MAP and len(call.args) == 2
-            and isinstance(call.args[0], ast.Lambda) and _is_row_zero_lambda(call.args[0])
+            and isinstance(call.args[0], ast.Lambda) and is_row_zero_lambda(call.args[0])
             and isinstance(call.args[1], ast.Name) and call.args[1].id == function.args.args[0].arg)
 
 
@@ -185,7 +185,7 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     sites = [s for s in sites if s.key not in barriers]
     if not sites and not blockers:
         return GlobalResult(source, [])
-    multiprocess = _first_evidence(tree, table.imported) is not None
+    multiprocess = first_evidence(tree, table.imported) is not None
     module_blocker = _encoding_blocker(source) or _module_blocker(tree, table, target, multiprocess)
     if module_blocker is not None:
         nodes = [s.node for s in sites] + [b.node for b in blockers]

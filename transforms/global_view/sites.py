@@ -114,7 +114,7 @@ def find_sites(tree: ast.Module, imported: dict[str, str]) -> tuple[list[Site], 
     """The qualifying sites, and a blocker for every other pmap reference in the module."""
     sites, blockers, claimed = [], [], set()
     functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
-    constants = _string_constants(tree)
+    constants = string_constants(tree)
     factories = _called_on_the_spot(tree)
     for statement in tree.body:
         if isinstance(statement, ast.FunctionDef) and statement.name in factories \
@@ -216,12 +216,12 @@ def _factory_site(function: ast.FunctionDef, imported, functions, constants) -> 
               and dotted(n, imported) == PMAP and n is not last.value.func]
     if others or any(isinstance(n, ast.Return) for s in function.body[:-1] for n in ast.walk(s)):
         return None
-    site = _assigned_site(function.name, last.value, function, imported, functions, constants)
+    site = assigned_site(function.name, last.value, function, imported, functions, constants)
     site.factory = True
     return site
 
 
-def _string_constants(tree: ast.Module) -> dict[str, str]:
+def string_constants(tree: ast.Module) -> dict[str, str]:
     """Module-level names bound once, to a string literal (`AXIS = "batch"`)."""
     bound: dict[str, list] = {}
     for node in ast.walk(tree):
@@ -295,14 +295,14 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             stores[node.id] = stores.get(node.id, 0) + 1
     for node in ast.walk(function):
-        pmapped = _pmap_call(node.value, imported) if isinstance(node, ast.Assign) else None
+        pmapped = pmap_call(node.value, imported) if isinstance(node, ast.Assign) else None
         if pmapped is not None:
             target = node.targets[0] if len(node.targets) == 1 else None
             try:
                 if not isinstance(target, ast.Name) or stores.get(target.id) != 1:
                     raise Blocker(PMAP_AS_VALUE, pmapped,
                                   "pmap assigned to a name bound more than once")
-                site = _assigned_site(target.id, pmapped, node, imported, functions,
+                site = assigned_site(target.id, pmapped, node, imported, functions,
                                       constants, owner=function.name)
                 site.replaced = node.value if node.value is not pmapped else None
                 sites.append(site)
@@ -311,7 +311,7 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Call) \
                 and dotted(node.func.func, imported) == PMAP:
             try:
-                site = _assigned_site(f"{function.name}:{node.lineno}:{node.col_offset}", node.func,
+                site = assigned_site(f"{function.name}:{node.lineno}:{node.col_offset}", node.func,
                                       node, imported, functions, constants, owner=function.name)
                 if site.static:
                     raise Blocker(OPTIONS, node.func, "static_broadcasted_argnums on a pmap "
@@ -323,7 +323,7 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
     return sites, blockers
 
 
-def _pmap_call(value, imported) -> ast.Call | None:
+def pmap_call(value, imported) -> ast.Call | None:
     """The `jax.pmap(...)` call of `jax.pmap(...)` or of a bare `jax.jit(jax.pmap(...))`."""
     if not isinstance(value, ast.Call):
         return None
@@ -335,7 +335,7 @@ def _pmap_call(value, imported) -> ast.Call | None:
     return None
 
 
-def _assigned_site(name, call, statement, imported, functions, constants, owner=None) -> Site:
+def assigned_site(name, call, statement, imported, functions, constants, owner=None) -> Site:
     function, positional, keywords = pmap_call_options(call, imported)
     bound = []
     if isinstance(function, ast.Lambda):
@@ -354,7 +354,7 @@ def _assigned_site(name, call, statement, imported, functions, constants, owner=
     else:
         raise Blocker(OPTIONS, call, "the mapped function is not a lambda, a module-level def "
                       "or functools.partial of one with keywords")
-    site = _site(name, call, statement, body, positional, keywords, False, constants, bound)
+    site = make_site(name, call, statement, body, positional, keywords, False, constants, bound)
     site.owner, site.function_node = owner, function
     return site
 
@@ -367,7 +367,7 @@ def _site_of(statement, imported, functions, constants) -> Site | None:
                 outer_jit = _stacked_jit(decorators, index, imported)
                 options = ([], []) if not isinstance(decorator, ast.Call) else \
                     pmap_call_options(decorator, imported)[1:]
-                site = _site(statement.name, decorator, statement, statement, *options, True,
+                site = make_site(statement.name, decorator, statement, statement, *options, True,
                              constants)
                 if outer_jit is not None and (site.donate or site.static):
                     raise Blocker(OPTIONS, outer_jit, "a jax.jit above a pmap with "
@@ -376,13 +376,13 @@ def _site_of(statement, imported, functions, constants) -> Site | None:
                 return site
         return None
     if isinstance(statement, ast.Assign):
-        pmapped = _pmap_call(statement.value, imported)
+        pmapped = pmap_call(statement.value, imported)
         if pmapped is None:
             return None
         if len(statement.targets) != 1 or not isinstance(statement.targets[0], ast.Name):
             raise Blocker(PMAP_AS_VALUE, statement,
                           "pmap assigned to something other than one name")
-        site = _assigned_site(statement.targets[0].id, pmapped, statement, imported,
+        site = assigned_site(statement.targets[0].id, pmapped, statement, imported,
                               functions, constants)
         site.replaced = statement.value if statement.value is not pmapped else None
         return site
@@ -412,7 +412,7 @@ def _is_pmap_decorator(decorator, imported) -> bool:
     return dotted(decorator, imported) == PMAP
 
 
-def _site(name, node, statement, body, positional, keywords, decorated, constants,
+def make_site(name, node, statement, body, positional, keywords, decorated, constants,
           bound=()) -> Site:
     options = {k.arg: k.value for k in keywords}
     if None in options:

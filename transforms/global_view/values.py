@@ -89,15 +89,16 @@ def stacked_axis(mode: str) -> int | None:
     return int(mode.split("@")[1]) if mode.startswith(f"{STACKED_OUT}@") else None
 
 
-def _layouts_of(kind: Kind, path: str, node) -> list[OutputLayout]:
+def layouts_of(kind: Kind, path: str, node) -> list[OutputLayout]:
     if kind.tag == "repl":
         return [OutputLayout(path, REPLICATED, kind.axis)]
     if kind.tag == "merged":
         return [OutputLayout(path, MERGED, kind.axis)]
     if kind.tag == "fields":
-        return [layout for step, field in kind.fields for layout in _layouts_of(field, path + step, node)]
+        return [layout for step, field in kind.fields
+                for layout in layouts_of(field, path + step, node)]
     if kind.tag in ("list", "iterator"):
-        raise Blocker(CONSUMER_UNKNOWN, node, f"returns {_describe(kind)}")
+        raise Blocker(CONSUMER_UNKNOWN, node, f"returns {describe(kind)}")
     return []
 
 
@@ -137,7 +138,7 @@ def _pure(node) -> bool:
     return isinstance(node, ast.Name)
 
 
-def _is_row_zero_lambda(function: ast.Lambda) -> bool:
+def is_row_zero_lambda(function: ast.Lambda) -> bool:
     params = [a.arg for a in function.args.args]
     body = function.body
     return (len(params) == 1 and isinstance(body, ast.Subscript)
@@ -146,7 +147,7 @@ def _is_row_zero_lambda(function: ast.Lambda) -> bool:
             and type(body.slice.value) is int)
 
 
-def _is_minus_one(node) -> bool:
+def is_minus_one(node) -> bool:
     return (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
             and isinstance(node.operand, ast.Constant) and node.operand.value == 1
             and type(node.operand.value) is int) or (
@@ -158,11 +159,11 @@ def quoted(text: str) -> str:
     return f'"{text}"' if '"' not in text and "\\" not in text else repr(text)
 
 
-def _tuple_text(items: list[str]) -> str:
+def tuple_text(items: list[str]) -> str:
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
-def _operand(text: str) -> str:
+def operand_text(text: str) -> str:
     """`text` safe as the operand of `*` or `.`: parenthesised unless it is one atom."""
     try:
         node = ast.parse(text, mode="eval").body
@@ -174,7 +175,7 @@ def _operand(text: str) -> str:
     return text if isinstance(node, atoms) else f"({text})"
 
 
-def _describe(kind: Kind) -> str:
+def describe(kind: Kind) -> str:
     return {
         "same": "a plain value",
         "repl": "a replicated stack (pmap's device axis)",
