@@ -36,8 +36,8 @@ from transforms.global_view.values import (
     list_of,
 )
 
-if TYPE_CHECKING:  # rewrite.py imports this module
-    from transforms.global_view.rewrite import ModuleInfo
+if TYPE_CHECKING:
+    from transforms.global_view.module_info import ModuleInfo
 
 
 @dataclasses.dataclass

@@ -1,0 +1,99 @@
+"""Caller discovery: which module-level functions call which global sites, and which pmap
+references cannot be followed to their callers (PM603). Sites and callers fall back together,
+so the driver (rewrite.py) also asks here whether a caller reaches code that stays faithful."""
+
+from __future__ import annotations
+
+import ast
+
+from transforms.codes.global_view import CALLERS_UNSEEN
+from transforms.global_view.classes import class_callers
+from transforms.global_view.sites import Blocker, Site, dotted
+
+
+def callers_of(site: str, callers: dict[str, set[str]]) -> list[str]:
+    return [c for c, called in callers.items() if site in called]
+
+
+def find_callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, Blocker]):
+    """Module-level function -> the sites it calls; sites referenced any other way blocked.
+    `faithful`: module-level pmap names that stay faithful; their callers stay faithful too."""
+    callers: dict[str, set[str]] = {}
+    blocked: dict[str, Blocker] = dict(faithful)
+    for site in sites.values():
+        if site.owner is not None:
+            callers.setdefault(site.owner, set()).add(site.key)
+    module_sites = {s.name: s for s in sites.values() if s.owner is None and not s.holder}
+    held_callers, held_blocked = class_callers(tree, sites.values())
+    for caller, held in held_callers.items():
+        callers.setdefault(caller, set()).update(held)
+    blocked.update({k: b for k, b in held_blocked.items() if k not in blocked})
+    sites = module_sites
+    for statement in tree.body:
+        if isinstance(statement, ast.FunctionDef):
+            for node in ast.walk(statement):
+                if isinstance(node, ast.Name) and node.id in faithful:
+                    callers.setdefault(statement.name, set()).add(node.id)
+    for statement in tree.body:
+        site_here = next((s for s in sites.values() if s.statement is statement), None)
+        for node in ast.walk(statement):
+            if not (isinstance(node, ast.Name) and node.id in sites):
+                continue
+            name = node.id
+            if site_here is not None and site_here.name == name and (
+                    isinstance(node.ctx, ast.Store) or inside(node, site_here.statement)):
+                continue  # the site's own definition
+            if isinstance(statement, ast.FunctionDef) and site_here is None \
+                    and isinstance(node.ctx, ast.Load) and not _binds(statement, name):
+                callers.setdefault(statement.name, set()).add(name)
+            elif name not in blocked:
+                blocked[name] = Blocker(CALLERS_UNSEEN, node, f"`{name}` is referenced outside a "
+                                        "module-level function (or rebound): not every caller "
+                                        "can be followed")
+    for name, site in sites.items():
+        if name not in blocked and not any(name in c for c in callers.values()):
+            blocked[name] = Blocker(CALLERS_UNSEEN, site.node, f"`{name}` has no caller in this "
+                                    "module, so the layouts of its arguments are unknown")
+    return callers, blocked
+
+
+def faithful_callee(function, functions, callers, blocked_callers, imported, seen,
+                     barrier_pmaps=frozenset()):
+    """The first call in `function` of a module function that (itself or through its own
+    calls) keeps pmap code faithful: a blocked caller, or one that mentions jax.pmap without
+    being a caller of global sites. Such code must not run under a global caller's mesh.
+    `barrier_pmaps`: ids of the pmaps of host barriers, which the faithful rules remove."""
+    seen.add(function.name)
+    for node in ast.walk(function):
+        if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+                and node.id in functions and node.id not in seen):  # seen: global sites too
+            continue
+        callee = functions[node.id]
+        mentions_pmap = any(dotted(n, imported) == "jax.pmap" for n in ast.walk(callee)
+                            if isinstance(n, (ast.Name, ast.Attribute))
+                            and id(n) not in barrier_pmaps)
+        if node.id in blocked_callers or (mentions_pmap and node.id not in callers):
+            return node
+        if faithful_callee(callee, functions, callers, blocked_callers, imported, seen,
+                            barrier_pmaps):
+            return node
+    return None
+
+
+def _binds(function: ast.FunctionDef, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
+               for n in ast.walk(function)) or any(a.arg == name for a in ast.walk(function.args)
+                                                   if isinstance(a, ast.arg))
+
+
+def called_function_names(tree) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+    # A function's own definition does not load its name; any load is a use.
+    return names
+
+
+def inside(node, statement) -> bool:
+    return any(child is node for child in ast.walk(statement))

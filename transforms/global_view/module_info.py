@@ -1,0 +1,115 @@
+"""`ModuleInfo`: one module's source, tree and imported names, with the byte spans of its nodes
+and the rendering of edits into them. Built once per module by the driver (rewrite.py) and
+shared by every caller's analysis."""
+
+from __future__ import annotations
+
+import ast
+
+from transforms.global_view.axes import fresh_name, module_names
+from transforms.global_view.replication import BodyAnalysis
+from transforms.global_view.sites import Site, dotted, string_constants
+from transforms.global_view.values import MESH_FUNCTION, TREE_MAP, is_row_zero_lambda
+from transforms.reading.names import ImportTable
+
+
+class ModuleInfo:
+    """The module's source and names, shared by the callers' analyses."""
+
+    def __init__(self, source: bytes, tree: ast.Module, table: ImportTable):
+        self.source = source
+        self.tree = tree
+        # A donating step deletes what it is given. pmap was given a fresh stack (or a copy of
+        # it), never the user's value itself, so producers unstack to a fresh buffer here.
+        self.donating = b"donate_argnums" in source
+        self.imported = table.imported
+        self.table = table
+        self.line_starts = [0]
+        for line in source.splitlines(keepends=True):
+            self.line_starts.append(self.line_starts[-1] + len(line))
+        self.jax = next((name for name, full in table.imported.items() if full == "jax"), "jax")
+        self.unreplicate_helpers = {
+            s.name for s in tree.body if isinstance(s, ast.FunctionDef) and _is_unreplicate(s, self)
+        }
+        self._bodies: dict[str, BodyAnalysis] = {}
+        self.constants = string_constants(tree)
+        self.functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
+        self.callers: set[str] = set()  # set once the callers are known
+        self.under_other_mesh: set[str] = set()  # sites run on another axis's mesh (axes.py)
+        self._taken = module_names(tree)  # what a new module-level name must not shadow
+        self.mesh_function = self.fresh(MESH_FUNCTION)
+        self.loads: dict[str, int] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                self.loads[node.id] = self.loads.get(node.id, 0) + 1
+        self.partial = next((n for n, full in table.imported.items() if full == "functools.partial"),
+                            None) or next((f"{n}.partial" for n, full in table.imported.items()
+                                           if full == "functools"), None)
+        self.partial = self.partial or "functools.partial"
+        self.numpy = next((n for n, full in table.imported.items() if full == "jax.numpy"),
+                          f"{self.jax}.numpy")
+
+    def fresh(self, name: str) -> str:
+        return fresh_name(name, self._taken)
+
+    def span(self, node: ast.AST) -> tuple[int, int]:
+        return (self.line_starts[node.lineno - 1] + node.col_offset,
+                self.line_starts[node.end_lineno - 1] + node.end_col_offset)
+
+    def render(self, start: int, end: int, edits: dict[tuple[int, int], str]) -> str:
+        """Source bytes start:end with the outermost edits inside applied."""
+        out, position = [], start
+        inside = [k for k in edits if start <= k[0] and k[1] <= end and k != (start, end)]
+        for (a, b) in sorted(inside, key=lambda k: (k[0], -k[1])):
+            if a < position:
+                continue  # inside an edit already applied
+            out.append(self.source[position:a].decode("utf-8"))
+            out.append(edits[(a, b)])
+            position = b
+        if (start, end) in edits:
+            return edits[(start, end)]
+        out.append(self.source[position:end].decode("utf-8"))
+        return "".join(out)
+
+    def body_analysis(self, site: Site) -> BodyAnalysis:
+        if site.key not in self._bodies:
+            self._bodies[site.key] = BodyAnalysis(site, self.tree, self.imported, self.constants)
+        return self._bodies[site.key]
+
+    def starts_a_line(self, body) -> bool:
+        """The body's first statement (after a docstring) begins its own line, so a statement
+        can be put before it."""
+        if not isinstance(body, ast.FunctionDef):
+            return False
+        first = first_body_statement(body)
+        start = self.span(first)[0]
+        line_start = self.line_starts[first.lineno - 1]
+        return not self.source[line_start:start].strip()
+
+    def can_stack_results(self, site: Site) -> bool:
+        """Per-device results keep their device axis by an expand at the body's returns;
+        that edit is only made in a body no other code uses."""
+        if site.decorated or isinstance(site.body, ast.Lambda):
+            return True
+        return self.loads.get(site.body.name, 0) == 1
+
+
+def _is_unreplicate(function: ast.FunctionDef, module: ModuleInfo) -> bool:
+    """`def unreplicate(tree): return jax.tree.map(lambda x: x[0], tree)`."""
+    if len(function.args.args) != 1 or len(function.body) != 1 or function.decorator_list:
+        return False
+    statement = function.body[0]
+    if not (isinstance(statement, ast.Return) and isinstance(statement.value, ast.Call)):
+        return False
+    call = statement.value
+    return (dotted(call.func, module.imported) in TREE_MAP and len(call.args) == 2
+            and isinstance(call.args[0], ast.Lambda) and is_row_zero_lambda(call.args[0])
+            and isinstance(call.args[1], ast.Name) and call.args[1].id == function.args.args[0].arg)
+
+
+def first_body_statement(function: ast.FunctionDef) -> ast.stmt:
+    """The statement a squeeze goes before: the first one after a docstring."""
+    statements = function.body
+    docstring = isinstance(statements[0], ast.Expr) and isinstance(
+        statements[0].value, ast.Constant) and isinstance(statements[0].value.value, str)
+    return statements[1] if docstring and len(statements) > 1 else statements[0]

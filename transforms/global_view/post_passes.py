@@ -1,0 +1,132 @@
+"""The libcst passes over the edited module: the mesh bound on entry of each global caller
+(`mesh = _mesh(axis)`), the module's `_mesh` function added once, and the PM600 notes of the
+sites hoist.py moved to module level."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+
+import libcst as cst
+
+from transforms.codes.findings import Finding
+from transforms.codes.global_view import SITE
+from transforms.global_view.axes import MESH
+from transforms.global_view.hoist import inline_key
+from transforms.global_view.sites import Site
+from transforms.global_view.values import quoted
+
+
+def hoist_key(site: Site) -> tuple[str, str] | None:
+    """How hoist.py names a function-local site: (function, local name) when assigned,
+    (function, mapped function's name or lambda text) when inline; None for sites it does not
+    move."""
+    if site.owner is None:
+        return None
+    if not site.inline:
+        return site.owner, site.name
+    key = inline_key(site.function_node)
+    return None if key is None else (site.owner, key)
+
+
+def with_hoisting_noted(findings: list[Finding], sites: list[Site], moved: dict) -> list[Finding]:
+    """PM600 of each site hoist.py moved says where it went, and why."""
+    notes = {}
+    for site in sites:
+        key = hoist_key(site)
+        if key is not None and key in moved:
+            notes[(site.node.lineno, site.node.col_offset + 1)] = (
+                f"; built once, at module level as `{moved[key]}` (a shard_map made on each call "
+                "would be traced and compiled again on each call; pmap cached it)")
+    return [dataclasses.replace(f, message=f.message + notes[(f.line, f.col)])
+            if f.code == SITE and (f.line, f.col) in notes else f for f in findings]
+
+
+class MeshOnEntry(cst.CSTTransformer):
+    """Each global caller that places values binds the mesh they go on, on entry:
+    `mesh = _mesh("batch")` (and `mesh_j = _mesh("j")` for its other axes)."""
+
+    def __init__(self, axes: dict[str, str], mesh_function: str, meshes: dict | None = None):
+        super().__init__()
+        self.axes = axes
+        self.mesh_function = mesh_function
+        self.meshes = meshes or {}  # caller -> ((name, axis), ...) of its other meshes
+        self.depth = 0
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.depth += 1
+        return False
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
+        self.depth -= 1
+        name = original.name.value
+        if self.depth or name not in self.axes or not isinstance(updated.body, cst.IndentedBlock):
+            return updated
+        body = list(updated.body.body)
+        docstring = []
+        if body and _is_docstring(body[0]):
+            docstring = [body.pop(0)]
+        code = cst.Module(body=body).code
+        make = [cst.parse_statement(f"{mesh} = {self.mesh_function}({quoted(axis)})\n")
+                for mesh, axis in ((MESH, self.axes[name]), *self.meshes.get(name, ()))
+                if re.search(rf"(?<![\w.]){re.escape(mesh)}(?!\w)(?!\s*=[^=])", code)]
+        if not make:
+            return updated
+        return updated.with_changes(body=updated.body.with_changes(body=[*docstring, *make, *body]))
+
+
+class MeshFunction(cst.CSTTransformer):
+    """The module's `_mesh(axis_name)`, once, above its first function or class."""
+
+    def __init__(self, text: str, import_functools: bool):
+        super().__init__()
+        self.statements = cst.parse_module(text).body
+        self.import_functools = import_functools
+
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        body = list(updated.body)
+        if self.import_functools:
+            body = _with_functools(body)
+        at = next((i for i, s in enumerate(body) if isinstance(s, (cst.FunctionDef, cst.ClassDef))),
+                  len(body))
+        first = self.statements[0]
+        first = first.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()]) if at else first
+        moved = body[at].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(),
+                                                      *_comments(body[at])]) if at < len(body) else None
+        rest = [moved, *body[at + 1:]] if moved is not None else []
+        return updated.with_changes(body=[*body[:at], first, *self.statements[1:], *rest])
+
+
+def _with_functools(body: list) -> list:
+    """`import functools` first among the module's imports (after `__future__` ones), in the
+    standard library's group: a blank line follows it when the next import is not stdlib."""
+    def imported(statement) -> str | None:
+        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+            return None
+        node = statement.body[0]
+        if isinstance(node, cst.Import):
+            return cst.Module(body=[]).code_for_node(node.names[0].name).split(".")[0]
+        if isinstance(node, cst.ImportFrom) and node.module is not None and not node.relative:
+            return cst.Module(body=[]).code_for_node(node.module).split(".")[0]
+        return None
+
+    at = next((i for i, s in enumerate(body) if imported(s) not in (None, "__future__")), None)
+    if at is None:
+        return body
+    first = body[at]
+    line = cst.parse_statement("import functools\n").with_changes(leading_lines=first.leading_lines)
+    if imported(first) in sys.stdlib_module_names:
+        return [*body[:at], line, first.with_changes(leading_lines=[]), *body[at + 1:]]
+    return [*body[:at], line, first.with_changes(leading_lines=[cst.EmptyLine()]), *body[at + 1:]]
+
+
+def _comments(statement) -> list:
+    """The comment lines right above a statement (its blank lines are re-made)."""
+    return [line for line in statement.leading_lines if line.comment is not None]
+
+
+def _is_docstring(statement) -> bool:
+    return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr)
+            and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))

@@ -1,0 +1,275 @@
+"""The text of a global site: `jax.jit(jax.shard_map(body, mesh=_mesh(axis), in_specs,
+out_specs, check_vma=False))` in place of the pmap (a jitted def at module level and for
+decorated sites, step_text.py), the expands and squeezes its body needs, and the composition
+of these edits with the callers' edits (`compose`)."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from transforms.global_view.dataflow import CallerResult
+from transforms.global_view.module_info import ModuleInfo, first_body_statement
+from transforms.global_view.replication import result_elements
+from transforms.global_view.sites import Site
+from transforms.global_view.step_text import LINE_LIMIT, step_def
+from transforms.global_view.values import (
+    AXIS_PLACEHOLDER,
+    MERGED_OUT,
+    SCALARS_OUT,
+    quoted,
+    stacked_axis,
+    tuple_text,
+)
+
+
+def compose(edits: dict, site_edits: dict, module: ModuleInfo) -> tuple[int, int] | None:
+    """Add the sites' edits to the callers' edits (in place). A caller's edit may contain a
+    site (`jax.pmap(f)(x)[0]` becomes direct use around the inline site): its text holds the
+    site's source verbatim, which is replaced by the site's text. Returns the span of an
+    overlap that cannot be joined so (None when all joined)."""
+    callers = list(edits)  # the sites' own edits never overlap each other
+    for span, text in sorted(site_edits.items()):
+        outer = [c for c in callers if within(span, c) and c != span]
+        inner = [c for c in callers if within(c, span) and c != span and span[0] != span[1]]
+        crossing = [c for c in callers if c[0] < span[1] and span[0] < c[1] and c not in outer
+                    and c not in inner]
+        if inner or crossing or (span in edits and edits[span] != text):
+            return span
+        original = module.source[span[0]:span[1]].decode("utf-8")
+        for container in outer:
+            if edits[container].count(original) != 1 or span[0] == span[1]:
+                return span
+            edits[container] = edits[container].replace(original, text)
+        if not outer:
+            edits[span] = text
+    return None
+
+
+def site_usage(result: CallerResult, key: str) -> tuple[tuple[str, ...], str, str]:
+    """(in_specs, result mode, mesh axis) of a site as one caller uses it."""
+    own = result.site_axes.get(key, result.axis)  # the axis of the mesh the site runs under
+    return tuple(s.replace(AXIS_PLACEHOLDER, quoted(own)) for s in result.specs[key]), \
+        result.modes[key], own
+
+
+def out_specs_text(site: Site, mode, axis: str) -> str:
+    """out_specs text: P() for replicated results, P(axis) (after pmap's out_axes position of
+    Nones) for results that keep their device axis; a tuple / dict of them for out_axes trees."""
+    def spec(one_mode: str) -> str:
+        if one_mode in (MERGED_OUT, SCALARS_OUT):  # leading axis: the merged device axis
+            return f"P({quoted(axis)})"
+        at = stacked_axis(one_mode)
+        return "P()" if at is None else f"P({'None, ' * at}{quoted(axis)})"
+
+    if isinstance(mode, tuple) and isinstance(site.out_tree, dict):
+        return "{" + ", ".join(f"{quoted(k)}: {spec(m)}" for k, m in zip(site.out_tree, mode)) + "}"
+    if isinstance(mode, tuple):
+        return tuple_text([spec(m) for m in mode])
+    return spec(mode)
+
+
+def global_site_edits(site: Site, specs, out_specs: str, mode: str, module: ModuleInfo,
+                axis: str) -> dict:
+    """The edits of one global site: its pmap expression, and with per-device results an
+    expand of every value the body returns (pmap's stacked output layout, kept)."""
+    body_edits = {}
+    values = [site.body.body] if isinstance(site.body, ast.Lambda) else [
+        node.value for node in _own_returns(site.body) if node.value is not None]
+    for value in values:
+        if isinstance(mode, tuple):  # out_axes=(0, None, ...) / {...}: every return is such
+            keys = list(range(len(mode))) if isinstance(site.out_tree, tuple) else list(site.out_tree)
+            elements = result_elements(value, keys)
+            for key, element_mode in zip(keys, mode):
+                if stacked_axis(element_mode) is not None:
+                    body_edits[module.span(elements[key])] = _expanded(
+                        module, elements[key], stacked_axis(element_mode))
+        elif stacked_axis(mode) is not None:
+            body_edits[module.span(value)] = _expanded(module, value, stacked_axis(mode))
+        if not isinstance(site.body, ast.Lambda):
+            _fit_return(module, value, body_edits, stacked_axis(mode) if isinstance(mode, str)
+                        else None)
+    body_edits.update(_squeeze_edits(site, module))
+    options = _options(specs, out_specs, module, axis)
+    if site.decorated:
+        return {**body_edits, **_decorated_def_edits(site, options, module)}
+    at_module_level = site.owner is None and not site.holder and not site.factory
+    built = module.span(site.statement if site.static or at_module_level else site.built)
+    inside = {k: v for k, v in body_edits.items() if within(k, built)}
+    outside = {k: v for k, v in body_edits.items() if k not in inside}
+    if site.static or at_module_level:
+        return {**outside, built: _step_def(site, options, module, inside)}
+    return {**outside, built: _site_text(site, options, module, inside)}
+
+
+def _options(specs, out_specs: str, module: ModuleInfo, axis: str) -> list[str]:
+    """shard_map's keyword arguments: the site's mesh, specs and check_vma=False."""
+    return [f"mesh={module.mesh_function}({quoted(axis)})", f"in_specs={tuple_text(specs)}",
+            f"out_specs={out_specs}", "check_vma=False"]
+
+
+def _fit_return(module: ModuleInfo, value, edits: dict, whole_axis: int | None) -> None:
+    """Keep a returned value's line within the limit once its results are expanded: a
+    tuple / dict literal gets one result per line, a whole expanded value moves into the
+    tree.map call's own lines (edits is changed in place)."""
+    start, end = module.span(value)
+    if value.lineno != value.end_lineno or not any(within(k, (start, end)) for k in edits):
+        return
+    line_start = module.line_starts[value.lineno - 1]
+    line_end = module.line_starts[value.lineno] if value.lineno < len(module.line_starts) - 1 \
+        else len(module.source)
+    before = module.source[line_start:start].decode("utf-8")
+    after = module.source[end:line_end].decode("utf-8").rstrip("\n")
+    if len(before) + len(module.render(start, end, edits)) + len(after) <= LINE_LIMIT:
+        return
+    text = _multiline(module, value, edits, " " * (len(before) - len(before.lstrip())),
+                      whole_axis)
+    if text is None:
+        return
+    for key in [k for k in edits if within(k, (start, end))]:
+        del edits[key]
+    edits[(start, end)] = text
+
+
+def _multiline(module: ModuleInfo, value, edits: dict, indent: str, whole_axis: int | None):
+    """`value` with its edits, spread over lines indented from `indent`: one result per line
+    for a tuple / dict literal, or the whole expand call's arguments on their own line."""
+    start, end = module.span(value)
+    inner = indent + "    "
+    if isinstance(value, (ast.Tuple, ast.Dict)) and (start, end) not in edits:
+        if isinstance(value, ast.Tuple):
+            lines = [module.render(*module.span(e), edits) for e in value.elts]
+            opening, closing = "(", ")"
+        else:
+            lines = [f"{module.render(*module.span(k), edits)}: "
+                     f"{module.render(*module.span(v), edits)}"
+                     for k, v in zip(value.keys, value.values)]
+            opening, closing = "{", "}"
+        text = opening + "\n" + "".join(f"{inner}{line},\n" for line in lines) + indent + closing
+    elif (start, end) in edits and whole_axis is not None:
+        text = (f"{module.jax}.tree.map(\n{inner}lambda y: {module.numpy}.expand_dims(y, "
+                f"{whole_axis}), {_argument_text(module, value)}\n{indent})")
+    else:
+        return None
+    return text
+
+
+def _squeeze_edits(site: Site, module: ModuleInfo) -> dict:
+    """in_axes k >= 1: shard_map hands the body a block with a size-1 axis k where pmap
+    handed it the slice without that axis, so the body's first statement drops it."""
+    squeezed = [(p, a) for i, (p, a) in enumerate(zip(site.params, site.in_axes))
+                if type(a) is int and a >= 1 and i not in site.static]
+    if not squeezed:
+        return {}
+    first = first_body_statement(site.body)
+    start = module.span(first)[0]
+    indent = " " * first.col_offset
+    text = "".join(f"{p} = {module.jax}.tree.map(lambda y: {module.numpy}.squeeze(y, {a}), {p})"
+                   f"\n{indent}" for p, a in squeezed)
+    return {(start, start): text}
+
+
+def _expanded(module: ModuleInfo, value: ast.AST, axis: int = 0) -> str:
+    """`value` (a result or a tree of them) with pmap's device axis put back at `axis`."""
+    text = _argument_text(module, value)
+    return f"{module.jax}.tree.map(lambda y: {module.numpy}.expand_dims(y, {axis}), {text})"
+
+
+def _argument_text(module: ModuleInfo, value: ast.AST) -> str:
+    """The source of `value`, safe as one argument of a call."""
+    text = _source(module, value)
+    if isinstance(value, ast.Tuple) and not text.startswith("("):
+        text = f"({text})"  # an unparenthesised tuple would become several arguments
+    return text
+
+
+def _decorated_def_edits(site: Site, options: list[str], module: ModuleInfo) -> dict:
+    """A decorated site: the body keeps its def under a private name, and a jitted def of the
+    public name, with pmap's donation and static numbering, hands the mapped arguments to
+    shard_map (static ones reach the body by closure, as plain values)."""
+    lines = module.line_starts
+    first = site.outer_jit or site.node
+    start = lines[first.lineno - 1]
+    remove_decorators = {(start, lines[site.node.end_lineno]): ""}
+    statement = site.statement
+    header = module.source[module.span(statement)[0]:].decode("utf-8")
+    name_at = module.span(statement)[0] + re.match(r"def\s+", header).end()  # ASCII up to here
+    private = module.fresh(f"_{site.name}")
+    rename = {(name_at, name_at + len(site.name)): private}
+    end = module.span(statement)[1]
+    wrapper = _step_def(site, options, module, {}, private)
+    return {**remove_decorators, **rename, (end, end): "\n\n\n" + wrapper}
+
+
+def _step_def(site: Site, options: list[str], module: ModuleInfo, inner_edits: dict,
+              private: str | None = None) -> str:
+    """`@jax.jit` (pmap's static and donated numbering) over `def name(params)` returning
+    shard_map of the body (of a lambda of the mapped parameters only, with static ones)."""
+    params = ", ".join(site.params)
+    mapped = ", ".join(p for i, p in enumerate(site.params) if i not in site.static)
+    if private is not None:
+        inner = f"lambda {mapped}: {private}({params})" if site.static else private
+    elif isinstance(site.function_node, ast.Lambda) and site.static:
+        inner = f"lambda {mapped}: {module.render(*module.span(site.body.body), inner_edits)}"
+    else:
+        function = module.render(*module.span(site.function_node), inner_edits)
+        simple = isinstance(site.function_node, (ast.Name, ast.Lambda, ast.Attribute))
+        callee = function if simple else f"({function})"
+        inner = f"lambda {mapped}: {callee}({params})" if site.static else function
+    jit_options = []
+    if site.static:
+        static = site.static[0] if len(site.static) == 1 else tuple_text([str(i) for i in site.static])
+        jit_options.append(f"static_argnums={static}")
+    if site.donate:
+        jit_options.append(f"donate_argnums={site.donate}")
+    line = module.source.splitlines()[site.statement.lineno - 1].decode("utf-8")
+    indent = line[:len(line) - len(line.lstrip())]
+    return step_def(site.name, params, inner, options, mapped, module.jax, module.partial,
+                    jit_options, indent)
+
+
+def within(span, outer) -> bool:
+    return outer[0] <= span[0] and span[1] <= outer[1]
+
+
+def _source(module: ModuleInfo, node) -> str:
+    start, end = module.span(node)
+    return module.source[start:end].decode("utf-8")
+
+
+def _own_returns(function: ast.FunctionDef):
+    """The function's return statements, not those of functions nested in it."""
+    stack = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return):
+            yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _site_text(site: Site, options: list[str], module: ModuleInfo, inner_edits: dict) -> str:
+    """`jax.jit(jax.shard_map(f, mesh=..., ...))` where the site is built inside a function
+    (the mesh is built when that code runs)."""
+    jax = module.jax
+    function = module.render(*module.span(site.node.args[0]), inner_edits)
+    donate = f", donate_argnums={site.donate}" if site.donate else ""
+    joined = ", ".join(options)
+    text = f"{jax}.jit({jax}.shard_map({function}, {joined}){donate})"
+    line = module.source.splitlines()[site.built.lineno - 1].decode("utf-8")
+    indent = line[:len(line) - len(line.lstrip())]
+    column = site.built.col_offset
+    if column + len(text) > LINE_LIMIT and "\n" not in function:
+        pad = indent + "    "
+        lambda_node = site.node.args[0]
+        if isinstance(lambda_node, ast.Lambda) and len(pad) + len(function) + 1 > \
+                LINE_LIMIT and lambda_node.lineno == lambda_node.end_lineno:
+            body = _multiline(module, lambda_node.body, inner_edits, pad, None)
+            if body is not None:
+                head = module.source[module.span(lambda_node)[0]:module.span(lambda_node.body)[0]]
+                function = head.decode("utf-8") + body
+        if len(pad) + len(joined) + 1 > LINE_LIMIT:
+            joined = f",\n{pad}".join(options)
+        text = f"{jax}.jit({jax}.shard_map(\n{pad}{function},\n{pad}{joined},\n{indent}){donate})"
+    return text
