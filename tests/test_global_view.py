@@ -393,7 +393,7 @@ def test_a_consumer_of_the_device_axis_keeps_the_stacked_layout():
 
 def test_least_ranks_of_results():
     from transforms.global_view.ranks import least_result_ranks
-    from transforms.global_view.sites import find_sites
+    from transforms.global_view.site_discovery import find_sites
     from transforms.reading.names import ImportTable
 
     source = '''import jax
@@ -439,7 +439,7 @@ def test_a_factory_used_as_a_value_stays_faithful():
 
 def test_per_device_scalars_need_an_elementwise_body():
     from transforms.global_view.ranks import leading_axis_transparent
-    from transforms.global_view.sites import find_sites
+    from transforms.global_view.site_discovery import find_sites
     from transforms.reading.names import ImportTable
 
     def transparent(body: str) -> bool:

@@ -58,7 +58,7 @@ def find_callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, B
 
 
 def faithful_callee(function, functions, callers, blocked_callers, imported, seen,
-                     barrier_pmaps=frozenset()):
+                    barrier_pmaps=frozenset()):
     """The first call in `function` of a module function that (itself or through its own
     calls) keeps pmap code faithful: a blocked caller, or one that mentions jax.pmap without
     being a caller of global sites. Such code must not run under a global caller's mesh.
@@ -75,7 +75,7 @@ def faithful_callee(function, functions, callers, blocked_callers, imported, see
         if node.id in blocked_callers or (mentions_pmap and node.id not in callers):
             return node
         if faithful_callee(callee, functions, callers, blocked_callers, imported, seen,
-                            barrier_pmaps):
+                           barrier_pmaps):
             return node
     return None
 

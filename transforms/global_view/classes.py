@@ -26,16 +26,8 @@ import copy
 import dataclasses
 
 from transforms.codes.global_view import CALLERS_UNSEEN, CLASS_HELD, OPTIONS
-from transforms.global_view.sites import (
-    PMAP,
-    Blocker,
-    Site,
-    assigned_site,
-    dotted,
-    make_site,
-    pmap_call,
-    pmap_call_options,
-)
+from transforms.global_view.site_options import assigned_site, make_site
+from transforms.global_view.sites import PMAP, Blocker, Site, dotted, pmap_call, pmap_call_options
 
 # Special methods run only by explicit calls the analysis sees (or by printing, which it
 # refuses for instances as an escape).
@@ -264,11 +256,11 @@ def _init_held(cls, init, value, imported, functions, constants) -> Site:
     elif isinstance(function, ast.Name) and function.id in nested \
             and _bound_once(init, function.id):
         site = make_site(function.id, call, value, nested[function.id], positional, keywords,
-                     False, constants)
+                         False, constants)
         site.function_node, site.enclosing = function, init
     else:
         site = assigned_site(ast.unparse(function) if function else "pmap", call, value,
-                              imported, functions, constants)
+                             imported, functions, constants)
     site.replaced = value if value is not call else None
     return site
 
@@ -316,7 +308,7 @@ def _factory_held(factory: ast.FunctionDef, value: ast.Call, tree, imported, fun
     if isinstance(function, ast.Name) and function.id in nested \
             and _bound_once(factory, function.id):
         site = make_site(factory.name, call, factory, nested[function.id], positional, keywords,
-                     False, scope)
+                         False, scope)
         site.function_node, site.enclosing = function, factory
     else:
         site = assigned_site(factory.name, call, factory, imported, functions, scope)

@@ -8,7 +8,8 @@ import ast
 
 from transforms.global_view.axes import fresh_name, module_names
 from transforms.global_view.replication import BodyAnalysis
-from transforms.global_view.sites import Site, dotted, string_constants
+from transforms.global_view.site_options import string_constants
+from transforms.global_view.sites import Site, dotted
 from transforms.global_view.values import MESH_FUNCTION, TREE_MAP, is_row_zero_lambda
 from transforms.reading.names import ImportTable
 

@@ -64,7 +64,8 @@ from transforms.global_view.site_edits import (
     site_usage,
     within,
 )
-from transforms.global_view.sites import Blocker, Site, find_sites
+from transforms.global_view.site_discovery import find_sites
+from transforms.global_view.sites import Blocker, Site
 from transforms.global_view.step_text import MESH_FUNCTION_TEXT
 from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
@@ -168,7 +169,8 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
                     changed = True
         # A site's in_specs, result mode and mesh axis must agree across its callers.
         for name in by_name:
-            seen = {site_usage(results[c], name) for c in callers_of(name, callers) if c in results}
+            seen = {site_usage(results[c], name) for c in callers_of(name, callers)
+                    if c in results}
             if len(seen) > 1 and name not in blocked:
                 blocked[name] = Blocker(PRODUCER_UNKNOWN, by_name[name].node,
                                         f"{by_name[name].label} is called with different layouts")
@@ -208,7 +210,8 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     module.under_other_mesh = {key for r in results.values() for key, axis in r.site_axes.items()
                                if axis != r.axis}
     for site in global_sites:
-        specs, mode, axis = site_usage(next(results[c] for c in callers_of(site.key, callers)), site.key)
+        first_caller = next(results[c] for c in callers_of(site.key, callers))
+        specs, mode, axis = site_usage(first_caller, site.key)
         modes = mode if isinstance(mode, tuple) else (mode,)
         out_specs = out_specs_text(site, mode, axis)
         site_edits.update(global_site_edits(site, specs, out_specs, mode, module, axis))
@@ -256,8 +259,8 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     text = module.render(0, len(source), edits)
     new_module = cst.parse_module(text.encode("utf-8"))
     new_module = new_module.visit(MeshOnEntry({c: r.axis for c, r in results.items()},
-                                               module.mesh_function,
-                                               {c: r.meshes for c, r in results.items()}))
+                                              module.mesh_function,
+                                              {c: r.meshes for c, r in results.items()}))
     functools = next((n for n, full in table.imported.items() if full == "functools"), None)
     new_module = new_module.visit(MeshFunction(MESH_FUNCTION_TEXT.format(
         functools=functools or "functools", name=module.mesh_function, jax=module.jax),

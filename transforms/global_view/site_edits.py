@@ -70,7 +70,7 @@ def out_specs_text(site: Site, mode, axis: str) -> str:
 
 
 def global_site_edits(site: Site, specs, out_specs: str, mode: str, module: ModuleInfo,
-                axis: str) -> dict:
+                      axis: str) -> dict:
     """The edits of one global site: its pmap expression, and with per-device results an
     expand of every value the body returns (pmap's stacked output layout, kept)."""
     body_edits = {}
@@ -218,7 +218,8 @@ def _step_def(site: Site, options: list[str], module: ModuleInfo, inner_edits: d
         inner = f"lambda {mapped}: {callee}({params})" if site.static else function
     jit_options = []
     if site.static:
-        static = site.static[0] if len(site.static) == 1 else tuple_text([str(i) for i in site.static])
+        static = site.static[0] if len(site.static) == 1 else \
+            tuple_text([str(i) for i in site.static])
         jit_options.append(f"static_argnums={static}")
     if site.donate:
         jit_options.append(f"donate_argnums={site.donate}")

@@ -1,0 +1,227 @@
+"""Which pmap sites of a module the global style can take (`find_sites`), read with `ast`.
+
+A site qualifies when it is a module-level `def` decorated with `jax.pmap` or
+`functools.partial(jax.pmap, ...)` (a bare `@jax.jit` may sit above or below it: jit of
+jit is jit), or a `name = jax.pmap(fn, ...)` (or `jax.jit(jax.pmap(fn, ...))`) of a lambda or
+a module-level function, with a literal string `axis_name` (or a module / class constant),
+`in_axes` of 0 / None per argument (or trees of one of them), `out_axes` 0 / None or a tuple
+of them, literal `donate_argnums` and `static_broadcasted_argnums`. Anything else is a
+`Blocker` the report names.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from transforms.codes.global_view import OPTIONS, PMAP_AS_VALUE
+from transforms.global_view.classes import find_class_sites
+from transforms.global_view.site_options import assigned_site, make_site, string_constants
+from transforms.global_view.sites import (
+    JIT,
+    PARTIAL,
+    PMAP,
+    Blocker,
+    Site,
+    dotted,
+    pmap_call,
+    pmap_call_options,
+)
+
+
+def find_sites(tree: ast.Module, imported: dict[str, str]) -> tuple[list[Site], list[Blocker]]:
+    """The qualifying sites, and a blocker for every other pmap reference in the module."""
+    sites, blockers, claimed = [], [], set()
+    functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
+    constants = string_constants(tree)
+    factories = _called_on_the_spot(tree)
+    for statement in tree.body:
+        if isinstance(statement, ast.FunctionDef) and statement.name in factories \
+                and not statement.decorator_list:
+            try:
+                site = _factory_site(statement, imported, functions, constants)
+            except Blocker as blocker:
+                blockers.append(blocker)
+                claimed.update(id(n) for n in ast.walk(blocker.node))
+                site = None
+            if site is not None:
+                sites.append(site)
+                claimed.update(id(n) for n in ast.walk(site.node.func))
+                continue
+        if isinstance(statement, ast.FunctionDef) and not statement.decorator_list:
+            local, local_blockers = _local_sites(statement, imported, functions, constants)
+            sites += local
+            blockers += local_blockers
+            for site in local:
+                claimed.update(id(n) for n in ast.walk(site.node.func))
+            for blocker in local_blockers:
+                claimed.update(id(n) for n in ast.walk(blocker.node))
+            continue
+        try:
+            site = _site_of(statement, imported, functions, constants)
+        except Blocker as blocker:
+            blockers.append(blocker)
+            claimed.update(id(n) for n in ast.walk(statement))
+            name = statement.name if isinstance(statement, ast.FunctionDef) else \
+                getattr(statement.targets[0], "id", None) if isinstance(statement, ast.Assign) else None
+            if name:
+                blocker.names.append(name)
+            continue
+        if site is not None:
+            sites.append(site)
+            claimed.update(id(n) for n in ast.walk(site.node))
+    held, held_blockers = find_class_sites(tree, imported, functions, constants, claimed)
+    sites += held
+    blockers += held_blockers
+    for node in ast.walk(tree):
+        if id(node) not in claimed and isinstance(node, (ast.Name, ast.Attribute)):
+            if dotted(node, imported) == PMAP and isinstance(node.ctx, ast.Load):
+                blockers.append(Blocker(PMAP_AS_VALUE, node,
+                                        f"this pmap {_unfollowed(node, tree)}: "
+                                        "kept in the faithful style"))
+                claimed.update(id(n) for n in ast.walk(node))
+    return sites, blockers
+
+
+def _unfollowed(pmap: ast.AST, tree: ast.Module) -> str:
+    """Why a pmap reference is none of the shapes the global style follows, in the terms of
+    where it stands: used as a value, wrapped in another call, or built in a function or
+    class whose result is kept as a value."""
+    parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    parent = parents.get(id(pmap))
+    if not (isinstance(parent, ast.Call) and parent.func is pmap):
+        return "is used as a value (passed, stored or returned without being called)"
+    outer = parents.get(id(parent))
+    scope = next((s for s in tree.body if any(n is pmap for n in ast.walk(s))), None)
+    if isinstance(outer, ast.Call) and parent in outer.args:
+        where = f"wrapped in `{ast.unparse(outer.func)}(...)`"
+    elif isinstance(scope, ast.ClassDef):
+        return (f"is built in the class `{scope.name}` other than as `self.<name> = "
+                "jax.pmap(...)` in its `__init__`")
+    elif isinstance(scope, ast.FunctionDef):
+        where = f"built in the function `{scope.name}`"
+    else:
+        return "is built at module level other than as `name = jax.pmap(...)` or a decorator"
+    if isinstance(scope, ast.FunctionDef) and isinstance(outer, ast.Return):
+        return (f"is returned by `{scope.name}`, whose result is kept as a value rather than "
+                f"called on the spot (`{scope.name}(...)(x)`) or held by a class")
+    return f"is {where}, and the global style does not follow what is done with it"
+
+
+def _called_on_the_spot(tree: ast.Module) -> set[str]:
+    """Names whose every load is `name(...)(...)`: the result is called where it is made."""
+    spot = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Call) \
+                and isinstance(node.func.func, ast.Name):
+            spot.add(id(node.func.func))
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) in spot}
+    loads_elsewhere = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+                       and isinstance(n.ctx, ast.Load) and id(n) not in spot}
+    return names - loads_elsewhere
+
+
+def _factory_site(function: ast.FunctionDef, imported, functions, constants) -> Site | None:
+    """`def ring_shift(n): perm = ...; return jax.pmap(lambda x: ..., ...)` whose only pmap is
+    the one it returns, called as `ring_shift(n)(x)`: a site whose callers are those calls'
+    functions. It closes over the factory's own locals, never over a caller's values."""
+    last = function.body[-1] if function.body else None
+    if not (isinstance(last, ast.Return) and isinstance(last.value, ast.Call)
+            and dotted(last.value.func, imported) == PMAP):
+        return None
+    others = [n for n in ast.walk(function) if isinstance(n, (ast.Name, ast.Attribute))
+              and dotted(n, imported) == PMAP and n is not last.value.func]
+    if others or any(isinstance(n, ast.Return) for s in function.body[:-1] for n in ast.walk(s)):
+        return None
+    site = assigned_site(function.name, last.value, function, imported, functions, constants)
+    site.factory = True
+    return site
+
+
+def _local_sites(function: ast.FunctionDef, imported, functions, constants):
+    """Sites built inside a module-level function: `p = jax.pmap(f, ...)` (p bound once, and
+    only called) and `jax.pmap(f, ...)(args)`."""
+    sites, blockers = [], []
+    stores: dict[str, int] = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            stores[node.id] = stores.get(node.id, 0) + 1
+    for node in ast.walk(function):
+        pmapped = pmap_call(node.value, imported) if isinstance(node, ast.Assign) else None
+        if pmapped is not None:
+            target = node.targets[0] if len(node.targets) == 1 else None
+            try:
+                if not isinstance(target, ast.Name) or stores.get(target.id) != 1:
+                    raise Blocker(PMAP_AS_VALUE, pmapped,
+                                  "pmap assigned to a name bound more than once")
+                site = assigned_site(target.id, pmapped, node, imported, functions,
+                                     constants, owner=function.name)
+                site.replaced = node.value if node.value is not pmapped else None
+                sites.append(site)
+            except Blocker as blocker:
+                blockers.append(blocker)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Call) \
+                and dotted(node.func.func, imported) == PMAP:
+            try:
+                site = assigned_site(f"{function.name}:{node.lineno}:{node.col_offset}", node.func,
+                                     node, imported, functions, constants, owner=function.name)
+                if site.static:
+                    raise Blocker(OPTIONS, node.func, "static_broadcasted_argnums on a pmap "
+                                  "called where it is built: assign it to a name first")
+                site.inline = True
+                sites.append(site)
+            except Blocker as blocker:
+                blockers.append(blocker)
+    return sites, blockers
+
+
+def _site_of(statement, imported, functions, constants) -> Site | None:
+    if isinstance(statement, ast.FunctionDef):
+        decorators = statement.decorator_list
+        for index, decorator in enumerate(decorators):
+            if _is_pmap_decorator(decorator, imported):
+                outer_jit = _stacked_jit(decorators, index, imported)
+                options = ([], []) if not isinstance(decorator, ast.Call) else \
+                    pmap_call_options(decorator, imported)[1:]
+                site = make_site(statement.name, decorator, statement, statement, *options, True,
+                                 constants)
+                if outer_jit is not None and (site.donate or site.static):
+                    raise Blocker(OPTIONS, outer_jit, "a jax.jit above a pmap with "
+                                  "donate_argnums or static_broadcasted_argnums")
+                site.outer_jit = outer_jit
+                return site
+        return None
+    if isinstance(statement, ast.Assign):
+        pmapped = pmap_call(statement.value, imported)
+        if pmapped is None:
+            return None
+        if len(statement.targets) != 1 or not isinstance(statement.targets[0], ast.Name):
+            raise Blocker(PMAP_AS_VALUE, statement,
+                          "pmap assigned to something other than one name")
+        site = assigned_site(statement.targets[0].id, pmapped, statement, imported,
+                             functions, constants)
+        site.replaced = statement.value if statement.value is not pmapped else None
+        return site
+    return None
+
+
+def _stacked_jit(decorators, index: int, imported) -> ast.AST | None:
+    """The bare `@jax.jit` right above the pmap decorator at `index`, if any. Only bare
+    `@jax.jit` may be stacked with pmap, above (jit of the new jit is that jit) or below (the
+    body is a jitted function, traced inside shard_map as it was inside pmap)."""
+    for position, decorator in enumerate(decorators):
+        if position != index and _is_pmap_decorator(decorator, imported):
+            raise Blocker(OPTIONS, decorators[min(position, index)], "a nested pmap (pmap of "
+                          "a pmap): the global style does not build a 2-D mesh for it")
+        if position != index and dotted(decorator, imported) != JIT:
+            raise Blocker(OPTIONS, decorator, f"pmap stacked with the decorator "
+                          f"`{ast.unparse(decorator)}` (only a bare @jax.jit is followed)")
+    if index > 1:
+        raise Blocker(OPTIONS, decorators[0], "pmap under more than one decorator")
+    return decorators[0] if index == 1 else None
+
+
+def _is_pmap_decorator(decorator, imported) -> bool:
+    if isinstance(decorator, ast.Call):
+        return dotted(decorator.func, imported) == PARTIAL and pmap_call_options(
+            decorator, imported) is not None
+    return dotted(decorator, imported) == PMAP

@@ -1,0 +1,261 @@
+"""A global site's options, read with `ast`: axis_name (a literal or a module / class string
+constant), in_axes, out_axes, donate_argnums, static_broadcasted_argnums, devices= and
+axis_size=, and the mapped function's signature. What the global style cannot take is a PM602
+`Blocker` naming the option."""
+
+from __future__ import annotations
+
+import ast
+
+from transforms.codes.global_view import OPTIONS
+from transforms.global_view.sites import PARTIAL, Blocker, Site, dotted, pmap_call_options
+
+_ALLOWED_OPTIONS = {"axis_name", "in_axes", "donate_argnums", "out_axes",
+                    "static_broadcasted_argnums", "devices", "axis_size"}
+
+
+def string_constants(tree: ast.Module) -> dict[str, str]:
+    """Module-level names bound once, to a string literal (`AXIS = "batch"`)."""
+    bound: dict[str, list] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.setdefault(node.id, []).append(node)
+    found = {}
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                and isinstance(statement.targets[0], ast.Name) \
+                and isinstance(statement.value, ast.Constant) and isinstance(statement.value.value, str):
+            name = statement.targets[0].id
+            if len(bound.get(name, [])) == 1:
+                found[name] = statement.value.value
+        elif isinstance(statement, ast.ClassDef) and not bound.get(statement.name) \
+                and _defined_once(statement.name, tree):
+            found.update(_class_constants(statement, tree))
+    return found
+
+
+def _defined_once(name: str, tree: ast.Module) -> bool:
+    """`name` is bound by exactly one def / class statement and by no import or parameter."""
+    definitions = [n for n in ast.walk(tree) if isinstance(
+        n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name]
+    imports = [a for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+               for a in n.names if (a.asname or a.name.split(".")[0]) == name]
+    parameters = [a for a in ast.walk(tree) if isinstance(a, ast.arg) and a.arg == name]
+    return len(definitions) == 1 and not imports and not parameters
+
+
+def _class_constants(cls: ast.ClassDef, tree: ast.Module) -> dict[str, str]:
+    """`Cfg.axis` of `class Cfg: axis = "replica"`: a plain class (no decorators, bases or
+    metaclass) whose attribute is assigned once in its body and never from outside it (no
+    `Cfg.axis = ...`, no setattr / delattr anywhere in the module)."""
+    if cls.decorator_list or cls.bases or cls.keywords:
+        return {}
+    if any(isinstance(n, ast.Name) and n.id in ("setattr", "delattr", "vars")
+           for n in ast.walk(tree)):
+        return {}
+    assigned: dict[str, list] = {}
+    for statement in cls.body:
+        for target in getattr(statement, "targets", [getattr(statement, "target", None)]):
+            if isinstance(target, ast.Name):
+                assigned.setdefault(target.id, []).append(statement)
+        if isinstance(statement, (ast.FunctionDef, ast.ClassDef)):
+            assigned.setdefault(statement.name, []).append(statement)
+    stored_outside = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                      and not isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name)
+                      and n.value.id == cls.name}
+    # Every other use must be `Cfg.attr` or `Cfg(...)`: an alias (`C = Cfg`) could rebind them.
+    uses = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)} | {
+        id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    if any(isinstance(n, ast.Name) and n.id == cls.name and id(n) not in uses
+           for n in ast.walk(tree)):
+        return {}
+    found = {}
+    for name, statements in assigned.items():
+        statement = statements[0]
+        if len(statements) == 1 and name not in stored_outside and isinstance(statement, ast.Assign) \
+                and len(statement.targets) == 1 and isinstance(statement.value, ast.Constant) \
+                and isinstance(statement.value.value, str):
+            found[f"{cls.name}.{name}"] = statement.value.value
+    return found
+
+
+def assigned_site(name, call, statement, imported, functions, constants, owner=None) -> Site:
+    function, positional, keywords = pmap_call_options(call, imported)
+    bound = []
+    if isinstance(function, ast.Lambda):
+        body = function
+    elif isinstance(function, ast.Name) and function.id in functions:
+        body = functions[function.id]
+    elif isinstance(function, ast.Call) and dotted(function.func, imported) == PARTIAL \
+            and len(function.args) == 1 and isinstance(function.args[0], ast.Name) \
+            and function.args[0].id in functions and all(k.arg for k in function.keywords):
+        body = functions[function.args[0].id]
+        bound = [k.arg for k in function.keywords]
+        for keyword in function.keywords:
+            if not isinstance(keyword.value, (ast.Constant, ast.Name, ast.UnaryOp)):
+                raise Blocker(OPTIONS, keyword.value, "a functools.partial keyword that is not "
+                              "a constant or a name")
+    else:
+        raise Blocker(OPTIONS, call, "the mapped function is not a lambda, a module-level def "
+                      "or functools.partial of one with keywords")
+    site = make_site(name, call, statement, body, positional, keywords, False, constants, bound)
+    site.owner, site.function_node = owner, function
+    return site
+
+
+def make_site(name, node, statement, body, positional, keywords, decorated, constants,
+              bound=()) -> Site:
+    options = {k.arg: k.value for k in keywords}
+    if None in options:
+        raise Blocker(OPTIONS, node, "pmap options passed with **")
+    if positional:
+        if len(positional) > 1:
+            raise Blocker(OPTIONS, node, "pmap options given positionally beyond axis_name")
+        options["axis_name"] = positional[0]
+    if "backend" in options:
+        raise Blocker(OPTIONS, node, "pmap's backend= picks a platform; the "
+                      "global mesh is over the default backend's devices (jax.devices()), "
+                      "which may not be that platform")
+    unsupported = sorted(set(options) - _ALLOWED_OPTIONS)
+    if unsupported:
+        raise Blocker(OPTIONS, node, f"pmap option {', '.join(unsupported)} is not supported "
+                      "by the global style yet")
+    axis = options.get("axis_name")
+    if axis is None:
+        axis_name = None
+    elif isinstance(axis, ast.Constant) and isinstance(axis.value, str):
+        axis_name = axis.value
+    elif isinstance(axis, (ast.Name, ast.Attribute)) and ast.unparse(axis) in constants:
+        axis_name = constants[ast.unparse(axis)]
+    else:
+        raise Blocker(OPTIONS, node, "axis_name is not a string literal or a module or class "
+                      "constant")
+    out_axes = options.get("out_axes")
+    out_tree = None
+    if isinstance(out_axes, ast.Tuple) and out_axes.elts and all(
+            _is_axis(e, None) for e in out_axes.elts):
+        out_tree = tuple(e.value for e in out_axes.elts)
+    elif isinstance(out_axes, ast.Dict) and out_axes.keys and all(
+            isinstance(k, ast.Constant) and isinstance(k.value, str) for k in out_axes.keys) \
+            and all(_is_axis(v, None) for v in out_axes.values) \
+            and len({k.value for k in out_axes.keys}) == len(out_axes.keys):
+        out_tree = {k.value: v.value for k, v in zip(out_axes.keys, out_axes.values)}
+    elif out_axes is not None and _is_axis(out_axes, None) and out_axes.value not in (0, None):
+        out_tree = out_axes.value
+    elif out_axes is not None and not _is_zero_or_none(out_axes):
+        raise Blocker(OPTIONS, node, "out_axes other than an int, None, or a flat tuple or "
+                      "dict of them")
+    args = body.args
+    signature = [what for what, present in (
+        ("*args", args.vararg), ("**kwargs", args.kwarg), ("keyword-only parameters", args.kwonlyargs),
+        ("positional-only parameters", args.posonlyargs)) if present]
+    if signature:
+        raise Blocker(OPTIONS, node, f"the mapped function has {', '.join(signature)}: pmap maps "
+                      "them per call, so one in_specs tuple does not describe every call")
+    # Defaults are fine: every call must pass every parameter (checked at the calls), so the
+    # defaults are never used.
+    params = [a.arg for a in args.args]
+    if bound:
+        if any(b not in params for b in bound) or params[len(params) - len(bound):] != list(bound):
+            raise Blocker(OPTIONS, node, "functools.partial binds parameters other than the last")
+        params = params[:len(params) - len(bound)]
+    in_axes = _in_axes(options.get("in_axes"), len(params), node, body)
+    donate = options.get("donate_argnums")
+    if donate is not None and not _literal_ints(donate):
+        raise Blocker(OPTIONS, node, "donate_argnums is not a literal int or tuple of ints")
+    static = _static_argnums(options.get("static_broadcasted_argnums"), len(params), bound, node)
+    return Site(name, node, statement, body, params, axis_name, in_axes,
+                ast.unparse(donate) if donate is not None else None, decorated,
+                out_none=isinstance(out_axes, ast.Constant) and out_axes.value is None,
+                static=static, out_tree=out_tree,
+                placement={k: options[k] for k in ("devices", "axis_size") if k in options})
+
+
+def _is_axis(node, limit: int | None = 0) -> bool:
+    """A literal None or int axis in 0..limit (limit None: any non-negative int)."""
+    return isinstance(node, ast.Constant) and (node.value is None or (
+        type(node.value) is int and node.value >= 0 and (limit is None or node.value <= limit)))
+
+
+def _is_zero_or_none(node) -> bool:
+    return isinstance(node, ast.Constant) and node.value in (0, None) and type(node.value) is not bool
+
+
+def _static_argnums(node, count: int, bound, where) -> tuple[int, ...]:
+    """pmap's static_broadcasted_argnums as sorted positions (they become jit's static_argnums
+    with the same numbering)."""
+    if node is None:
+        return ()
+    if not _literal_ints(node):
+        raise Blocker(OPTIONS, where, "static_broadcasted_argnums is not a literal int or "
+                      "tuple of ints")
+    values = [node.value] if isinstance(node, ast.Constant) else [e.value for e in node.elts]
+    if bound or any(not 0 <= v < count for v in values) or len(set(values)) != len(values):
+        raise Blocker(OPTIONS, where, "static_broadcasted_argnums outside the mapped function's "
+                      "parameters (negative, repeated, or with functools.partial keywords)")
+    if len(values) == count:
+        raise Blocker(OPTIONS, where, "every argument is static: pmap maps nothing")
+    return tuple(sorted(values))
+
+
+def _in_axes(node, count: int, where, body) -> tuple:
+    """One entry per parameter: 0 / None, an int k >= 1 (a def body only: the rewrite
+    squeezes that axis in the body's first statement), or a dict / tuple tree of 0 / None."""
+    if node is None:
+        return (0,) * count
+    if _is_axis(node, None):
+        axes = (node.value,) * count
+    elif isinstance(node, (ast.Tuple, ast.List)) and len(node.elts) == count:
+        axes = tuple(e.value if _is_axis(e, None) else _tree_entry(e, where) for e in node.elts)
+    else:
+        raise Blocker(OPTIONS, where, "in_axes is not an int, None or a tuple of them (or of "
+                      "trees of 0 and None)")
+    if any(type(a) is int and a >= 1 for a in axes) and isinstance(body, ast.Lambda):
+        raise Blocker(OPTIONS, where, "in_axes other than 0 on a lambda: the slice pmap hands "
+                      "the body has no size-1 axis, and a lambda has no statement to drop it in")
+    return axes
+
+
+def _tree_entry(element, where):
+    """An in_axes entry that is a dict / tuple tree of 0 and None (collapsed when uniform)."""
+    tree = _axis_tree(element)
+    if tree is _INVALID:
+        raise Blocker(OPTIONS, where, "in_axes entries other than an int, None, or a dict / "
+                      "tuple tree of 0 and None")
+    leaves = _tree_leaves(tree)
+    return leaves[0] if len(set(leaves)) == 1 else tree
+
+_INVALID = object()
+
+
+def _axis_tree(node):
+    """An in_axes entry as data: 0 / None, or a dict (string keys) / tuple of such entries."""
+    if isinstance(node, ast.Constant):
+        return node.value if _is_zero_or_none(node) else _INVALID
+    if isinstance(node, ast.Dict):
+        if not node.keys or not all(isinstance(k, ast.Constant) and isinstance(k.value, str)
+                                    for k in node.keys):
+            return _INVALID
+        children = {k.value: _axis_tree(v) for k, v in zip(node.keys, node.values)}
+        if len(children) != len(node.keys) or _INVALID in children.values():
+            return _INVALID
+        return children
+    if isinstance(node, (ast.Tuple, ast.List)) and node.elts:
+        children = tuple(_axis_tree(e) for e in node.elts)
+        return _INVALID if _INVALID in children else children
+    return _INVALID
+
+
+def _tree_leaves(tree) -> list:
+    if isinstance(tree, dict):
+        return [leaf for child in tree.values() for leaf in _tree_leaves(child)]
+    if isinstance(tree, tuple):
+        return [leaf for child in tree for leaf in _tree_leaves(child)]
+    return [tree]
+
+
+def _literal_ints(node) -> bool:
+    if isinstance(node, ast.Constant):
+        return type(node.value) is int
+    return isinstance(node, (ast.Tuple, ast.List)) and all(
+        isinstance(e, ast.Constant) and type(e.value) is int for e in node.elts)
