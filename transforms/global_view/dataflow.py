@@ -25,6 +25,7 @@ from transforms.global_view.expressions import ExpressionsMixin
 from transforms.global_view.idioms import IdiomsMixin
 from transforms.global_view.instances import InstancesMixin
 from transforms.global_view.layout import OutputLayout
+from transforms.global_view.site_calls import SiteCallsMixin
 from transforms.global_view.sites import Blocker, Site
 from transforms.global_view.values import (
     DEFAULT_AXIS,
@@ -53,7 +54,7 @@ class CallerResult:
 
 
 
-class CallerAnalysis(InstancesMixin, ExpressionsMixin, IdiomsMixin):
+class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMixin):
     """One module-level function that calls global sites."""
 
     def __init__(self, function: ast.FunctionDef, sites: dict[str, Site], module: "ModuleInfo",

@@ -1,0 +1,331 @@
+"""Calls of the global sites themselves in a caller: the in_specs of each argument, where the
+site runs (devices= / axis_size=), and the kind of its results (merged, stacked, replicated).
+A mixin of `CallerAnalysis` (dataflow.py holds the state it reads); `multiprocess.py`
+overrides `_site_call`."""
+
+from __future__ import annotations
+
+import ast
+
+from transforms.codes.global_view import (
+    CALLERS_UNSEEN,
+    CONSUMER_UNKNOWN,
+    OPTIONS,
+    OUTPUT_NOT_REPLICATED,
+    PRODUCER_UNKNOWN,
+)
+from transforms.global_view.ranks import (
+    array_results,
+    leading_axis_transparent,
+    least_result_ranks,
+)
+from transforms.global_view.replication import NotProvable
+from transforms.global_view.sites import Blocker, Site
+from transforms.global_view.values import (
+    AXIS_PLACEHOLDER,
+    CONSTANT_FILLS,
+    MERGED_OUT,
+    NONE_OUT,
+    REPL,
+    REPLICATED_OUT,
+    SAME,
+    SCALARS_OUT,
+    STACKED_OUT,
+    Kind,
+    describe,
+    least_rank,
+    quoted,
+    stacked_at,
+)
+
+
+class SiteCallsMixin:
+    """`CallerAnalysis`'s reading of the calls of its global sites."""
+
+    # -- the step itself ------------------------------------------------------------------
+    def _site_call(self, call: ast.Call, site: Site) -> Kind:
+        self.site_calls[id(call)] = site
+        if call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
+            raise Blocker(CALLERS_UNSEEN, call,
+                          f"{site.label} called with keywords or *args (pmap "
+                          "maps keyword arguments on axis 0; one in_specs tuple describes "
+                          "positional calls only)")
+        if len(call.args) != len(site.params):
+            raise Blocker(CALLERS_UNSEEN, call,
+                          f"{site.label} called with {len(call.args)} of its "
+                          f"{len(site.params)} parameters (pmap fills the rest from defaults "
+                          "per call; one in_specs tuple needs every call to pass them all)")
+        self._placement(site)
+        if any(type(a) is int and a >= 1 for i, a in enumerate(site.in_axes)
+               if i not in site.static) and not (self.module.can_stack_results(site)
+                                                 and self.module.starts_a_line(site.body)):
+            raise Blocker(OPTIONS, site.node, f"{site.label} maps an argument on an axis other "
+                          "than 0 and its function is shared with other code (or its first "
+                          "statement shares a line), so the body cannot be given the statement "
+                          "that drops that axis")
+        specs, replicated, ranks, scalars = [], set(), {}, False
+        for position, (argument, axis) in enumerate(zip(call.args, site.in_axes)):
+            kind = self.eval(argument)
+            if axis is not None and kind.tag == "merged" and least_rank(kind):
+                ranks[site.params[position]] = least_rank(kind) - 1
+            if position in site.static:  # jit's static argument: no spec, a plain value
+                if kind.changed:
+                    raise Blocker(PRODUCER_UNKNOWN, argument, f"static argument {position} of "
+                                  f"{site.label} holds {describe(kind)}")
+                replicated.add(site.params[position])
+            elif axis == 0 and kind.scalars and self.per_device_scalars \
+                    and leading_axis_transparent(site, self.module.imported):
+                specs.append(f"P({AXIS_PLACEHOLDER})")  # each device sees its number as (1,)
+                scalars = True
+            else:
+                spec, whole = self._argument_spec(argument, kind, axis, f"argument {position} "
+                                                  f"of {site.label}")
+                specs.append(spec)
+                if whole:
+                    replicated.add(site.params[position])
+        if site.function_node is not None and not site.factory and not site.holder:
+            # A closure or partial keyword sees the caller's value as it is: it must keep
+            # its layout.
+            for node in ast.walk(site.function_node):
+                if isinstance(node, ast.Name) and self.kinds.get(node.id, SAME).changed:
+                    raise Blocker(CONSUMER_UNKNOWN, node,
+                                  f"`{node.id}` ({describe(self.kinds[node.id])})"
+                                  f" is closed over by the function `{site.name}` maps")
+        specs = tuple(specs)
+        if self.specs.setdefault(site.key, specs) != specs:
+            raise Blocker(PRODUCER_UNKNOWN, call, f"{site.label} is called with different layouts")
+        if scalars:
+            if site.out_tree is not None:
+                raise Blocker(OPTIONS, site.node, f"{site.label} has out_axes and takes one "
+                              "number per device")
+            return self._scalars_call(call, site, tuple(specs))
+        if site.out_tree is not None:
+            return self._result_tree(call, site, replicated)
+        varying = self.module.body_analysis(site).first_varying_output(replicated)
+        least = least_result_ranks(site, ranks, self.module.imported) if varying is not None \
+            and self.merge_outputs and not site.out_none else None
+        if varying is None:
+            mode = REPLICATED_OUT
+        elif least and min(least) >= 1:
+            mode = MERGED_OUT  # every device's result has a leading axis to merge into
+        elif site.out_none:
+            raise Blocker(OUTPUT_NOT_REPLICATED, varying,
+                          f"{site.label} has out_axes=None but a result "
+                          "is not provably the same on every device")
+        elif not self.module.can_stack_results(site):
+            raise Blocker(OUTPUT_NOT_REPLICATED, varying,
+                          f"a result of `{site.name}` is per-device and its "
+                          "function is shared with other code, so its results cannot be given "
+                          "back with their device axis")
+        else:
+            mode = STACKED_OUT
+        if self.modes.setdefault(site.key, mode) != mode:
+            raise Blocker(OUTPUT_NOT_REPLICATED, call,
+                          f"{site.label} returns replicated results for some "
+                          "calls and per-device results for others")
+        if mode == STACKED_OUT or site.out_none:
+            return SAME  # the original's layout: stacked per-device rows, or out_axes=None
+        if mode == MERGED_OUT:
+            return self._site_output(site, Kind("merged", least=min(least) + 1, placed=True))
+        arrays = array_results(site, self.module.imported, self.module.functions)
+        if arrays is not None:  # a tree shaped like a parameter: like that argument's stacks
+            given = dict(zip(site.params, map(self.eval, call.args)))
+            arrays = [shown if not isinstance(shown, str) else
+                      given.get(shown, SAME).tag in ("repl", "merged")
+                      and not given[shown].tree
+                      for shown in arrays]
+        shown = arrays is not None and all(arrays)
+        return self._site_output(site, REPL if shown else Kind("repl", tree=True), arrays)
+
+    def _argument_spec(self, argument, kind: Kind, axis, what: str) -> tuple[str, bool]:
+        """(in_specs text, the same on every device) of one argument whose in_axes entry is
+        `axis`: 0 / None, or a dict / tuple tree of them matched against the argument's
+        fields (a dict or tuple literal of values of known layouts)."""
+        if axis == 0 and _all_replicated(kind):  # a tuple / list of replicated stacks
+            return "P()", True
+        if isinstance(axis, (dict, tuple)):
+            if isinstance(axis, dict):
+                steps = [(f"[{key!r}]", key, sub) for key, sub in axis.items()]
+            else:
+                steps = [(f"[{i}]", i, sub) for i, sub in enumerate(axis)]
+            fields = dict(kind.fields) if kind.tag == "fields" else None
+            if fields is not None and sorted(fields) != sorted(step for step, _, _ in steps):
+                raise Blocker(PRODUCER_UNKNOWN, argument,
+                              f"{what}: its fields do not match the in_axes "
+                              "tree")
+            if fields is None and kind.tag == "fields":
+                raise Blocker(PRODUCER_UNKNOWN, argument, f"{what}: not a tree the tool can match")
+            parts, whole = [], True
+            for step, key, sub in steps:
+                spec, same = self._argument_spec(argument, fields[step] if fields else kind,
+                                                 sub, what)
+                parts.append(f"{quoted(key)}: {spec}" if isinstance(axis, dict) else spec)
+                whole = whole and same
+            text = "{" + ", ".join(parts) + "}" if isinstance(axis, dict) else \
+                "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+            return text, whole
+        if kind.tag == "fields":  # one axis for a tuple / dict of values of mixed layouts
+            steps = [step for step, _ in kind.fields]
+            if steps == [f"[{i}]" for i in range(len(steps))]:
+                axis = tuple(axis for _ in steps)
+            elif all(step.startswith("['") for step in steps):
+                axis = {ast.literal_eval(step[1:-1]): axis for step in steps}
+            else:
+                raise Blocker(PRODUCER_UNKNOWN, argument, f"{what}: not a tree the tool can match")
+            return self._argument_spec(argument, kind, axis, what)
+        if axis is None:
+            if kind.changed:
+                raise Blocker(PRODUCER_UNKNOWN, argument,
+                              f"{what} is not mapped (in_axes None) but "
+                              "holds a per-device value")
+            return "P()", True
+        if kind.tag == "repl" and kind.axis == 0 and axis == 0:
+            return "P()", True
+        if kind.tag == "merged" and kind.axis == 0 and axis == 0:
+            return f"P({AXIS_PLACEHOLDER})", False
+        if type(axis) is int and axis >= 1 and not kind.changed:
+            # A value the migration leaves in pmap's layout, mapped on axis k: shard_map
+            # splits the same axis (the body's first statement squeezes it, see rewrite),
+            # one slice per device only if that axis is the device count.
+            if not self._sized_by_devcount(argument, axis):
+                raise Blocker(PRODUCER_UNKNOWN, argument,
+                              f"{what} is mapped on axis {axis}, which is "
+                              "not provably the device count (the mesh's size)")
+            return f"P({'None, ' * axis}{AXIS_PLACEHOLDER})", False
+        why = self._unmergeable(argument)
+        raise Blocker(PRODUCER_UNKNOWN, argument, f"{what} (`{ast.unparse(argument)}`): " + (
+            why or "its producer is not recognised as a replicated value or a per-device batch"))
+
+    def _sized_by_devcount(self, node, axis: int) -> bool:
+        """`node` is built here with the device count at `axis` of its shape: a numpy draw
+        `size=(..., n, ...)`, a fill `np.zeros((..., n, ...))` or `x.reshape(..., n, ...)`,
+        possibly followed by `.astype(...)`."""
+        while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "astype":
+            node = node.func.value
+        if not isinstance(node, ast.Call):
+            return False
+        size = next((k.value for k in node.keywords if k.arg in ("size", "shape")), None)
+        if size is None and isinstance(node.func, ast.Attribute) and node.func.attr == "reshape":
+            size = node.args[0] if len(node.args) == 1 else ast.Tuple(elts=node.args)
+        elif size is None and self._qualified(node.func) in CONSTANT_FILLS and node.args:
+            size = node.args[0]
+        return isinstance(size, ast.Tuple) and len(size.elts) > axis \
+            and not any(isinstance(e, ast.Starred) for e in size.elts[:axis + 1]) \
+            and self._is_devcount(size.elts[axis])
+
+    def _placement(self, site: Site) -> None:
+        """pmap's devices= and axis_size= are exact under the caller's mesh only when they
+        are every device (jax.devices() / jax.local_devices(): one process) and the device
+        count. A module-level site's option is read only as such a call, not through names
+        of this function."""
+        if site.holder:
+            return  # read where the class builds it (classes.py)
+        for option, node in site.placement.items():
+            direct = site.owner is not None or isinstance(node, ast.Call)
+            want = "devices" if option == "devices" else "devcount"
+            try:
+                kind = self.eval(node) if direct else None
+            except Blocker:
+                kind = None
+            if kind is None or kind.tag != want:
+                what = "every device" if option == "devices" else "the device count"
+                raise Blocker(OPTIONS, node, f"{site.label} has {option}="
+                              f"`{ast.unparse(node)}`, not provably {what}: under the caller's "
+                              "mesh over all devices it would run on different devices")
+
+    def _result_tree(self, call: ast.Call, site: Site, replicated: set[str]) -> Kind:
+        """`out_axes=(0, None, ...)`: per result, None needs a proven-replicated value (P(),
+        unstacked as in the original); 0 is P() when proven (a replicated stack in the
+        original) and otherwise keeps its device axis (expanded in the body, P(axis))."""
+        tree = site.out_tree
+        if isinstance(tree, int):  # one out_axes k >= 1: the result keeps pmap's layout
+            if not self.module.can_stack_results(site):
+                raise Blocker(OUTPUT_NOT_REPLICATED, site.node,
+                              f"`{site.name}` has out_axes={tree} and its "
+                              "function is shared with other code, so its results cannot be "
+                              "given back with their device axis")
+            mode = stacked_at(tree)
+            if self.modes.setdefault(site.key, mode) != mode:
+                raise Blocker(OUTPUT_NOT_REPLICATED, call,
+                              f"{site.label} is called with different layouts")
+            return SAME
+        axes = dict(enumerate(tree)) if isinstance(tree, tuple) else tree
+        try:
+            varying = self.module.body_analysis(site).varying_results(replicated, list(axes))
+        except NotProvable as error:
+            raise Blocker(OUTPUT_NOT_REPLICATED, error.node,
+                          f"{site.label}: {error.why}") from None
+        modes, fields = [], []
+        for position, axis in axes.items():
+            node = varying[position]
+            if axis not in (0, None):  # out_axes k >= 1: keeps pmap's layout, P(None, ..., axis)
+                if not self.module.can_stack_results(site):
+                    raise Blocker(OUTPUT_NOT_REPLICATED, site.node,
+                                  f"result {position!r} of `{site.name}` has "
+                                  f"out_axes {axis} and its function is shared with other code")
+                modes.append(stacked_at(axis))
+            elif node is None:
+                modes.append(NONE_OUT if axis is None else REPLICATED_OUT)
+            elif axis is None:
+                raise Blocker(OUTPUT_NOT_REPLICATED, node,
+                              f"result {position} of {site.label} has out_axes "
+                              "None but is not provably the same on every device")
+            elif not self.module.can_stack_results(site):
+                raise Blocker(OUTPUT_NOT_REPLICATED, node,
+                              f"result {position} of `{site.name}` is per-device "
+                              "and its function is shared with other code, so it cannot be "
+                              "given back with its device axis")
+            else:
+                modes.append(STACKED_OUT)
+            fields.append((f"[{position!r}]", REPL if modes[-1] == REPLICATED_OUT else SAME))
+        mode = tuple(modes)
+        if self.modes.setdefault(site.key, mode) != mode:
+            raise Blocker(OUTPUT_NOT_REPLICATED, call,
+                          f"{site.label} returns replicated results for some "
+                          "calls and per-device results for others")
+        if not any(kind.changed for _, kind in fields):
+            return SAME
+        return Kind("fields", fields=tuple(fields))
+
+    def _scalars_call(self, call: ast.Call, site: Site, specs) -> Kind:
+        """One number per device, into a body that only combines numbers elementwise (and
+        with psum-like collectives): each device computes on its (1,) block what pmap
+        computed on the number, and out_specs P(axis) gives back pmap's (n,) layout."""
+        if any(s == "P()" for s in specs):
+            raise Blocker(PRODUCER_UNKNOWN, call, f"{site.label} mixes per-device scalars with "
+                          "replicated arguments")
+        if self.specs.setdefault(site.key, specs) != specs:
+            raise Blocker(PRODUCER_UNKNOWN, call, f"{site.label} is called with different layouts")
+        if self.modes.setdefault(site.key, SCALARS_OUT) != SCALARS_OUT:
+            raise Blocker(OUTPUT_NOT_REPLICATED, call,
+                          f"{site.label} returns replicated results for some "
+                          "calls and per-device results for others")
+        for argument in call.args:
+            if not self.eval(argument).scalars:
+                raise Blocker(PRODUCER_UNKNOWN, argument,
+                              f"{site.label} mixes per-device scalars with "
+                              "other arguments")
+        return SAME  # pmap's layout: one result per device along the leading axis
+
+    def _site_output(self, site: Site, leaf: Kind, arrays: list[bool] | None = None) -> Kind:
+        """A tuple literal returned by the body is a tuple of results: its elements can be
+        unpacked or indexed one by one (`arrays`: which of them the body shows are arrays)."""
+        body = site.body
+        value = body.body if isinstance(body, ast.Lambda) else \
+            next((s.value for s in body.body if isinstance(s, ast.Return)), None)
+        if isinstance(value, (ast.Tuple, ast.List)) and not any(
+                isinstance(e, ast.Starred) for e in value.elts):
+            if arrays is not None and len(arrays) == len(value.elts):
+                return Kind("fields", fields=tuple(
+                    (f"[{i}]", REPL if shown else Kind("repl", tree=True))
+                    for i, shown in enumerate(arrays)))
+            return Kind("fields", fields=tuple((f"[{i}]", leaf) for i in range(len(value.elts))))
+        return leaf
+
+
+
+def _all_replicated(kind: Kind) -> bool:
+    """A tuple or list of replicated stacks (`replicate((w, b))`, a step's tuple result)."""
+    return kind.tag == "fields" and all(
+        field.tag == "repl" and field.axis == 0 or _all_replicated(field) for _, field in kind.fields)
