@@ -13,9 +13,13 @@ import libcst as cst
 from transforms.codes.findings import Finding
 from transforms.codes.global_view import SITE
 from transforms.global_view.axes import MESH
-from transforms.global_view.hoist import inline_key
+from transforms.global_view.dataflow import CallerResult
+from transforms.global_view.hoist import hoist_local_sites, inline_key
+from transforms.global_view.module_info import ModuleInfo
 from transforms.global_view.sites import Site
+from transforms.global_view.step_text import MESH_FUNCTION_TEXT
 from transforms.global_view.values import quoted
+from transforms.imports import RuleContext, add_import, apply_queued_imports
 
 
 def hoist_key(site: Site) -> tuple[str, str] | None:
@@ -130,3 +134,37 @@ def _is_docstring(statement) -> bool:
     return (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
             and isinstance(statement.body[0], cst.Expr)
             and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))
+
+
+def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult],
+                  global_sites: list[Site], findings: list[Finding]):
+    """The edited module `text` as libcst: each caller's mesh on entry, the `_mesh` function,
+    local sites hoisted to module level (their PM600s say so) and the imports the style
+    names. Returns (module, findings)."""
+    new_module = cst.parse_module(text.encode("utf-8"))
+    new_module = new_module.visit(MeshOnEntry({c: r.axis for c, r in results.items()},
+                                              module.mesh_function,
+                                              {c: r.meshes for c, r in results.items()}))
+    functools = next((n for n, full in module.imported.items() if full == "functools"), None)
+    new_module = new_module.visit(MeshFunction(MESH_FUNCTION_TEXT.format(
+        functools=functools or "functools", name=module.mesh_function, jax=module.jax),
+        import_functools=functools is None))
+    keys = [(s, hoist_key(s)) for s in global_sites]
+    assigned = {k for s, k in keys if k is not None and not s.inline}
+    inline = {k for s, k in keys if k is not None and s.inline}
+    params = {k: ", ".join(s.params) for s, k in keys if k is not None}
+    hoisted, moved = hoist_local_sites(new_module.code, module.jax, assigned, inline, params,
+                                       module.partial)
+    if moved:
+        new_module = cst.parse_module(hoisted.encode("utf-8"))
+        findings = with_hoisting_noted(findings, global_sites, moved)
+    context = RuleContext()
+    add_import(context, "jax.sharding", "AxisType")
+    if "NamedSharding(" in new_module.code:
+        add_import(context, "jax.sharding", "NamedSharding")
+    add_import(context, "jax.sharding", "PartitionSpec", "P")
+    if "multihost_utils.global_array_to_host_local_array(" in text:
+        add_import(context, "jax.experimental", "multihost_utils")
+    if module.jax == "jax" and "jax" not in module.imported:
+        add_import(context, "jax")
+    return apply_queued_imports(new_module, context), findings

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import re
 
+from transforms.global_view.axes import MESH
 from transforms.global_view.dataflow import CallerResult
 from transforms.global_view.module_info import ModuleInfo, first_body_statement
 from transforms.global_view.replication import result_elements
@@ -16,6 +17,7 @@ from transforms.global_view.step_text import LINE_LIMIT, step_def
 from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
     MERGED_OUT,
+    MESH_PLACEHOLDER,
     SCALARS_OUT,
     quoted,
     stacked_axis,
@@ -274,3 +276,18 @@ def _site_text(site: Site, options: list[str], module: ModuleInfo, inner_edits: 
             joined = f",\n{pad}".join(options)
         text = f"{jax}.jit({jax}.shard_map(\n{pad}{function},\n{pad}{joined},\n{indent}){donate})"
     return text
+
+
+def caller_edits(results: dict[str, CallerResult], module: ModuleInfo) -> dict:
+    """The callers' edits with their mesh axis and mesh name filled in."""
+    edits: dict[tuple[int, int], str] = {}
+    for caller, result in results.items():
+        axis = quoted(result.axis)
+        own = module.span(module.functions[caller])
+        # The caller binds `mesh` on entry; code it reaches elsewhere (the methods of a class
+        # it instantiates) names the module's mesh function.
+        elsewhere = f"{module.mesh_function}({axis})"
+        edits.update({k: v.replace(AXIS_PLACEHOLDER, axis).replace(
+            MESH_PLACEHOLDER, MESH if within(k, own) else elsewhere)
+            for k, v in result.edits.items()})
+    return edits

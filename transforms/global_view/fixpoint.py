@@ -1,0 +1,100 @@
+"""Which sites and callers go global: the blocker fixpoint over a module.
+
+Sites and their callers fall back together: a caller that cannot be followed keeps every site
+it calls faithful, and a site that cannot go global keeps every caller faithful, so no value
+ever crosses between the two layouts. A caller also stays faithful when it reaches code that
+keeps pmap in the faithful style (PM608), or returns global values to module code (PM605);
+a site whose callers disagree on its layouts stays faithful (PM604). Blocking only grows, so
+the loop ends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from transforms.codes.global_view import CONSUMER_UNKNOWN, FALLS_BACK_WITH_CALLER, PRODUCER_UNKNOWN
+from transforms.global_view.callers import (
+    called_function_names,
+    callers_of,
+    faithful_callee,
+    find_callers,
+)
+from transforms.global_view.classes import faithful_class_use
+from transforms.global_view.dataflow import CallerResult
+from transforms.global_view.module_info import ModuleInfo
+from transforms.global_view.site_edits import site_usage
+from transforms.global_view.sites import Blocker, Site
+
+
+@dataclasses.dataclass
+class Decision:
+    callers: dict[str, set[str]]  # module function -> keys of the sites it calls
+    results: dict[str, CallerResult]  # the callers that go global, with their edits
+    blocked: dict[str, Blocker]  # site key -> why it stays faithful
+
+
+def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analysis: type,
+           barrier_pmaps: set[int]) -> Decision:
+    """Run each caller's analysis (`analysis`: CallerAnalysis or its multi-process form) until
+    no site or caller is blocked anew."""
+    tree, imported = module.tree, module.imported
+    by_name = {s.key: s for s in sites}
+    faithful = {name: b for b in blockers for name in b.names}
+    callers, blocked = find_callers(tree, by_name, faithful)
+    module.callers = set(callers)
+    results: dict[str, CallerResult] = {}
+    blocked_callers: dict[str, Blocker] = {}
+    functions = module.functions
+    called_names = called_function_names(tree)
+    changed = True
+    while changed:
+        changed = False
+        for caller, called in sorted(callers.items()):
+            if caller in blocked_callers:
+                continue
+            failed = next((blocked[s] for s in sorted(called) if s in blocked), None)
+            if failed is None:
+                try:
+                    result = analysis(functions[caller], {s: by_name[s] for s in called},
+                                      module).run()
+                    faithful_call = faithful_callee(
+                        functions[caller], functions, callers, blocked_callers, imported,
+                        {s.name for s in sites if s.owner is None and s.key not in blocked},
+                        barrier_pmaps) or faithful_class_use(
+                        functions[caller], tree, imported, sites, blocked,
+                        lambda method: faithful_callee(
+                            method, functions, callers, blocked_callers, imported,
+                            {s.name for s in sites if s.owner is None and s.key not in blocked}
+                            | {s.statement.name for s in sites if s.holder and s.factory},
+                            barrier_pmaps))
+                    if faithful_call is not None:
+                        raise Blocker(FALLS_BACK_WITH_CALLER, faithful_call, f"`{caller}` calls "
+                                      f"`{faithful_call.id}`, which keeps pmap code in the "
+                                      "faithful style; it would run under this function's mesh")
+                    if result.returns_changed and caller in called_names:
+                        raise Blocker(CONSUMER_UNKNOWN, functions[caller],
+                                      f"`{caller}` returns values "
+                                      "in the global layout to callers in this module")
+                    results[caller] = result
+                    continue
+                except Blocker as blocker:
+                    failed = blocker
+            blocked_callers[caller] = failed
+            results.pop(caller, None)
+            for site in called:
+                if site not in blocked:
+                    blocked[site] = failed if failed.code != FALLS_BACK_WITH_CALLER else failed
+                    changed = True
+        # A site's in_specs, result mode and mesh axis must agree across its callers.
+        for name in by_name:
+            seen = {site_usage(results[c], name) for c in callers_of(name, callers)
+                    if c in results}
+            if len(seen) > 1 and name not in blocked:
+                blocked[name] = Blocker(PRODUCER_UNKNOWN, by_name[name].node,
+                                        f"{by_name[name].label} is called with different layouts")
+                changed = True
+        for caller in list(results):
+            if any(s in blocked for s in callers[caller]):
+                results.pop(caller)
+                changed = True
+    return Decision(callers, results, blocked)

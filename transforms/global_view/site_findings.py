@@ -1,0 +1,92 @@
+"""The findings of the global pass: a blocker as a finding, the PM608 of a site that falls
+back with its caller, and the PM600 that says how a site went global."""
+
+from __future__ import annotations
+
+from transforms.codes.findings import Finding
+from transforms.codes.global_view import FALLS_BACK_WITH_CALLER, SITE
+from transforms.global_view.callers import callers_of, inside
+from transforms.global_view.fixpoint import Decision
+from transforms.global_view.module_info import ModuleInfo
+from transforms.global_view.sites import Blocker, Site
+from transforms.global_view.values import (
+    MERGED_OUT,
+    SCALARS_OUT,
+    STACKED_OUT,
+    quoted,
+    stacked_axis,
+    tuple_text,
+)
+
+
+def blocker_finding(blocker: Blocker) -> Finding:
+    node = blocker.node
+    return Finding(blocker.code, getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1,
+                   blocker.message)
+
+
+def dedupe(findings: list[Finding]) -> list[Finding]:
+    seen, out = set(), []
+    for finding in findings:
+        key = (finding.code, finding.line, finding.col, finding.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(finding)
+    return out
+
+
+def fallback_findings(sites: list[Site], blocked: dict[str, Blocker]) -> list[Finding]:
+    """Each blocked site's blocker; a site blocked by its caller also gets a PM608 saying so."""
+    findings = []
+    by_name = {s.key: s for s in sites}
+    for name, site in by_name.items():
+        if name in blocked:
+            blocker = blocked[name]
+            if blocker.node is site.node or inside(blocker.node, site.statement):
+                findings.append(blocker_finding(blocker))
+            else:
+                findings.append(blocker_finding(Blocker(
+                    FALLS_BACK_WITH_CALLER, site.node,
+                    f"{site.label} stays faithful: its caller cannot go global "
+                    f"(line {blocker.node.lineno}: {blocker.message})")))
+                findings.append(blocker_finding(blocker))
+    return findings
+
+
+def migrated_finding(site: Site, specs, out_specs: str, mode, axis: str, decision: Decision,
+                     module: ModuleInfo, multiprocess: bool) -> Finding:
+    """The PM600 of a global site: its specs, its callers and what changed for them."""
+    callers, results = decision.callers, decision.results
+    modes = mode if isinstance(mode, tuple) else (mode,)
+    if any(stacked_axis(m) is not None for m in modes):
+        kept = "; per-device results keep their device axis (expanded in the body, P(axis))"
+    elif MERGED_OUT in modes:
+        kept = "; per-device results come back merged into their leading axis (P(axis))"
+    elif SCALARS_OUT in modes:
+        kept = ("; per-device numbers go in and come back as (1,) blocks of pmap's (n,) "
+                "layout (P(axis))")
+    else:
+        kept = ""
+    if site.holder:
+        kept += (f"; held by `{site.holder}`, whose methods and instance attributes were "
+                 "followed from where its instances are made (callers in other modules "
+                 "must pass global arrays to its methods too)")
+    own = next((r for c, r in results.items() if site.key in callers.get(c, ())), None)
+    if own is not None and site.key in module.under_other_mesh:
+        mesh = dict((axis, name) for name, axis in own.meshes).get(axis, "its own mesh")
+        kept += (f"; it runs on the mesh of axis {quoted(axis)} (`{mesh}` in the caller): "
+                 f"the devices of the caller's `mesh` (axis {quoted(own.axis)}), in the "
+                 "same order")
+    if site.static:
+        kept += f"; static arguments {', '.join(site.params[i] for i in site.static)} " \
+            "are jax.jit's static_argnums and reach the body by closure"
+    if multiprocess:
+        kept += ("; multi-process: each process's rows become one global batch "
+                 "(jax.make_array_from_process_local_data), replicated values are the same "
+                 "on every process" + (", per-device results come back as the process's "
+                                       "own rows" if STACKED_OUT in modes else ""))
+    return Finding(
+        SITE, site.node.lineno, site.node.col_offset + 1,
+        f"{site.label} migrated in the global style: jax.jit(jax.shard_map(...)) with "
+        f"in_specs {tuple_text(specs)} and out_specs {out_specs}; its callers "
+        f"({', '.join(sorted(callers_of(site.key, callers)))}) pass global arrays{kept}")
