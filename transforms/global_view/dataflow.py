@@ -55,7 +55,20 @@ class CallerResult:
 
 
 class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMixin):
-    """One module-level function that calls global sites."""
+    """One module-level function that calls global sites.
+
+    The class is put together from mixins, one concern each, that share this object's state.
+    Their contract:
+    - state, set here: function, module, sites / inline / all_sites, kinds (name -> Kind),
+      edits (span -> text), specs and modes (per site key), returns, producers, site_calls;
+    - statements, here: _statement, _block, _loop, _assign, _bind, _join; _edit and render;
+    - expressions.py: eval(node) -> Kind, _need_same, _helper_call;
+    - site_calls.py: site_call(call, site) -> Kind, the kind of a site's results;
+    - idioms.py: producer(call, name) -> Kind | None, placed_batch(text), _consumer;
+    - instances.py: _analyse_body (the entry point of run) and the calls through instances.
+    The public hooks site_call, producer and placed_batch are what MultiProcessCallerAnalysis
+    (multiprocess.py) overrides.
+    """
 
     def __init__(self, function: ast.FunctionDef, sites: dict[str, Site], module: "ModuleInfo",
                  parameters: dict[str, Kind] | None = None, depth: int = 0):

@@ -136,15 +136,15 @@ class ExpressionsMixin:
                     raise Blocker(CONSUMER_UNKNOWN, argument,
                                   f"{describe(kind)} passed to the pmap "
                                   f"factory `{func.func.id}`")
-            return self._site_call(call, self.sites[func.func.id])
+            return self.site_call(call, self.sites[func.func.id])
         if isinstance(func, ast.Name) and func.id in self.sites:
             if self.sites[func.id].factory:
                 raise Blocker(CALLERS_UNSEEN, call,
                               f"the pmap factory `{func.id}` called other than "
                               f"as `{func.id}(...)(...)`")
-            return self._site_call(call, self.sites[func.id])
+            return self.site_call(call, self.sites[func.id])
         if id(func) in self.inline:
-            return self._site_call(call, self.inline[id(func)])
+            return self.site_call(call, self.inline[id(func)])
         if name in DEVICE_COUNT and not call.args:
             return Kind("devcount")
         if name in DEVICES and not call.args:
@@ -158,7 +158,7 @@ class ExpressionsMixin:
         if name == "builtins.len" or (isinstance(func, ast.Name) and func.id == "len"):
             if len(call.args) == 1 and self.eval(call.args[0]).tag == "devices":
                 return Kind("devcount")
-        produced = self._producer(call, name)
+        produced = self.producer(call, name)
         if produced is not None:
             self.produced[id(call)] = name
             return produced

@@ -44,7 +44,7 @@ _ALLOCATING = frozenset({"zeros", "ones", "full", "empty", "arange", "linspace",
 class IdiomsMixin:
     """`CallerAnalysis`'s producers and consumers (dataflow.py holds the state they read)."""
 
-    def _producer(self, call: ast.Call, name: str) -> Kind | None:
+    def producer(self, call: ast.Call, name: str) -> Kind | None:
         if name in REPLICATE and call.args and not any(k.arg == "devices" for k in call.keywords):
             if name == "jax.device_put_replicated" and (
                     len(call.args) != 2 or self.eval(call.args[1]).tag != "devices"):
@@ -90,7 +90,7 @@ class IdiomsMixin:
                 return REPL
         if name in SHARD and len(call.args) == 1 and not call.keywords:
             self._need_same(call.args[0])
-            self._edit(call, self._placed_batch(self.render(call.args[0])))
+            self._edit(call, self.placed_batch(self.render(call.args[0])))
             # shard: a reshape to (n, -1, ...)
             return Kind("merged", least=2, placed=self.batches_placed)
         if isinstance(call.func, ast.Attribute) and call.func.attr == "reshape" \
@@ -196,7 +196,7 @@ class IdiomsMixin:
             raise Blocker(PRODUCER_UNKNOWN, pieces.elt,
                           "the device_put_sharded pieces are not rows of "
                           "a batch the tool can merge")
-        self._edit(call, self._placed_batch(self.render(pieces.elt)))
+        self._edit(call, self.placed_batch(self.render(pieces.elt)))
         return dataclasses.replace(kind, placed=self.batches_placed)
 
     _rows: dict = {}
@@ -256,7 +256,7 @@ class IdiomsMixin:
                 else f"{numpy}.asarray({text})"
         return self._replicated(text, value)
 
-    def _placed_batch(self, text: str) -> str:
+    def placed_batch(self, text: str) -> str:
         """A merged batch placed where the original placed its rows (`shard`,
         `device_put_sharded`); multi-process callers leave it host-local (see
         global_view/multiprocess.py)."""

@@ -251,7 +251,7 @@ class InstancesMixin:
                         raise Blocker(CLASS_HELD, node, f"the method {site.label} maps reads "
                                       f"`{ast.unparse(node)}`, {describe(kind)} whose layout the "
                                       "migration changes")
-        return self._site_call(call, site)
+        return self.site_call(call, site)
 
     def _built(self, statement: ast.Assign) -> None:
         """`self.x = jax.pmap(...)` / `self.x = make_step(...)` in `__init__`, where it stands:

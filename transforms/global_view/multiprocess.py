@@ -164,8 +164,8 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
         return super().run()
 
     # -- producers ------------------------------------------------------------------------
-    def _producer(self, call: ast.Call, name: str) -> Kind | None:
-        kind = super()._producer(call, name)
+    def producer(self, call: ast.Call, name: str) -> Kind | None:
+        kind = super().producer(call, name)
         if kind is not None and kind.tag == "repl":
             self._same_on_every_process(call)
             text = self.render(call)
@@ -173,7 +173,7 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                 self._edit(call, placed(self.module.jax, text, "P()"))
         return kind
 
-    def _placed_batch(self, text: str) -> str:
+    def placed_batch(self, text: str) -> str:
         return text  # host-local rows; made global where the step is called
 
     def _same_on_every_process(self, node, what="is replicated in the original") -> None:
@@ -195,7 +195,7 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                               "in the faithful style (multi-process)")
 
     # -- the step -------------------------------------------------------------------------
-    def _site_call(self, call: ast.Call, site: Site) -> Kind:
+    def site_call(self, call: ast.Call, site: Site) -> Kind:
         condition = self.dependence.conditional_calls(self.function, self.tainted).get(id(call))
         if condition is not None:
             raise Blocker(UNAVAILABLE, call,
@@ -209,7 +209,7 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                           "global style does not handle yet (static_broadcasted_argnums, "
                           "out_axes or in_axes trees or axes other than 0, devices= / "
                           "axis_size=): kept in the faithful style (multi-process)")
-        kind = super()._site_call(call, site)
+        kind = super().site_call(call, site)
         mode, specs = self.modes[site.key], self.specs[site.key]
         if getattr(site, "static", ()) or mode not in (REPLICATED_OUT, STACKED_OUT) or any(
                 spec not in ("P()", f"P({AXIS_PLACEHOLDER})") for spec in specs):

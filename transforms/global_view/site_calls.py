@@ -1,7 +1,7 @@
 """Calls of the global sites themselves in a caller: the in_specs of each argument, where the
 site runs (devices= / axis_size=), and the kind of its results (merged, stacked, replicated).
 A mixin of `CallerAnalysis` (dataflow.py holds the state it reads); `multiprocess.py`
-overrides `_site_call`."""
+overrides `site_call`."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ class SiteCallsMixin:
     """`CallerAnalysis`'s reading of the calls of its global sites."""
 
     # -- the step itself ------------------------------------------------------------------
-    def _site_call(self, call: ast.Call, site: Site) -> Kind:
+    def site_call(self, call: ast.Call, site: Site) -> Kind:
         self.site_calls[id(call)] = site
         if call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
             raise Blocker(CALLERS_UNSEEN, call,
