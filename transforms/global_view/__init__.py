@@ -7,12 +7,21 @@ unstacked value, per-device batches become one global batch placed with `P(axis)
 `unreplicate` of replicated outputs become direct use. Everything else stays for the faithful
 rules, with a PM6xx finding naming the blocker.
 
-Modules: `sites` (which pmap sites and options qualify), `replication` (which outputs are
-provably the same on every device), `dataflow` (the callers: producers, consumers, edits),
-`rewrite` (applying the edits), `layout` (the layout map `check --style global` compares
-through), `multiprocess` and `process_dependence` (multi-process modules: process-local batches
-made global, replicated values only where every process has the same one), `classes` (which
-pmaps a class holds qualify) and `instances` (following those classes' instances in a caller).
+Modules, from the driver down:
+- `rewrite` (`migrate_global`, the driver), `fixpoint` (which sites and callers go global:
+  they fall back together), `callers` (which functions call which sites);
+- the site model: `sites` (`Site`, `Blocker`), `site_options` (a site's options, read with
+  ast), `site_discovery` (which sites qualify), `classes` (which pmaps a class holds qualify);
+- the caller analysis, `dataflow.CallerAnalysis`, built from mixins: `expressions`,
+  `site_calls`, `idioms` (producers and consumers), `instances` (a held class's instances in
+  a caller), with `values` (what a local value is), `ranks`, `replication` (which outputs are
+  provably the same on every device), `axes` (several axis names), `donation` (PM610);
+  `multiprocess` and `process_dependence` for multi-process modules;
+- the emitter: `module_info` (source spans and rendering), `site_edits` (a site's text and
+  the composition of edits), `step_text`, `post_passes` (libcst passes, the `_mesh`
+  function), `hoist` (local sites built once at module level), `site_findings` (PM600 /
+  PM608 messages);
+- `layout` (the layout map `check --style global` compares through) and `pipeline_hook`.
 """
 
 from transforms.global_view.rewrite import GlobalResult, migrate_global

@@ -1,6 +1,7 @@
 """Caller discovery: which module-level functions call which global sites, and which pmap
 references cannot be followed to their callers (PM603). Sites and callers fall back together,
-so the driver (rewrite.py) also asks here whether a caller reaches code that stays faithful."""
+so the fixpoint (fixpoint.py) also asks here whether a caller reaches code that stays
+faithful."""
 
 from __future__ import annotations
 

@@ -394,7 +394,7 @@ def faithful_class_use(function: ast.FunctionDef, tree: ast.Module, imported, si
                        faithful_callee) -> ast.Name | None:
     """The first use in `function` of a module class that keeps pmap code in the faithful
     style (its own pmaps, or module functions its methods call): that code would run under the
-    function's mesh. `faithful_callee(method)` is rewrite's check of a method's calls."""
+    function's mesh. `faithful_callee(method)` is callers.py's check of a method's calls."""
     classes = {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)}
     held: dict[str, list[Site]] = {}
     for site in sites:

@@ -9,9 +9,9 @@ jax.numpy code between the steps runs on one device, as it did under pmap.
 
 from __future__ import annotations
 
-LINE_LIMIT = 99  # the longest line the global style writes (rewrite.py, multiprocess.py)
+LINE_LIMIT = 99  # the longest line the global style writes (site_edits.py, multiprocess.py)
 
-# The module-level mesh function every global module gets (rewrite.py adds it once).
+# The module-level mesh function every global module gets (post_passes.py adds it once).
 MESH_FUNCTION_TEXT = '''@{functools}.cache
 def {name}(axis_name):
     """The 1-D mesh over all devices that the steps of `axis_name` run on, built at first use

@@ -12,7 +12,7 @@ from transforms.global_view.sites import Blocker
 
 AXIS_PLACEHOLDER = "\x00axis\x00"  # the caller's mesh axis, known once its sites are
 MESH_PLACEHOLDER = "\x00mesh\x00"  # the name of that axis's mesh (`mesh`, or `mesh_j`: axes.py)
-MESH_FUNCTION = "_mesh"  # the module's cached 1-D mesh per axis name (rewrite.py writes it)
+MESH_FUNCTION = "_mesh"  # the module's cached 1-D mesh per axis name (post_passes.py writes it)
 
 
 def placed(jax: str, text: str, spec: str) -> str:
