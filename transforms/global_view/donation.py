@@ -23,6 +23,9 @@ the loop and the loop cannot end early. Only the last iteration's `d` survives; 
 iteration is analysed apart (peeled), so the read is allowed only if it is safe from the
 second iteration on, that is on the last one (pmap's own results are deleted in both).
 Anything else found raises a PM610 `Blocker` naming the read's line, and the caller falls back.
+
+This module walks the statements; what an expression's value may hold, and how assignments
+bind it, is the base class in donation_values.py.
 """
 
 from __future__ import annotations
@@ -31,28 +34,18 @@ import ast
 import dataclasses
 
 from transforms.codes.global_view import DONATED_COPY_READ
+from transforms.global_view.donation_values import (
+    DonatedValues,
+    State,
+    Token,
+    alias_path,
+    free_names,
+    short,
+)
 from transforms.global_view.sites import Blocker, Site
-from transforms.global_view.values import AS_ARRAY, REPLICATE, TO_SCALAR, TREE_MAP
+from transforms.global_view.values import AS_ARRAY, TO_SCALAR
 
-SAFE_PRODUCERS = REPLICATE | {"jax.device_put_sharded"}  # pmap's own layout: pmap deletes them too
-HOST_RESULTS = TO_SCALAR | {"jax.device_get", "builtins.len", "builtins.isinstance"}
-SCALAR_BUILTINS = {"float", "int", "bool", "len", "isinstance", "str"}
 LIMIT = 50  # fixpoint rounds of one loop (the sets only grow, so it settles far sooner)
-
-Token = tuple  # ("node", id) | ("parameter", name) | ("global", name)
-
-
-@dataclasses.dataclass(frozen=True)
-class State:
-    names: dict  # name -> frozenset of tokens it may hold
-    donated: frozenset  # tokens a donating call may have deleted
-
-    def join(self, other: State | None) -> State:
-        if other is None:
-            return self
-        names = {n: self.names.get(n, frozenset()) | other.names.get(n, frozenset())
-                 for n in {*self.names, *other.names}}
-        return State(names, self.donated | other.donated)
 
 
 @dataclasses.dataclass
@@ -61,7 +54,7 @@ class _Loop:
     continues: State | None = None
 
 
-class DonatedReads:
+class DonatedReads(DonatedValues):
     """One caller of global sites: `site_calls` are its calls of sites (by node id),
     `produced` the producers the caller analysis recognised (node id -> qualified name)."""
 
@@ -142,7 +135,7 @@ class DonatedReads:
         effect = ("the read raises `Array has been deleted` where the original computes" if raises
                   else "`is_deleted()` gives True where the original gives False")
         return Blocker(DONATED_COPY_READ, read,
-                       f"`{_short(read)}` is read after {self._donor(tokens)} and "
+                       f"`{short(read)}` is read after {self._donor(tokens)} and "
                        f"may hold {self._what(tokens)}: pmap donated a copy of that value (not "
                        f"laid out for pmap), so the original keeps it, but the migrated jit "
                        f"deletes it, and {effect}")
@@ -215,7 +208,7 @@ class DonatedReads:
                 else:
                     self._eval(target)
         elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            self.closures.append((s, _free_names(s)))
+            self.closures.append((s, free_names(s)))
             self._set(s.name, frozenset())
         elif isinstance(s, (ast.Pass, ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal)):
             pass
@@ -316,7 +309,7 @@ class DonatedReads:
             node = node.args[0]
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr == "is_deleted" and not node.args and not node.keywords \
-                and _alias_path(node.func.value):
+                and alias_path(node.func.value):
             return node.func.value
         return None
 
@@ -339,228 +332,6 @@ class DonatedReads:
             return _module_ints(self.module.tree).get(node.id)
         return None
 
-    # -- bindings -------------------------------------------------------------------------
-    def _set(self, name: str, tokens: frozenset) -> None:
-        self.state = State({**self.state.names, name: frozenset(tokens)}, self.state.donated)
-        self.held.setdefault(name, set()).update(tokens)
-
-    def _bind(self, target, tokens: frozenset, elements: list | None = None) -> None:
-        """`elements`: the tokens of a tuple or list literal's elements, one by one."""
-        if isinstance(target, ast.Name):
-            self._set(target.id, tokens)
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            if elements is not None and len(elements) == len(target.elts) \
-                    and not any(isinstance(e, ast.Starred) for e in target.elts):
-                for element_target, element in zip(target.elts, elements):
-                    self._bind(element_target, element)
-            else:  # unpacking a tuple output or a container: any element may hold any part
-                for element_target in target.elts:
-                    self._bind(element_target, tokens)
-        elif isinstance(target, ast.Starred):
-            self._bind(target.value, tokens)
-        elif isinstance(target, (ast.Subscript, ast.Attribute)):
-            # A store into a container or object: what it held, it may still hold, plus this.
-            root = _root_name(target)
-            if isinstance(target, ast.Subscript):
-                self._eval(target.slice)
-            if root is not None:
-                self._set(root, self._names(root) | tokens)
-            else:
-                self._eval(target.value)
-
-    def _names(self, name: str) -> frozenset:
-        if name in self.state.names:
-            return self.state.names[name]
-        if name in self.local:
-            return frozenset()  # not bound on this path yet
-        if name in self.module.imported or name in self.module.functions or any(
-                isinstance(s, ast.ClassDef) and s.name == name for s in self.module.tree.body):
-            return frozenset()  # a module, function or class, not an array
-        return frozenset({("global", name)})
-
-    # -- expressions ----------------------------------------------------------------------
-    def _value(self, node, statement) -> frozenset:
-        """The right-hand side of an assignment: an alias path binds without reading."""
-        if id(statement) in self.tolerated:
-            path = self._is_deleted_read(node)
-            self._eval_alias(path)  # the read itself: allowed, overwritten later
-            return frozenset()
-        return self._eval_alias(node)
-
-    def _eval_alias(self, node) -> frozenset:
-        if _alias_path(node):
-            for part in ast.walk(node):
-                if isinstance(part, ast.Name):
-                    return self._names(part.id)
-        return self._eval(node)
-
-    def _eval(self, node) -> frozenset:
-        """The tokens `node`'s value may hold (alias), checking every read on the way."""
-        if node is None or isinstance(node, ast.Constant):
-            return frozenset()
-        if isinstance(node, ast.Name):
-            return self._read(node, node.id)
-        if isinstance(node, ast.Call):
-            return self._call(node)
-        if isinstance(node, (ast.Attribute, ast.Starred)):
-            return self._eval(node.value)
-        if isinstance(node, ast.Subscript):
-            self._eval(node.slice)
-            return self._eval(node.value)
-        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            return frozenset().union(*(self._eval(e) for e in node.elts))
-        if isinstance(node, ast.Dict):
-            return frozenset().union(*(self._eval(e) for e in [*node.keys, *node.values]))
-        if isinstance(node, ast.NamedExpr):
-            tokens = self._eval(node.value)
-            self._set(node.target.id, tokens)
-            return tokens
-        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
-            return self._comprehension(node)
-        if isinstance(node, ast.Lambda):
-            for default in [*node.args.defaults, *node.args.kw_defaults]:
-                self._eval(default)
-            names = _free_names(node)
-            tokens = frozenset().union(*(self._names(n) for n in names))
-            hit = tokens & self.state.donated
-            if hit:
-                raise self._deleted_read(node, hit, raises=True)
-            self.closures.append((node, names))
-            return tokens
-        if isinstance(node, (ast.Compare, ast.JoinedStr)):
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, ast.expr):
-                    self._eval(child)
-            return frozenset()
-        tokens = frozenset({self._token(node)})  # arithmetic and the rest: new, or an operand
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.expr):
-                tokens |= self._eval(child)
-        return tokens
-
-    def _read(self, node, name: str) -> frozenset:
-        tokens = self._names(name)
-        hit = tokens & self.state.donated
-        if hit:
-            raise self._deleted_read(node, hit, raises=True)
-        return tokens
-
-    def _comprehension(self, node) -> frozenset:
-        saved = self.state.names
-        for generator in node.generators:
-            self._bind(generator.target, self._eval(generator.iter))
-            for condition in generator.ifs:
-                self._eval(condition)
-        parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
-        tokens = frozenset({self._token(node)}).union(*(self._eval(p) for p in parts))
-        self.state = State(saved, self.state.donated)
-        return tokens
-
-    def _call(self, call: ast.Call) -> frozenset:
-        path = self._is_deleted_read(call) if _is_method(call, "is_deleted") else None
-        if path is not None:
-            hit = self._eval_alias(path) & self.state.donated
-            if hit:
-                raise self._deleted_read(call, hit, raises=False)
-            return frozenset()
-        site = self.site_calls.get(id(call))
-        if site is not None:
-            return self._site_call(call, site)
-        name = self.qualify(call.func)
-        receiver = frozenset()
-        if isinstance(call.func, ast.Attribute):
-            receiver = self._eval(call.func.value)
-        elif not isinstance(call.func, ast.Name):
-            receiver = self._eval(call.func)
-        arguments = [*call.args, *(k.value for k in call.keywords)]
-        passed = frozenset().union(*(self._eval(a) for a in arguments))
-        if id(call) in self.produced:
-            return self._produced(call, self.produced[id(call)], passed | receiver)
-        builtin = isinstance(call.func, ast.Name) and call.func.id in SCALAR_BUILTINS \
-            and call.func.id not in self.module.table.bound_otherwise
-        if name.startswith("numpy.") and isinstance(call.func, ast.Attribute) \
-                or name in HOST_RESULTS or builtin:
-            return frozenset()  # a numpy array or a host scalar: never deleted
-        if isinstance(call.func, ast.Name) and self._returns_safe(call.func.id):
-            return frozenset()
-        # Anything else may keep what it is given (`losses.append(x)`, `store(d, x)`) and
-        # may give it back.
-        for holder in [call.func.value if isinstance(call.func, ast.Attribute) else None,
-                       *arguments]:
-            root = _root_name(holder) if holder is not None else None
-            if root is not None and (passed | receiver):
-                self._set(root, self._names(root) | passed | receiver)
-        return frozenset({self._token(call)}) | passed | receiver
-
-    def _site_call(self, call: ast.Call, site: Site) -> frozenset:
-        if not isinstance(call.func, ast.Name):
-            self._eval(call.func)  # a factory's or an inline pmap's own arguments
-        passed = [self._eval(a) for a in call.args]
-        donated = frozenset().union(*(passed[i] for i in _donated_positions(site)
-                                      if i < len(passed)))
-        for position, tokens in enumerate(passed):
-            if position not in _donated_positions(site) and tokens & donated:
-                raise Blocker(DONATED_COPY_READ, call.args[position],
-                              f"`{_short(call.args[position])}` may "
-                              f"be donated by {site.label} in the same call, as another "
-                              "argument: pmap donated a copy, the migrated jit the array itself")
-        for token in donated:
-            if token[0] == "global":
-                raise Blocker(DONATED_COPY_READ, call,
-                              f"{site.label} donates {self._what({token})}: pmap "
-                              "donated a copy of it, the migrated jit deletes it, and other "
-                              "code may read it later")
-            self.donors.setdefault(token, (call, site))
-        self.state = State(self.state.names, self.state.donated | donated)
-        if site.out_none or _has_none(site.out_tree):
-            return frozenset({self._token(call)})  # pmap's unstacked result: not pmap's layout
-        return frozenset()  # the step's own results: pmap deletes them too
-
-    def _produced(self, call: ast.Call, name: str, passed: frozenset) -> frozenset:
-        """A producer the caller analysis rewrote: safe, or a fresh (unsafe) value."""
-        if name in SAFE_PRODUCERS:
-            return frozenset()
-        numpy = isinstance(call.func, ast.Attribute) and name.startswith("numpy.")
-        if name in TREE_MAP and call.args and isinstance(call.args[0], ast.Lambda):
-            body = call.args[0].body
-            inner = self.qualify(body.func) if isinstance(body, ast.Call) else ""
-            numpy = isinstance(body, ast.Call) and isinstance(body.func, ast.Attribute) \
-                and inner.startswith("numpy.")
-            fresh = inner.startswith("jax.numpy.")
-        else:
-            fresh = name.startswith("jax.numpy.")
-        if numpy:
-            return frozenset()  # a host array in both programs
-        token = frozenset({self._token(call)})
-        if fresh:  # placed with device_put(..., may_alias=False) or built anew
-            return token
-        return token | passed  # a reshape may be its operand itself
-
-    def _returns_safe(self, name: str) -> bool:
-        """A module helper that only returns a replicated placement (`replicate(tree)`)."""
-        function = self.module.functions.get(name)
-        if function is None or name in self.local or function.decorator_list:
-            return False
-        body = [s for s in function.body
-                if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-        return bool(body) and all(
-            isinstance(s, ast.Return) and isinstance(s.value, ast.Call)
-            and self.qualify(s.value.func) in SAFE_PRODUCERS for s in body)
-
-    def _token(self, node) -> Token:
-        """The token of the value `node` makes now. A value it made before that a step may
-        have deleted keeps its status under an "earlier" token: this one is fresh."""
-        token = ("node", id(node))
-        self.origin.setdefault(token, node)
-        if token in self.state.donated:
-            earlier = ("earlier", id(node))
-            self.origin[earlier] = node
-            self.donors.setdefault(earlier, self.donors[token])
-            rename = {name: (tokens - {token}) | {earlier} if token in tokens else tokens
-                      for name, tokens in self.state.names.items()}
-            self.state = State(rename, (self.state.donated - {token}) | {earlier})
-        return token
-
 
 def check_donated_reads(analysis) -> None:
     """Raise a PM610 Blocker if the caller `analysis` (dataflow.CallerAnalysis, after its
@@ -569,41 +340,6 @@ def check_donated_reads(analysis) -> None:
         return
     DonatedReads(analysis.function, analysis.site_calls, analysis.produced, analysis.module,
                  analysis._qualified).run()
-
-
-def _donated_positions(site: Site) -> set[int]:
-    if not site.donate:
-        return set()
-    value = ast.literal_eval(site.donate)
-    return {value} if isinstance(value, int) else set(value)
-
-
-def _has_none(tree) -> bool:
-    if isinstance(tree, dict):
-        tree = tuple(tree.values())
-    return isinstance(tree, tuple) and any(v is None or _has_none(v) for v in tree)
-
-
-def _alias_path(node) -> bool:
-    """A name or string-key subscripts of one (`old`, `old["w"]`): binding or testing it
-    touches no array data."""
-    while isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
-            and isinstance(node.slice.value, str):
-        node = node.value
-    return isinstance(node, ast.Name)
-
-
-def _root_name(node) -> str | None:
-    while isinstance(node, (ast.Subscript, ast.Attribute)):
-        node = node.value
-    return node.id if isinstance(node, ast.Name) else None
-
-
-def _is_method(call: ast.Call, method: str) -> bool:
-    if isinstance(call.func, ast.Attribute) and call.func.attr == method:
-        return True
-    return len(call.args) == 1 and isinstance(call.args[0], ast.Call) \
-        and _is_method(call.args[0], method)
 
 
 def _ends_early(loop: ast.For) -> bool:
@@ -621,15 +357,6 @@ def _ends_early(loop: ast.For) -> bool:
                 return True
         return False
     return walk(loop.body, True)
-
-
-def _free_names(node) -> set[str]:
-    """The names a closure reads that it does not bind itself (its parameters, its stores)."""
-    bound = {a.arg for a in ast.walk(node) if isinstance(a, ast.arg)}
-    bound |= {n.id for n in ast.walk(node)
-              if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-            and n.id not in bound}
 
 
 def _module_ints(tree: ast.Module) -> dict[str, int]:
@@ -652,6 +379,3 @@ def _module_ints(tree: ast.Module) -> dict[str, int]:
     return found
 
 
-def _short(node) -> str:
-    text = ast.unparse(node)
-    return text if len(text) <= 60 else text[:57] + "..."
