@@ -62,7 +62,7 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMix
     - state, set here: function, module, sites / inline / all_sites, kinds (name -> Kind),
       edits (span -> text), specs and modes (per site key), returns, producers, site_calls;
     - statements, here: _statement, _block, _loop, _assign, _bind, _join; _edit and render;
-    - expressions.py: eval(node) -> Kind, _need_same, _helper_call;
+    - expressions.py: eval(node) -> Kind, qualified(func) -> str, _need_same, _helper_call;
     - site_calls.py: site_call(call, site) -> Kind, the kind of a site's results;
     - idioms.py: producer(call, name) -> Kind | None, placed_batch(text), _consumer;
     - instances.py: _analyse_body (the entry point of run) and the calls through instances.

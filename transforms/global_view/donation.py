@@ -339,7 +339,7 @@ def check_donated_reads(analysis) -> None:
     if not any(site.donate for site in analysis.site_calls.values()):
         return
     DonatedReads(analysis.function, analysis.site_calls, analysis.produced, analysis.module,
-                 analysis._qualified).run()
+                 analysis.qualified).run()
 
 
 def _ends_early(loop: ast.For) -> bool:

@@ -109,17 +109,17 @@ class ExpressionsMixin:
             return None
         text = ast.unparse(producer)
         text = text if len(text) <= 60 else text[:57] + "..."
-        if self._qualified(producer.func) in ("jax.random.split", "jax.random.key_split"):
+        if self.qualified(producer.func) in ("jax.random.split", "jax.random.key_split"):
             return (f"per-device RNG keys (`{text}`, line {producer.lineno}): a key per device "
                     "has no batch axis to merge the device axis into")
-        if self._qualified(producer.func) in ("numpy.arange", "jax.numpy.arange"):
+        if self.qualified(producer.func) in ("numpy.arange", "jax.numpy.arange"):
             return (f"per-device scalars (`{text}`, line {producer.lineno}): one number per "
                     "device has no batch axis to merge the device axis into")
         return (f"`{text}` (line {producer.lineno}) is built from the device count, but not by "
                 "a producer the tool recognises as a per-device batch (a reshape to "
                 "(n, -1, ...), shard, device_put_sharded, a random draw of size (n, ...))")
 
-    def _qualified(self, func) -> str:
+    def qualified(self, func) -> str:
         return dotted(func, self.module.imported)
 
     def _call(self, call: ast.Call) -> Kind:
@@ -127,7 +127,7 @@ class ExpressionsMixin:
         held = self._instance_call(call)
         if held is not None:
             return held
-        name = self._qualified(func)
+        name = self.qualified(func)
         if isinstance(func, ast.Call) and isinstance(func.func, ast.Name) \
                 and func.func.id in self.sites and self.sites[func.func.id].factory:
             for argument in [*func.args, *(k.value for k in func.keywords)]:

@@ -64,11 +64,11 @@ class IdiomsMixin:
             body = function.body
             params = [a.arg for a in function.args.args]
             if isinstance(body, ast.Call) and len(params) == 1:
-                operand = replicated_operand(body, self._qualified(body.func), self._is_devcount,
+                operand = replicated_operand(body, self.qualified(body.func), self._is_devcount,
                                              lambda node: None)
                 if isinstance(operand, ast.Name) and operand.id == params[0]:
                     self._need_same(tree)
-                    self._edit(call, self._unstacked(body, self._qualified(body.func), tree,
+                    self._edit(call, self._unstacked(body, self.qualified(body.func), tree,
                                                      tree=True))
                     return _replicated_tree(tree)
         if name in CONSTANT_FILLS and call.args and not any(k.arg == "shape" for k in call.keywords):
@@ -138,7 +138,7 @@ class IdiomsMixin:
         ((count, None) for another count; None if `node` is not such a 1-D array)."""
         if not isinstance(node, ast.Call):
             return None
-        name = self._qualified(node.func)
+        name = self.qualified(node.func)
         count = None
         if name in ("numpy.arange", "jax.numpy.arange") and len(node.args) == 1 \
                 and all(k.arg == "dtype" for k in node.keywords):
@@ -226,7 +226,7 @@ class IdiomsMixin:
         if isinstance(value, ast.Dict):
             return None not in value.keys and all(self._made_here(v) for v in value.values)
         if isinstance(value, ast.Call):
-            name = self._qualified(value.func)
+            name = self.qualified(value.func)
             if not name.startswith(("numpy.", "jax.numpy.")):
                 return False
             if name.rsplit(".", 1)[-1] in _ALLOCATING:
@@ -248,7 +248,7 @@ class IdiomsMixin:
             return text if name.startswith("numpy.") else placed(self.module.jax, text, "P()")
         if name.startswith("numpy."):
             numpy = ast.unparse(stack.func.value) if isinstance(stack.func, ast.Attribute) else None
-            already = isinstance(value, ast.Call) and self._qualified(value.func) in (
+            already = isinstance(value, ast.Call) and self.qualified(value.func) in (
                 "numpy.asarray", "numpy.array")
             if already or numpy is None:
                 return text

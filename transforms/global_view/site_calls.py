@@ -208,7 +208,7 @@ class SiteCallsMixin:
         size = next((k.value for k in node.keywords if k.arg in ("size", "shape")), None)
         if size is None and isinstance(node.func, ast.Attribute) and node.func.attr == "reshape":
             size = node.args[0] if len(node.args) == 1 else ast.Tuple(elts=node.args)
-        elif size is None and self._qualified(node.func) in CONSTANT_FILLS and node.args:
+        elif size is None and self.qualified(node.func) in CONSTANT_FILLS and node.args:
             size = node.args[0]
         return isinstance(size, ast.Tuple) and len(size.elts) > axis \
             and not any(isinstance(e, ast.Starred) for e in size.elts[:axis + 1]) \
