@@ -80,6 +80,8 @@ def _class_constants(cls: ast.ClassDef, tree: ast.Module) -> dict[str, str]:
 
 
 def assigned_site(name, call, statement, imported, functions, constants, owner=None) -> Site:
+    """The site of `name = jax.pmap(f, ...)` (module-level, local, inline or a factory's): `f`
+    is a lambda, a module-level def, or functools.partial of one with keywords."""
     function, positional, keywords = pmap_call_options(call, imported)
     bound = []
     if isinstance(function, ast.Lambda):
@@ -105,6 +107,8 @@ def assigned_site(name, call, statement, imported, functions, constants, owner=N
 
 def make_site(name, node, statement, body, positional, keywords, decorated, constants,
               bound=()) -> Site:
+    """A `Site` from pmap's options over the mapped function `body`; an option the global
+    style cannot take raises a PM602 `Blocker` that names it."""
     options = {k.arg: k.value for k in keywords}
     if None in options:
         raise Blocker(OPTIONS, node, "pmap options passed with **")
