@@ -20,7 +20,10 @@ from transforms.faithful.host_barriers import HostBarriers
 from transforms.imports import RuleContext, apply_queued_imports
 from transforms.module_helpers import provide_helpers
 from transforms.faithful.multiprocess import MultiProcess
+from transforms.faithful.patched_pmap import PatchedPmap
 from transforms.faithful.placement import DataPlacement
+from transforms.reading.names import ImportTable
+from transforms.reading.pmap_patches import pmap_patch
 from transforms.reading.prefilter import might_need_migration, parse_or_none, referenced_rules
 from transforms.faithful.pmap_sites import PmapToShardMap
 from transforms.faithful.process_idioms import ProcessIdioms
@@ -35,10 +38,10 @@ from transforms.faithful.unreplicate import Unreplicate
 # The rules, in the order they run. Each is one concern (see its module docstring). Rules that
 # add no lines run first; module-level helpers are inserted after all of them, so every finding
 # carries the input file's line numbers.
-# The hazard rules (MultiProcess, CollectiveGroups, HostBarriers) come before PmapToShardMap,
-# which skips the sites they claim; ConfigFlags removes lines and must stay last.
+# The hazard rules (PatchedPmap, MultiProcess, CollectiveGroups, HostBarriers) come before
+# PmapToShardMap, which skips the sites they claim; ConfigFlags removes lines and must stay last.
 RULES: tuple[type[ReportingTransformer], ...] = (
-    MultiProcess, ProcessIdioms, CollectiveGroups, HostBarriers,
+    PatchedPmap, MultiProcess, ProcessIdioms, CollectiveGroups, HostBarriers,
     RemovedApis, DataPlacement, Unreplicate, PmapToShardMap,
     ConfigFlags,
 )
@@ -114,6 +117,15 @@ def run_rules(
     return module, findings
 
 
+def _patches_pmap(source: bytes, syntax_tree) -> bool:
+    """Whether the module patches jax.pmap (a test faking it): its sites stay jax.pmap in
+    either style (transforms/faithful/patched_pmap.py), so the global pass must not take them."""
+    if not any(word in source for word in (b"fake_pmap", b"patch", b"setattr", b"pmap =")):
+        return False
+    tree = parse_or_none(source) if syntax_tree is _UNPARSED else syntax_tree
+    return tree is not None and pmap_patch(tree, ImportTable.from_tree(tree).imported) is not None
+
+
 def migrate_source(
     source: bytes,
     target: TargetJax = DEFAULT_TARGET,
@@ -145,7 +157,7 @@ def migrate_source(
         rule_names = referenced_rules(source, syntax_tree)
     if rule_names is not None and not rule_names:
         return unchanged
-    if style == "global" and "PM100" not in ignored:
+    if style == "global" and "PM100" not in ignored and not _patches_pmap(source, syntax_tree):
         from transforms.global_view.pipeline_hook import migrate_global_then_faithful
 
         faithful = functools.partial(migrate_source, helper_module=helper_module)

@@ -56,6 +56,12 @@ FLAG = "jax_pmap_shmap_merge"  # in any case: `JAX_PMAP_SHMAP_MERGE` is its envi
 # imported here so that a file without references never loads libcst.
 PMAP = "jax.pmap"
 RULE_REFERENCES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    # A patch of jax.pmap matters next to a pmap site (PM211); chex's fakes alone get PM212.
+    "PatchedPmap": (
+        frozenset({PMAP, "chex.fake_pmap", "chex.fake_pmap_and_jit", "chex._src.fake.fake_pmap",
+                   "chex._src.fake.fake_pmap_and_jit"}),
+        frozenset({"fake_pmap", "fake_pmap_and_jit"}),
+    ),
     # PM505 is given to pmap sites; the module's multi-process calls alone are not reported.
     "MultiProcess": (frozenset({PMAP}), frozenset()),
     # Active only where MultiProcess found evidence, which needs a jax.pmap reference.

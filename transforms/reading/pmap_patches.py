@@ -1,0 +1,93 @@
+"""Does a module patch `jax.pmap`? Test code does, to run pmap on one device.
+
+`chex.fake_pmap()` and `chex.fake_pmap_and_jit()` replace `jax.pmap` with a vmap for the
+duration of a `with` block (`mock.patch("jax.pmap", ...)` inside). Tests write the same by
+hand: `mock.patch("jax.pmap", ...)`, `mock.patch.object(jax, "pmap", ...)`, pytest's
+`monkeypatch.setattr(jax, "pmap", ...)`, or `jax.pmap = ...`. A pmap site migrated to
+jit + shard_map no longer looks `jax.pmap` up when it runs, so the patch silently stops
+reaching it: the test then runs the real thing on the real devices, or tests nothing.
+
+Read from the standard `ast` with names resolved through the module's import table (local
+name -> dotted name), like the multi-process evidence.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from transforms.reading.prefilter import all_nodes
+
+PMAP = "jax.pmap"
+# chex's fakes, under the names chex exports them and the module that defines them.
+FAKE_NAMES = frozenset({"fake_pmap", "fake_pmap_and_jit"})
+CHEX_FAKES = frozenset(
+    f"{module}.{name}" for module in ("chex", "chex._src.fake") for name in FAKE_NAMES
+)
+_MOCK_PATCH = frozenset({"unittest.mock.patch", "mock.patch"})
+_MOCK_PATCH_OBJECT = frozenset(f"{name}.object" for name in _MOCK_PATCH)
+
+
+def dotted(node: ast.AST, imported: dict[str, str]) -> str | None:
+    """The dotted name `node` refers to through the imports (`np.zeros` -> numpy.zeros), or
+    its own text when its root is not imported; None for anything but a name chain."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([imported.get(node.id, node.id), *reversed(parts)])
+
+
+def is_chex_fake(name: str | None) -> bool:
+    return name in CHEX_FAKES
+
+
+def pmap_patch(tree: ast.Module, imported: dict[str, str]) -> tuple[int, str] | None:
+    """(line, source text) of the first place the module patches `jax.pmap`, or None."""
+    found = []
+    for node in all_nodes(tree):
+        if isinstance(node, ast.Call) and _patches_pmap(node, imported):
+            found.append((node.lineno, node.col_offset, ast.unparse(node)))
+        elif isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
+            if is_chex_fake(dotted(node, imported)):
+                found.append((node.lineno, node.col_offset, ast.unparse(node)))
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Attribute) and dotted(target, imported) == PMAP:
+                    found.append((node.lineno, node.col_offset, f"{ast.unparse(target)} = ..."))
+    if not found:
+        return None
+    line, _, text = min(found)
+    return line, text
+
+
+def chex_fake_uses(tree: ast.Module, imported: dict[str, str]) -> list[tuple[int, int, str]]:
+    """(line, col, text) of every reference to chex's pmap fakes, in source order."""
+    uses = [(node.lineno, node.col_offset, ast.unparse(node)) for node in all_nodes(tree)
+            if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load)
+            and is_chex_fake(dotted(node, imported))]
+    return sorted(uses)
+
+
+def _patches_pmap(call: ast.Call, imported: dict[str, str]) -> bool:
+    """`mock.patch("jax.pmap", ...)`, `mock.patch.object(jax, "pmap", ...)`,
+    `<monkeypatch>.setattr(jax, "pmap", ...)` / `.setattr("jax.pmap", ...)`,
+    `setattr(jax, "pmap", ...)`."""
+    callee = dotted(call.func, imported)
+    args = call.args
+    if callee in _MOCK_PATCH:
+        return bool(args) and _is_string(args[0], PMAP)
+    is_setattr = callee == "setattr" or (
+        isinstance(call.func, ast.Attribute) and call.func.attr == "setattr"
+    )
+    if callee in _MOCK_PATCH_OBJECT or is_setattr:
+        if len(args) >= 2 and dotted(args[0], imported) == "jax" and _is_string(args[1], "pmap"):
+            return True
+        return is_setattr and bool(args) and _is_string(args[0], PMAP)
+    return False
+
+
+def _is_string(node: ast.expr, value: str) -> bool:
+    return isinstance(node, ast.Constant) and node.value == value
