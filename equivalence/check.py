@@ -239,7 +239,8 @@ def disagreements(runs: list[RunOutcome]) -> list[dict]:
     found: dict[str, tuple | None] = {}  # path -> the first differing index, or None
     for run in runs[1:]:
         for difference in compare_outputs(first, run.output):
-            if difference.path not in found:
+            # A leaf that is not an array is never equal, not even to itself.
+            if difference.comparable and difference.path not in found:
                 index = (difference.values or {}).get("first") or [{"index": None}]
                 found[difference.path] = index[0]["index"]
     result = []

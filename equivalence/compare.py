@@ -30,6 +30,8 @@ class Difference:
     # For a value difference: the first differing positions with expected and got, the max
     # absolute and relative difference and the tolerance used (see value_details).
     values: dict | None = None
+    comparable: bool = True  # False: a leaf that is not an array on a side
+
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
@@ -49,7 +51,8 @@ def compare_outputs(original: dict, migrated: dict) -> list[Difference]:
         path = a["path"]
         if "key" not in a or "key" not in b:
             kinds = f"{a.get('type', a.get('dtype'))} / {b.get('type', b.get('dtype'))}"
-            differences.append(Difference(path, f"not an array ({kinds}); cannot be compared"))
+            differences.append(Difference(path, f"not an array ({kinds}); cannot be compared",
+                                          comparable=False))
             continue
         x, y = original["arrays"][a["key"]], migrated["arrays"][b["key"]]
         if x.shape != y.shape or x.dtype != y.dtype:
