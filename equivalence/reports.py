@@ -50,7 +50,8 @@ def print_terminal(reports: list[EntryReport], console: Console) -> None:
             for line in r.differences:
                 console.print(f"  {label} {escape(line)}", markup=True, highlight=False)
             for line in attribution_lines(r):
-                console.print(f"  [cyan]who[/] {escape(line)}", markup=True, highlight=False)
+                label = "   " if line.startswith("  ") else "[cyan]who[/]"  # a leaf's own line
+                console.print(f"  {label} {escape(line)}", markup=True, highlight=False)
             for line in notes:
                 console.print(f"  [dim]note[/] {line}", markup=True, highlight=False)
     counts = summary(reports)
