@@ -251,15 +251,12 @@ def disagreements(runs: list[RunOutcome]) -> list[dict]:
 
 
 def _leaf_text(output: dict, path: str, index) -> str:
-    import numpy as np
-
     leaf = next((leaf for leaf in output["leaves"] if leaf["path"] == path), None)
     if leaf is None or "key" not in leaf:
         return f"<{output['treedef']}>" if path == "<root>" else "<not an array>"
     array = output["arrays"][leaf["key"]]
     if array.size <= SHOWN_VALUES:
-        values = array.tolist()
-        return str(values)
+        return str(array.tolist())
     if index is None:
         return f"{array.dtype}{list(array.shape)}"
     return f"{array[tuple(index)].item()} at {list(index)}"

@@ -129,7 +129,8 @@ def test_a_nondeterministic_report_in_each_format(tmp_path):
         "prog:run", 8, [outcome(x=np.float32([1, 2, 3, 4, 5]))] * 2,
         [outcome(x=np.float32([1, 2, 3, 4, 5])), outcome(x=np.float32([1, 2, 9, 4, 5]))],
         same_jax=True)
-    line = "the migrated program disagreed with itself over 2 runs: ['x'] was 3.0 at [2], 9.0 at [2]"
+    line = ("the migrated program disagreed with itself over 2 runs: "
+            "['x'] was 3.0 at [2], 9.0 at [2]")
     assert report.nondeterministic == [line]
     console = Console(record=True, width=200)
     reports.print_terminal([report], console)
@@ -187,7 +188,8 @@ def test_an_original_that_reads_the_clock_is_nondeterministic(tmp_path):
     off = cli(tmp_path, "--entry", "clock:run", "--devices", "2", "--repeat", "1",
               "--report-json", tmp_path / "off.json")
     assert off.returncode == 1
-    assert json.loads((tmp_path / "off.json").read_text())["results"][0]["verdict"] == "different"
+    off_result = json.loads((tmp_path / "off.json").read_text())["results"][0]
+    assert off_result["verdict"] == "different"
     assert "determinism guard off" in off.stdout
 
 
