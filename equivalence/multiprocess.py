@@ -48,22 +48,23 @@ def free_port() -> int:
 def run_entry_processes(
     root: Path, entry: str, *, devices: int = 8, processes: int = 2,
     python: str = sys.executable, timeout: float = 300, rng_compat: bool = True,
-    work_dir: str | None = None,
+    work_dir: str | None = None, hlo: bool = True,
 ) -> list[RunOutcome]:
     """Run `entry` of the program in `root` as `processes` processes with `devices` devices in
-    all; one RunOutcome per process, in process order."""
+    all; one RunOutcome per process, in process order. `hlo`: dump the compiled HLO."""
     if processes < 1 or devices % processes:
         raise ValueError(f"{devices} devices cannot be split over {processes} processes")
     work = Path(tempfile.mkdtemp(prefix="pmap-migrate-mp-", dir=work_dir))
     try:
         return _run(work, Path(root).absolute(), entry, devices // processes, processes,
-                    os.path.abspath(python) if os.sep in python else python, timeout, rng_compat)
+                    os.path.abspath(python) if os.sep in python else python, timeout, rng_compat,
+                    hlo)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 def _run(work: Path, root: Path, entry: str, local_devices: int, processes: int, python: str,
-         timeout: float, rng_compat: bool) -> list[RunOutcome]:
+         timeout: float, rng_compat: bool, hlo: bool = True) -> list[RunOutcome]:
     coordinator = f"127.0.0.1:{free_port()}"
     folders = [work / f"process{p}" for p in range(processes)]
     start = time.perf_counter()
@@ -77,7 +78,9 @@ def _run(work: Path, root: Path, entry: str, local_devices: int, processes: int,
                 running.append(start_worker(
                     [python, str(WORKER), str(root), entry, str(folder), coordinator,
                      str(processes), str(p)],
-                    env=worker_environment(local_devices, folder / "hlo", rng_compat), cwd=str(root),
+                    env=worker_environment(local_devices, folder / "hlo" if hlo else None,
+                                           rng_compat),
+                    cwd=str(root),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=err, group=group,
                 ))
         results, failed, timed_out = _wait(running, folders, start + timeout)

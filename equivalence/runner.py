@@ -62,18 +62,16 @@ def cpu_thread_pool_size(devices: int) -> int:
     return max(2 * devices, os.cpu_count() or 1)
 
 
-def worker_environment(devices: int, hlo_dir: Path, rng_compat: bool = True) -> dict[str, str]:
+def worker_environment(devices: int, hlo_dir: Path | None, rng_compat: bool = True
+                       ) -> dict[str, str]:
     """The environment of one worker process: `devices` fake CPU devices, an HLO dump into
-    `hlo_dir`, a client pool that cannot starve (cpu_thread_pool_size), and the random-stream
-    flag that makes old references draw what current JAX draws."""
+    `hlo_dir` (None: no dump, as in the determinism guard's repeats), a client pool that
+    cannot starve (cpu_thread_pool_size), and the random-stream flag that makes old
+    references draw what current JAX draws."""
     env = dict(os.environ)
+    dump = [f"--xla_dump_to={hlo_dir}", "--xla_dump_hlo_as_text"] if hlo_dir else []
     env["XLA_FLAGS"] = " ".join(
-        [
-            env.get("XLA_FLAGS", ""),
-            f"--xla_force_host_platform_device_count={devices}",
-            f"--xla_dump_to={hlo_dir}",
-            "--xla_dump_hlo_as_text",
-        ]
+        [env.get("XLA_FLAGS", ""), f"--xla_force_host_platform_device_count={devices}", *dump]
     ).strip()
     env["JAX_PLATFORMS"] = "cpu"
     env["PJRT_NPROC"] = str(max(cpu_thread_pool_size(devices), _int(env.get("PJRT_NPROC"))))
@@ -167,11 +165,14 @@ def _run_in(
     python: str = sys.executable,
     timeout: float = 300,
     rng_compat: bool = True,
+    hlo: bool = True,
 ) -> RunOutcome:
+    """`hlo`: dump and read the compiled HLO (collectives, donation); off, the outcome's
+    `compiled` is empty."""
     if os.sep in python:
         python = os.path.abspath(python)
     hlo_dir = out_dir / "hlo"
-    env = worker_environment(devices, hlo_dir, rng_compat)
+    env = worker_environment(devices, hlo_dir if hlo else None, rng_compat)
     start = time.perf_counter()
     # Output goes to files, not pipes: an entry that prints megabytes cannot fill memory or
     # block, and the tail of stderr explains a crash.

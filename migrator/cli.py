@@ -402,6 +402,11 @@ def check(
         True, "--rng-compat/--no-rng-compat",
         help="Run both sides with jax_threefry_partitionable=1 so old and new JAX draw the same random numbers.",
     ),
+    repeat: int = typer.Option(
+        2, "--repeat", min=1,
+        help="Run each side N times; a side that disagrees with itself is 'nondeterministic' "
+             "(exit 1), not 'different'. 1 turns this guard off.",
+    ),
     target_jax: str = TargetOpt,
     style: Optional[str] = StyleOpt,
 ) -> None:
@@ -443,7 +448,7 @@ def check(
         raise typer.BadParameter("property mode runs one process", param_hint="--processes")
     style = _config(paths[:1], None, style=style).style
     options = CheckOptions(devices=counts, timeout=timeout, rng_compat=rng_compat,
-                           processes=processes)
+                           processes=processes, repeat=repeat)
     if reference_python:
         # Workers run with the program's folder as working directory: resolve the path here.
         options.reference_python = (

@@ -151,7 +151,7 @@ def test_check_cli_single_path_reports_and_exit_codes(tmp_path):
     good = subprocess.run(command + ["--entry", "prog:run"], capture_output=True, text=True, env=env)
     assert good.returncode == 0, good.stdout + good.stderr
     document = json.loads((tmp_path / "r.json").read_text())
-    assert document["schema_version"] == 2
+    assert document["schema_version"] == 3
     assert [(r["entry"], r["devices"], r["verdict"]) for r in document["results"]] == [
         ("prog:run", 2, "equivalent"), ("prog:run", 8, "equivalent")]
     assert {"outputs", "collectives", "donation", "sharding"} <= set(document["results"][0])

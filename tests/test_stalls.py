@@ -126,12 +126,14 @@ def test_stalls_in_text_json_and_junit_reports(tmp_path):
     text = " ".join(completed.stdout.split())  # rich wraps long lines
     assert "prog:aborts [2 devices]: stalled" in text
     assert "a harness stall, not a difference in the program" in text
-    assert "1 equivalent, 0 different, 1 stalled in the harness, 0 could not be checked" in text
+    assert ("1 equivalent, 0 different, 0 nondeterministic, 1 stalled in the harness, "
+            "0 could not be checked") in text
     assert " difference " not in text.replace("not a difference in", "")
 
     document = json.loads((tmp_path / "r.json").read_text())
-    assert document["schema_version"] == 2
-    assert document["summary"] == {"checks": 2, "equivalent": 1, "different": 0, "stalled": 1, "error": 0}
+    assert document["schema_version"] == 3
+    assert document["summary"] == {"checks": 2, "equivalent": 1, "different": 0,
+                                   "nondeterministic": 0, "stalled": 1, "error": 0}
     stalled = document["results"][0]
     assert stalled["verdict"] == "stalled" and stalled["original"]["stall"] == ""
     assert "only 7 of them arrived" in stalled["migrated"]["stall"]
