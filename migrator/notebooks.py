@@ -65,11 +65,11 @@ import warnings
 import libcst as cst
 from libcst.metadata import PositionProvider
 
+from migrator.options import MigrationOptions
 from transforms.codes.findings import Finding
 from transforms.pipeline import might_need_migration, migrate_source
 from transforms.module_helpers import HELPER_NAMES
 from transforms.helpers.placement_helpers import HELPER_MARKER
-from transforms.target import DEFAULT_TARGET, TargetJax
 
 # Cell magics whose body is Python run by IPython; any other cell magic leaves the cell alone.
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun"})
@@ -101,11 +101,12 @@ class NotebookMigration:
         return bool(self.cell_diffs)
 
 
-def migrate_notebook(data: bytes, target: TargetJax = DEFAULT_TARGET) -> NotebookMigration:
-    """Migrate every Python code cell of a notebook. Raises NotebookError if it is not one."""
+def migrate_notebook(data: bytes, options: MigrationOptions = MigrationOptions()) -> NotebookMigration:
+    """Migrate every Python code cell of a notebook with `options` (those at its path: see
+    MigrationOptions.for_file). Raises NotebookError if it is not one."""
     document = _Document.load(data)
     cells = document.code_cells()
-    results = _migrate_cells(cells, target)
+    results = _migrate_cells(cells, options)
 
     findings: list[Finding] = []
     cell_of: list[int] = []
@@ -402,14 +403,14 @@ class _Context:
     helpers_defined: tuple[str, ...]
 
 
-def _migrate_cells(cells: list[_Cell], target: TargetJax) -> list[_CellResult]:
+def _migrate_cells(cells: list[_Cell], options: MigrationOptions) -> list[_CellResult]:
     imports: list[str] = []
     helpers_defined: tuple[str, ...] = ()
     contexts: list[_Context] = []
     results: list[_CellResult] = []
     for cell in cells:
         context = _Context(list(imports), helpers_defined)
-        result = _migrate_cell(cell.text, context, target, keep=())
+        result = _migrate_cell(cell.text, context, options, keep=())
         contexts.append(context)
         results.append(result)
         scoped = result.masked is not None and result.masked.cell_magic in SCOPED_CELL_MAGICS
@@ -431,11 +432,11 @@ def _migrate_cells(cells: list[_Cell], target: TargetJax) -> list[_CellResult]:
         used_later = set().union(*(later.words for later in results[i + 1 :]))
         keep = sorted(removed & used_later)
         if keep:
-            results[i] = _migrate_cell(cell.text, contexts[i], target, keep=keep)
+            results[i] = _migrate_cell(cell.text, contexts[i], options, keep=keep)
     return results
 
 
-def _migrate_cell(text: str, context: _Context, target: TargetJax, keep) -> _CellResult:
+def _migrate_cell(text: str, context: _Context, options: MigrationOptions, keep) -> _CellResult:
     context_text = "\n".join(context.imports)
     tag = _unique_tag(text, context_text)
     masked = _mask(text, tag)
@@ -458,7 +459,7 @@ def _migrate_cell(text: str, context: _Context, target: TargetJax, keep) -> _Cel
         return result
     try:
         new_text, cell_findings = _run_pipeline(
-            masked, context, target, keep, tag, _bound_by_imports(original_tree)
+            masked, context, options, keep, tag, _bound_by_imports(original_tree)
         )
         new_tree = _parse(new_text)
         restored = _unmask(new_text, masked)
@@ -476,7 +477,8 @@ def _migrate_cell(text: str, context: _Context, target: TargetJax, keep) -> _Cel
 
 
 def _run_pipeline(
-    masked: _Masked, context: _Context, target: TargetJax, keep, tag: str, own_imports: set[str]
+    masked: _Masked, context: _Context, options: MigrationOptions, keep, tag: str,
+    own_imports: set[str],
 ) -> tuple[str, list[Finding]]:
     """Migrate the masked cell with the notebook context in it; return its new text and findings.
 
@@ -512,7 +514,8 @@ def _run_pipeline(
         lines[insert_at:]
     )
     try:
-        migration = migrate_source(source.encode("utf-8"), target)
+        migration = migrate_source(source.encode("utf-8"), options.target, options.ignored,
+                                   helper_module=options.helper_module)
     except RecursionError:
         raise _CellFailed("PM005", "cell too deeply nested for the parser") from None
     except Exception as error:  # noqa: BLE001 - one bad cell must not stop the notebook

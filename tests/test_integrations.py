@@ -319,14 +319,14 @@ import sys
 from pathlib import Path
 
 from migrator.interactive import refuse_without_tty, select_changes
+from migrator.options import MigrationOptions
 from migrator.runner import process_all
-from transforms.target import DEFAULT_TARGET
 
 message = refuse_without_tty()
 if message:
     print(message, file=sys.stderr)
     sys.exit(2)
-results = list(process_all([Path(sys.argv[1])], DEFAULT_TARGET))
+results = list(process_all([Path(sys.argv[1])], MigrationOptions()))
 chosen = select_changes(results, ask=input, show=print)
 Path(sys.argv[2]).write_bytes(chosen[0].migrated)
 print("DRIVER DONE")
@@ -452,12 +452,12 @@ def test_refuse_without_tty_in_process(monkeypatch):
 
 
 def results_for(tmp_path: Path, sources: dict[str, bytes]):
+    from migrator.options import MigrationOptions
     from migrator.runner import process_all
-    from transforms.target import DEFAULT_TARGET
 
     for name, data in sources.items():
         (tmp_path / name).write_bytes(data)
-    return list(process_all([tmp_path], DEFAULT_TARGET))
+    return list(process_all([tmp_path], MigrationOptions()))
 
 
 def scripted(*answers: str):
