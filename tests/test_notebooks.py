@@ -30,6 +30,7 @@ HELPER_DEF = (  # the marker comment, then the definition
     "def _pmap_style_shard_map("
 )
 HELPER_NAME = "_pmap_style_shard_map"
+GLOBAL = MigrationOptions(style="global")
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -468,6 +469,37 @@ def test_generated_notebooks(data):
         assert 1 <= finding.line <= len("".join(old_cells[cell]["source"]).splitlines())
 
 
+GLOBAL_PROGRAM = [  # cells that go global together (PM600)
+    "import functools\nimport numpy as np\nimport jax",
+    "@functools.partial(jax.pmap, axis_name='b')\ndef gstep(v):\n    return jax.lax.psum(v, 'b')",
+    "def grun():\n    n = jax.local_device_count()\n"
+    "    x = np.ones((n * 2, 3), np.float32).reshape(n, -1, 3)\n    return gstep(x)[0]",
+]
+GLOBAL_SNIPPETS = [*SNIPPETS, *GLOBAL_PROGRAM, "%time out = grun()", "out = grun()"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.booleans(), st.lists(st.sampled_from(GLOBAL_SNIPPETS), min_size=1, max_size=5))
+def test_generated_notebooks_in_the_global_style(program_first, snippets):
+    """Whatever the cells, the global style gives a valid notebook that a second run leaves
+    alone, IPython lines and other cells kept, findings inside their cell, no tool error."""
+    snippets = [*GLOBAL_PROGRAM, *snippets] if program_first else snippets
+    data = notebook(*(code(*snippet.splitlines()) for snippet in snippets))
+    result = migrate_notebook(data, GLOBAL)
+    validate(result.source)
+    assert migrate_notebook(result.source, GLOBAL).source == result.source
+    old_cells, new_cells = json.loads(data)["cells"], json.loads(result.source)["cells"]
+    for before, after in zip(old_cells, new_cells):
+        assert ipython_lines("".join(before["source"])) == ipython_lines("".join(after["source"]))
+        if "broken" in "".join(before["source"]) or "%%bash" in "".join(before["source"]):
+            assert before == after
+    assert_helper_once_before_use(result.source)
+    assert "".join(sources(result.source)).count("def _mesh(") <= 1
+    for finding, cell in zip(result.findings, result.cell_of):
+        assert finding.code != "PM005", finding
+        assert 1 <= finding.line <= len("".join(old_cells[cell]["source"]).splitlines())
+
+
 # -- end to end: the migrated notebook computes what the original did ---------------------------
 
 RUN_CELLS = textwrap.dedent(r'''
@@ -546,7 +578,6 @@ def test_every_helper_is_given_to_one_cell_only():
 # -- --style global: the notebook's cells are one module ----------------------------------------
 
 GLOBAL_TRAINING = NOTEBOOKS / "global_training.ipynb"
-GLOBAL = MigrationOptions(style="global")
 
 
 def _code_lines(text: str) -> list[str]:
