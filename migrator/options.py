@@ -21,6 +21,9 @@ from transforms.target import DEFAULT_TARGET, TargetJax
 
 @dataclasses.dataclass(frozen=True)
 class MigrationOptions:
+    """How files are migrated. The run's options (`from_config`) hold the configuration's
+    global settings; `for_file` gives those that apply at one path."""
+
     style: str = "faithful"  # "faithful" | "global" (transforms/global_view)
     target: TargetJax = DEFAULT_TARGET  # the JAX version the output is written for
     ignored: frozenset[str] = frozenset()  # finding codes turned off (ignoring PM100: not migrated)
