@@ -770,7 +770,7 @@ def _check_global_edits(cells, masks, texts: list[str]) -> None:
             defined |= _bound_by_code(ast.parse(masked.text))
     for k, masked in enumerate(masks):
         for number, line in masked.ipython if masked is not None else ():
-            if number == 1 and masked.cell_magic is not None:
+            if line.startswith("%%"):  # the cell magic line: its words are not Python
                 continue
             read = sorted(set(re.findall(r"[A-Za-z_]\w*", line)) & defined)
             if read:

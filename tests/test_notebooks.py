@@ -679,6 +679,7 @@ def _two_cell_notebook(second: str) -> bytes:
     ("%time out = run()", "reads `run`"),
     ("out = run(\n", "does not parse"),
     ("%%timeit\nimport jax\nrun()", None),
+    ("\n%%time\ntime = 1\nrun()", None),  # a cell magic's own words are not a read
 ])
 def test_global_style_falls_back_with_pm607_where_a_notebook_is_not_one_module(second, reason):
     data = _two_cell_notebook(second)
