@@ -1,5 +1,6 @@
 """`check --style global`: compare the original's outputs with the migrated ones through the
-layout map the migration records (transforms/global_view/layout.py).
+layout map the migration records (transforms/global_view/layout.py; `check` takes it from its
+own migration's `FileResult.layouts` and hands it over in `CheckOptions.layouts`).
 
 A replicated stack must have equal rows along its device axis, then row 0 is compared; a
 merged array is compared after the device axis is merged into the next one. Leaves the map
@@ -9,28 +10,10 @@ does not name are compared as they are.
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 
-from transforms.global_view.layout import MERGED, REPLICATED, OutputLayout, layout_for
-
-
-def layouts_of(original_root: Path, target) -> dict[str, tuple[OutputLayout, ...]]:
-    """entry "module:function" -> its output layouts, from migrating the original (pure)."""
-    from migrator.runner import process_all
-
-    found = {}
-    root = Path(original_root)
-    for result in process_all([root], target, style="global"):
-        try:
-            relative = result.file.path.absolute().relative_to(root.absolute())
-        except ValueError:
-            continue
-        module = ".".join(relative.with_suffix("").parts)
-        for function in result.layouts:
-            found[f"{module}:{function.function}"] = function.outputs
-    return found
+from transforms.global_view.layout import MERGED, REPLICATED, layout_for
 
 
 @dataclasses.dataclass

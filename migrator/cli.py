@@ -20,11 +20,12 @@ from typing import Callable, List, Optional
 import typer
 
 from migrator import report
-from migrator.config import Config, ConfigError, load_config
+from migrator.config import ConfigError, load_config
 from migrator.diffing import colorize, notebook_cell_headers, unified_diff
-from migrator.files import discover, display_name
+from migrator.files import display_name
 from migrator.formats import WRITERS
 from migrator.helper_module import HelperModule, HelperModuleError
+from migrator.options import MigrationOptions
 from migrator.runner import (
     FileResult, copy_other_files, process_all, process_files, tune_gc, write_result,
 )
@@ -82,33 +83,33 @@ def _target(text: str | None) -> TargetJax:
         raise typer.BadParameter(str(error), param_hint="--target-jax") from None
 
 
-def _config(paths: list[Path], target: str | None, **flags) -> Config:
-    """[tool.pmap-migrate] from the nearest pyproject.toml; command-line flags win (a flag
-    left at None keeps the file's setting)."""
+def _options(paths: list[Path], target: str | None, **flags) -> MigrationOptions:
+    """The run's options: [tool.pmap-migrate] from the nearest pyproject.toml, with the
+    command-line flags winning (a flag left at None keeps the file's setting)."""
     if target and target != "auto":
         _target(target)
     try:
         config = load_config(paths, override_target=target, override_style=flags.pop("style", None))
+        config = dataclasses.replace(config, **{k: v for k, v in flags.items() if v is not None})
+        return MigrationOptions.from_config(config)
     except ConfigError as error:
         typer.echo(f"pmap-migrate: {error}", err=True)
         raise typer.Exit(report.EXIT_ERROR) from None
-    return dataclasses.replace(config, **{k: v for k, v in flags.items() if v is not None})
 
 
 def _run(
-    paths: list[Path], target: str | None, jobs: int, progress: bool,
-    handle: Callable[[FileResult], None], config: Config | None = None,
+    paths: list[Path], options: MigrationOptions, jobs: int, progress: bool,
+    handle: Callable[[FileResult], None],
 ) -> list[FileResult]:
     """Process every file, hand each full result to `handle`, keep the slim ones."""
-    config = config or _config(paths, target)
-    files = list(discover(paths, config))
+    files = list(options.discover(paths))
     workers = jobs or os.cpu_count() or 1
     workers = min(workers, max(1, len(files) // 8))  # processes only pay off on larger trees
     show = progress and sys.stderr.isatty() and sys.stdout.isatty() and len(files) > 1
     kept = []
     tune_gc()
     with _progress(show, len(files)) as advance:
-        for result in process_files(files, _target(config.target_jax), workers, config):
+        for result in process_files(files, options, workers):
             handle(result)
             kept.append(result.slim())
             advance()
@@ -171,11 +172,11 @@ def diff(
     """Dry run: print a unified diff (git apply / patch -p1) and the findings on stderr."""
     colored = sys.stdout.isatty() if color is None else color
     findings = _Findings(format, sys.stderr)
-    config = _config(
+    options = _options(
         paths, target_jax, helper_module=helper_module, respect_gitignore=respect_gitignore,
         style=style,
     )
-    helper = _helper_module(paths, config)
+    helper = _helper_module(paths, options)
 
     def write_diff(old: bytes, new: bytes, encoding: str, display: str, **options) -> None:
         text = unified_diff(old.decode(encoding), new.decode(encoding), display, context, **options)
@@ -190,11 +191,11 @@ def diff(
         findings.add(result)
 
     if helper is None:
-        results = _run(paths, None, jobs, progress, show, config)
+        results = _run(paths, options, jobs, progress, show)
     else:  # every file is checked before anything is shown: the diff is whole or absent
         full: list[FileResult] = []
-        results = _run(paths, None, jobs, progress, full.append, config)
-        current, new = _shared_helpers(helper, full, config)
+        results = _run(paths, options, jobs, progress, full.append)
+        current, new = _shared_helpers(helper, full, options)
         if new is not None:
             write_diff(current, new, "utf-8", display_name(helper.path), new_file=not current)
         for result in full:
@@ -221,26 +222,26 @@ def apply(
     style: Optional[str] = StyleOpt,
 ) -> None:
     """Rewrite files in place (atomically), or into --out-dir."""
-    config = _config(
+    options = _options(
         paths, target_jax, helper_module=helper_module, respect_gitignore=respect_gitignore,
         style=style,
     )
-    helper = _helper_module(paths, config)
+    helper = _helper_module(paths, options)
     if interactive:
-        _apply_interactively(paths, config, helper, out_dir, jobs)
+        _apply_interactively(paths, options, helper, out_dir, jobs)
 
     def write(result: FileResult) -> None:
         write_result(result, out_dir)
         report.write_text([result], sys.stderr)
 
     if helper is None:
-        _prepare_out_dir(paths, out_dir, config)
-        results = _run(paths, None, jobs, progress, write, config)
+        _prepare_out_dir(paths, out_dir, options)
+        results = _run(paths, options, jobs, progress, write)
     else:  # every file is checked before anything is written
         full: list[FileResult] = []
-        results = _run(paths, None, jobs, progress, full.append, config)
-        shared = _shared_helpers(helper, full, config)
-        _prepare_out_dir(paths, out_dir, config)
+        results = _run(paths, options, jobs, progress, full.append)
+        shared = _shared_helpers(helper, full, options)
+        _prepare_out_dir(paths, out_dir, options)
         _write_helper_module(helper, shared, paths, out_dir)
         for result in full:
             write(result)
@@ -248,26 +249,26 @@ def apply(
     raise typer.Exit(report.exit_code(results, pending_counts=False))
 
 
-def _prepare_out_dir(paths: list[Path], out_dir: Path | None, config: Config) -> None:
+def _prepare_out_dir(paths: list[Path], out_dir: Path | None, options: MigrationOptions) -> None:
     """--out-dir receives every other file of the tree, unchanged, before the migrated ones."""
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
-        copy_other_files(paths, out_dir, config)
+        copy_other_files(paths, out_dir, options)
 
 
-def _helper_module(paths: list[Path], config: Config) -> HelperModule | None:
+def _helper_module(paths: list[Path], options: MigrationOptions) -> HelperModule | None:
     """The --helper-module (or config helper-module) of this run, checked; exit 2 if unusable."""
-    if config.helper_module is None:
+    if options.helper_module is None:
         return None
     try:
-        return HelperModule.resolve(config.helper_module, paths, config)
+        return HelperModule.resolve(options.helper_module, paths, options.config)
     except HelperModuleError as error:
         typer.echo(f"pmap-migrate: --helper-module {error}", err=True)
         raise typer.Exit(report.EXIT_ERROR) from None
 
 
 def _shared_helpers(
-    helper: HelperModule, results: list[FileResult], config: Config
+    helper: HelperModule, results: list[FileResult], options: MigrationOptions
 ) -> tuple[bytes, bytes | None]:
     """The helper module's current and new bytes (None: unchanged) for what `results`
     import from it. Exit 2, before anything is written, when a file could not import it or
@@ -283,7 +284,7 @@ def _shared_helpers(
         if why:
             problems.append(f"{result.file.display}: {why}")
             continue
-        target = TargetJax.parse(config.target_for(result.file.path))
+        target = options.for_file(result.file.path).target
         for name in sorted(names):
             if texts.setdefault(name, helper_text(name, target)) != helper_text(name, target):
                 problems.append(
@@ -326,7 +327,7 @@ def _write_helper_module(
     typer.echo(f"{display_name(destination)}: helper module {helper.name} {verb}", err=True)
 
 
-def _apply_interactively(paths, config, helper, out_dir, jobs) -> None:
+def _apply_interactively(paths, options, helper, out_dir, jobs) -> None:
     """apply --interactive: every change is shown hunk by hunk and written only if accepted."""
     from migrator.interactive import refuse_without_tty, select_changes
 
@@ -335,14 +336,14 @@ def _apply_interactively(paths, config, helper, out_dir, jobs) -> None:
         typer.echo(message, err=True)
         raise typer.Exit(report.EXIT_ERROR)
     full: list[FileResult] = []
-    _run(paths, None, jobs, False, full.append, config)
+    _run(paths, options, jobs, False, full.append)
     try:
         chosen = select_changes(full, ask=input, show=lambda text: print(colorize(text)))
     except KeyboardInterrupt:
         typer.echo("\npmap-migrate: interrupted, nothing written", err=True)
         raise typer.Exit(130) from None
-    shared = _shared_helpers(helper, chosen, config) if helper is not None else None
-    _prepare_out_dir(paths, out_dir, config)
+    shared = _shared_helpers(helper, chosen, options) if helper is not None else None
+    _prepare_out_dir(paths, out_dir, options)
     if shared is not None:
         _write_helper_module(helper, shared, paths, out_dir)
     for result in chosen:
@@ -365,8 +366,8 @@ def scan(
 ) -> None:
     """Inventory: list every pmap site and finding, change nothing."""
     findings = _Findings(format, sys.stdout)
-    config = _config(paths, target_jax, respect_gitignore=respect_gitignore, style=style)
-    results = _run(paths, None, jobs, progress, findings.add, config)
+    options = _options(paths, target_jax, respect_gitignore=respect_gitignore, style=style)
+    results = _run(paths, options, jobs, progress, findings.add)
     findings.finish(results)
     typer.echo(report.summary_line(results, "would change"), err=True)
     raise typer.Exit(report.exit_code(results, pending_counts=True))
@@ -446,7 +447,10 @@ def check(
             param_hint="--devices")
     if processes > 1 and function:
         raise typer.BadParameter("property mode runs one process", param_hint="--processes")
-    style = _config(paths[:1], None, style=style).style
+    # Built once, from the original's project. The migrated copy carries its own helpers: a
+    # helper module is written by `apply`, never into check's temporary copy.
+    migration = _options(paths[:1], target_jax, style=style)
+    migration = dataclasses.replace(migration, helper_module=None)
     options = CheckOptions(devices=counts, timeout=timeout, rng_compat=rng_compat,
                            processes=processes, repeat=repeat)
     if reference_python:
@@ -457,13 +461,14 @@ def check(
     roots = [_as_root(p) for p in paths]
     console = Console(width=None if sys.stdout.isatty() else 160)
     with tempfile.TemporaryDirectory(prefix="pmap-migrate-check-") as scratch:
+        layouts = {}
         if len(roots) == 1:
-            roots.append(_migrate_copy(roots[0], Path(scratch) / "migrated", _target(target_jax),
-                                       style))
-        if style == "global":
-            from equivalence.layouts import layouts_of
-
-            options.layouts = layouts_of(roots[0], _target(target_jax))
+            layouts = _migrate_copy(roots[0], Path(scratch) / "migrated", migration)
+            roots.append(Path(scratch) / "migrated")
+        elif migration.style == "global":  # MIGRATED given: the layout map of migrating ORIGINAL
+            layouts = _entry_layouts(process_all([roots[0]], migration), roots[0])
+        if migration.style == "global":
+            options.layouts = layouts
         if function:
             from equivalence.properties_cli import run_properties
 
@@ -485,15 +490,35 @@ def check(
     raise typer.Exit(exit_code(found))
 
 
-def _migrate_copy(root: Path, destination: Path, target: TargetJax, style: str = "faithful") -> Path:
-    """The single-path form of check: migrate a temporary copy, say what it could not do."""
-    copy_other_files([root], destination)
-    for result in process_all([root], target, style=style):
-        write_result(result, destination)
-        for finding in result.findings:
-            if finding.severity != "info":
-                typer.echo(finding.to_text(), err=True)
-    return destination
+def _migrate_copy(root: Path, destination: Path, options: MigrationOptions) -> dict:
+    """The single-path form of check: migrate a temporary copy, say what it could not do.
+    Returns the migration's layout map (`_entry_layouts`)."""
+    copy_other_files([root], destination, options)
+
+    def written(results):
+        for result in results:
+            write_result(result, destination)
+            for finding in result.findings:
+                if finding.severity != "info":
+                    typer.echo(finding.to_text(), err=True)
+            yield result
+
+    return _entry_layouts(written(process_all([root], options)), root)
+
+
+def _entry_layouts(results, root: Path) -> dict:
+    """entry "module:function" -> its output layouts (transforms/global_view/layout.py), from
+    the `FileResult.layouts` of a migration of the tree at `root`."""
+    found = {}
+    for result in results:
+        try:
+            relative = result.file.path.absolute().relative_to(root.absolute())
+        except ValueError:
+            continue
+        module = ".".join(relative.with_suffix("").parts)
+        for function in result.layouts:
+            found[f"{module}:{function.function}"] = function.outputs
+    return found
 
 
 def _as_root(path: Path) -> Path:

@@ -200,13 +200,13 @@ class Config:
                     return rule.target_jax
         return self.target_jax
 
-    def keeps(self, path: Path, code: str) -> bool:
-        """Whether a finding with `code` at `path` is reported."""
+    def keeps(self, path: Path | None, code: str) -> bool:
+        """Whether a finding with `code` at `path` is reported (None: by the global layer)."""
         if code in _always_kept():
             return True
         keep = _decide(code, self.select, self.ignore)
         keep = bool(keep)  # the global layer: not selected means off
-        for rule in self._rules_for(path):
+        for rule in self._rules_for(path) if path is not None else ():
             decision = _decide(code, rule.select or (), rule.ignore or ())
             if decision is not None:
                 keep = decision

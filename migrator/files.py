@@ -40,23 +40,24 @@ def display_name(path: Path) -> str:
 SOURCE_SUFFIXES = (".py", ".ipynb")
 
 
-def discover(paths: list[Path], config=None) -> Iterator[SourceFile]:
+def discover(paths: list[Path], config=None, respect_gitignore: bool | None = None) -> Iterator[SourceFile]:
     """Every .py / .ipynb file under `paths` (the configuration's include and exclude
     globs when given), sorted, each once, leaving out what the project's .gitignore files
-    ignore (unless the configuration's respect_gitignore is off). Files named on the
-    command line are always taken. Symlinks are never followed out of the tree."""
+    ignore (unless `respect_gitignore`, by default the configuration's, is off). Files named
+    on the command line are always taken. Symlinks are never followed out of the tree."""
+    if respect_gitignore is None:
+        respect_gitignore = config is None or config.respect_gitignore
     seen: set[Path] = set()
     for given in paths:
         given = Path(os.path.abspath(given))
         if given.is_dir() and not given.is_symlink():
-            yield from _walk(given, seen, config)
+            yield from _walk(given, seen, config, respect_gitignore)
         else:
             yield from _single(given, given.parent, seen)
 
 
-def _walk(root: Path, seen: set[Path], config) -> Iterator[SourceFile]:
-    respect = config is None or config.respect_gitignore
-    gitignore = GitIgnore(root) if respect else None
+def _walk(root: Path, seen: set[Path], config, respect_gitignore: bool) -> Iterator[SourceFile]:
+    gitignore = GitIgnore(root) if respect_gitignore else None
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         here = Path(dirpath)
         if config is None:

@@ -21,13 +21,11 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
-from migrator.config import Config
-from migrator.files import SourceFile, discover
+from migrator.files import SourceFile
+from migrator.options import MigrationOptions
 from migrator.textio import NotText, atomic_write, check_text
 from transforms.codes.findings import Finding
 from transforms.reading.prefilter import might_need_migration, parse_or_none, referenced_rules
-from transforms.codes.rules import all_rules
-from transforms.target import TargetJax
 
 
 @dataclasses.dataclass
@@ -58,37 +56,16 @@ class FileResult:
         return self
 
 
-def process(
-    file: SourceFile, target: TargetJax, config: Config | None = None, style: str | None = None
-) -> FileResult:
-    """Migrate one file; with a configuration, its per-path target, codes and style apply
-    (`style` given here wins)."""
-    ignored: frozenset[str] = frozenset()
-    helper_module = None
-    if config is not None:
-        target = TargetJax.parse(config.target_for(file.path))
-        ignored = frozenset(c for c in all_rules() if not config.keeps(file.path, c))
-        helper_module = _helper_module_for(file.path, config.helper_module)
-    style = style or (config.style if config is not None else "faithful")
-    result = _process(file, target, ignored, helper_module, style)
-    if ignored:
-        result.findings = [f for f in result.findings if f.code not in ignored]
+def process(file: SourceFile, options: MigrationOptions) -> FileResult:
+    """Migrate one file with the options that apply at its path (`MigrationOptions.for_file`)."""
+    options = options.for_file(file.path)
+    result = _process(file, options)
+    if options.ignored:
+        result.findings = [f for f in result.findings if f.code not in options.ignored]
     return result
 
 
-def _helper_module_for(path: Path, helper_module: str | None) -> str | None:
-    """The module `path` imports the helpers from: none for the helper module itself."""
-    if helper_module is None:
-        return None
-    parts = helper_module.split(".")
-    own = (*path.parent.parts[len(path.parent.parts) - len(parts) + 1:], path.stem)
-    return None if list(own) == parts else helper_module
-
-
-def _process(
-    file: SourceFile, target: TargetJax, ignored: frozenset[str], helper_module: str | None = None,
-    style: str = "faithful",
-) -> FileResult:
+def _process(file: SourceFile, options: MigrationOptions) -> FileResult:
     result = FileResult(file=file)
     if file.problem:
         result.findings.append(file.problem)
@@ -98,7 +75,7 @@ def _process(
     except OSError as error:
         return result.fail("PM003", f"cannot read: {error.strerror or error}")
     if file.path.suffix == ".ipynb":
-        return _process_notebook(result, target)
+        return _process_notebook(result, options)
     try:
         result.encoding = check_text(result.original)
     except NotText as error:
@@ -117,9 +94,9 @@ def _process(
 
     try:
         # Decided above: no second look at the references.
-        migration = migrate_source(result.original, target, ignored, syntax_tree=syntax_tree,
-                                   helper_module=helper_module, style=style,
-                                   rule_names=rule_names)
+        migration = migrate_source(result.original, options.target, options.ignored,
+                                   syntax_tree=syntax_tree, helper_module=options.helper_module,
+                                   style=options.style, rule_names=rule_names)
     except cst.ParserSyntaxError as error:
         _check_syntax(result)  # Python's own message and position are the clearer ones
         if not result.has_error:
@@ -140,11 +117,11 @@ def _process(
     return result
 
 
-def _process_notebook(result: FileResult, target: TargetJax) -> FileResult:
+def _process_notebook(result: FileResult, options: MigrationOptions) -> FileResult:
     from migrator.notebooks import NotebookError, migrate_notebook
 
     try:
-        migration = migrate_notebook(result.original, target)
+        migration = migrate_notebook(result.original, options)
     except NotebookError as error:
         return result.fail("PM002", f"not a notebook: {error}")
     except Exception as error:  # noqa: BLE001 - one bad file must not stop the run
@@ -201,19 +178,13 @@ def _check_syntax(result: FileResult) -> None:
         result.fail("PM001", f"cannot parse: {error}")
 
 
-def process_all(
-    paths: list[Path], target: TargetJax, jobs: int = 1, config: Config | None = None,
-    style: str | None = None,
-) -> Iterator[FileResult]:
-    return process_files(discover(paths, config), target, jobs, config, style)
+def process_all(paths: list[Path], options: MigrationOptions, jobs: int = 1) -> Iterator[FileResult]:
+    return process_files(options.discover(paths), options, jobs)
 
 
-def process_files(
-    files, target: TargetJax, jobs: int = 1, config: Config | None = None,
-    style: str | None = None,
-) -> Iterator[FileResult]:
+def process_files(files, options: MigrationOptions, jobs: int = 1) -> Iterator[FileResult]:
     """Results in discovery order whatever `jobs` is; unchanged files come back slim."""
-    work = functools.partial(_process_in_worker, target=target, config=config, style=style)
+    work = functools.partial(_process_in_worker, options=options)
     if jobs <= 1:
         yield from map(work, files)
         return
@@ -256,10 +227,8 @@ def _most_need_the_rules(files: list[SourceFile], sample_size: int = 64) -> bool
     return bool(sample) and 4 * hits >= len(sample)
 
 
-def _process_in_worker(
-    file: SourceFile, target: TargetJax, config: Config | None, style: str | None = None
-) -> FileResult:
-    return _for_caller(process(file, target, config, style))
+def _process_in_worker(file: SourceFile, options: MigrationOptions) -> FileResult:
+    return _for_caller(process(file, options))
 
 
 def _for_caller(result: FileResult) -> FileResult:
@@ -285,12 +254,12 @@ def write_result(result: FileResult, out_dir: Path | None) -> None:
         result.fail("PM006", f"not written: {error}")
 
 
-def copy_other_files(roots: list[Path], out_dir: Path, config: Config | None = None) -> None:
+def copy_other_files(roots: list[Path], out_dir: Path, options: MigrationOptions) -> None:
     """--out-dir gets every file of the given directories that discovery does not take
     (non-Python files, and .py files excluded or gitignored), unchanged."""
     from migrator.files import SKIPPED_DIRS
 
-    taken = {f.path.resolve() for f in discover(roots, config) if f.path.suffix == ".py"}
+    taken = {f.path.resolve() for f in options.discover(roots) if f.path.suffix == ".py"}
     for root in roots:
         root = Path(root).absolute()
         if not root.is_dir():

@@ -14,9 +14,9 @@ import pytest
 
 from conftest import ROOT
 from migrator.files import SourceFile
+from migrator.options import MigrationOptions
 from migrator.runner import process, write_result
 from transforms.pipeline import migrate_source
-from transforms.target import DEFAULT_TARGET
 
 SITE = b"import jax\n\n\n@jax.pmap\ndef f(x):\n    return x * %d\n"
 
@@ -70,7 +70,7 @@ def test_killed_apply_leaves_every_file_old_or_new(signum, tmp_path):
 def test_file_changed_while_running_is_not_overwritten(tmp_path):
     path = tmp_path / "a.py"
     path.write_bytes(SITE % 1)
-    result = process(SourceFile(path, tmp_path, "a.py"), DEFAULT_TARGET)
+    result = process(SourceFile(path, tmp_path, "a.py"), MigrationOptions())
     assert result.changed
     path.write_bytes(b"# edited by the user meanwhile\n")
     write_result(result, None)

@@ -18,6 +18,7 @@ from migrator.formats import (
     SarifWriter,
     escape_property,
 )
+from migrator.options import MigrationOptions
 from migrator.runner import FileResult, process_all
 from transforms.codes.findings import Finding
 from transforms.codes.rules import all_rules
@@ -66,7 +67,7 @@ def results(tmp_path_factory) -> list[FileResult]:
         (tree / name).write_bytes(data)
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(tree)
-        found = list(process_all([Path(".")], TargetJax.parse("0.10")))
+        found = list(process_all([Path(".")], MigrationOptions(target=TargetJax.parse("0.10"))))
     assert [r.file.display for r in found] == sorted(FILES)
     assert sorted(r.file.display for r in found if r.changed) == CHANGED
     return found
@@ -267,7 +268,7 @@ def test_sarif_absolute_path_is_a_file_uri(tmp_path):
     path = tmp_path / "dir with space" / "f.py"
     path.parent.mkdir()
     path.write_bytes(REFUSED.encode())
-    (result,) = process_all([path], TargetJax.parse("0.10"))
+    (result,) = process_all([path], MigrationOptions(target=TargetJax.parse("0.10")))
     assert result.file.display == path.as_posix()  # outside the working directory
     run = json.loads(render(SarifWriter, [result]))["runs"][0]
     location = run["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]

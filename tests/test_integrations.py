@@ -245,8 +245,11 @@ def test_workflow_run_steps_execute_in_a_copy_of_the_repository(tmp_path):
 # -- libcst codemod command ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("target", [None, "0.4.38"])
-def test_libcst_tool_runs_the_codemod_like_migrate_source(tmp_path, target):
+GLOBAL_SAMPLE = REPO / "tests" / "fixtures_global" / "producer_device_put_replicated" / "before.py"
+
+
+@pytest.mark.parametrize("target, style", [(None, None), ("0.4.38", None), (None, "global")])
+def test_libcst_tool_runs_the_codemod_like_migrate_source(tmp_path, target, style):
     env = tool_env()
     init = subprocess.run(
         [sys.executable, "-m", "libcst.tool", "initialize", "."],
@@ -258,7 +261,8 @@ def test_libcst_tool_runs_the_codemod_like_migrate_source(tmp_path, target):
     config["modules"] = ["transforms", "libcst.codemod.commands"]
     config_path.write_text(yaml.safe_dump(config))
     sample = tmp_path / "sample.py"
-    sample.write_bytes(TWO_SITES)
+    source = GLOBAL_SAMPLE.read_bytes() if style else TWO_SITES
+    sample.write_bytes(source)
 
     # The command comes first: libcst finds it with a first argparse pass that does not know
     # the other options (`-j 1` before it would make "1" the command).
@@ -266,12 +270,15 @@ def test_libcst_tool_runs_the_codemod_like_migrate_source(tmp_path, target):
                "--no-format", "--hide-progress", "--jobs=1", "sample.py"]
     if target:
         command[-1:-1] = ["--target-jax", target]
+    if style:
+        command[-1:-1] = ["--style", style]
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    expected = migrate_source(TWO_SITES, TargetJax.parse(target or "0.10")).source
+    expected = migrate_source(source, TargetJax.parse(target or "0.10"), style=style or "faithful").source
     assert sample.read_bytes() == expected
     assert "Transformed 1 files successfully" in done.stderr
-    assert "PM100 info" in done.stderr  # findings come back as codemod warnings
+    # findings come back as codemod warnings
+    assert ("PM600 info" if style == "global" else "PM100 info") in done.stderr
 
     again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and sample.read_bytes() == expected  # idempotent
@@ -312,6 +319,27 @@ def test_codemod_command_in_process_matches_migrate_source(fixture):
     assert context.warnings == [f.at("before.py").to_text() for f in expected.findings]
 
 
+@pytest.mark.parametrize("fixture", ["producer_device_put_replicated", "fallback_callers_unseen",
+                                     "hoist_local_sites"])
+def test_codemod_command_global_style_matches_migrate_source(fixture):
+    import libcst as cst
+    from libcst.codemod import CodemodContext
+
+    from transforms.codemod import PmapMigrateCommand
+
+    source = (REPO / "tests" / "fixtures_global" / fixture / "before.py").read_bytes()
+    context = CodemodContext(filename="before.py")
+    command = PmapMigrateCommand(context, style="global")
+    got = command.transform_module(cst.parse_module(source)).bytes
+    expected = migrate_source(source, style="global")
+    # the style makes a difference to the text, or (a fallback) to the findings
+    faithful = migrate_source(source)
+    assert (expected.source, expected.findings) != (faithful.source, faithful.findings)
+    assert got == expected.source
+    assert command.findings == [f.at("before.py") for f in expected.findings]
+    assert any(f.code.startswith("PM6") for f in command.findings)
+
+
 # -- apply --interactive ---------------------------------------------------------------------
 
 DRIVER = '''\
@@ -319,14 +347,14 @@ import sys
 from pathlib import Path
 
 from migrator.interactive import refuse_without_tty, select_changes
+from migrator.options import MigrationOptions
 from migrator.runner import process_all
-from transforms.target import DEFAULT_TARGET
 
 message = refuse_without_tty()
 if message:
     print(message, file=sys.stderr)
     sys.exit(2)
-results = list(process_all([Path(sys.argv[1])], DEFAULT_TARGET))
+results = list(process_all([Path(sys.argv[1])], MigrationOptions()))
 chosen = select_changes(results, ask=input, show=print)
 Path(sys.argv[2]).write_bytes(chosen[0].migrated)
 print("DRIVER DONE")
@@ -452,12 +480,12 @@ def test_refuse_without_tty_in_process(monkeypatch):
 
 
 def results_for(tmp_path: Path, sources: dict[str, bytes]):
+    from migrator.options import MigrationOptions
     from migrator.runner import process_all
-    from transforms.target import DEFAULT_TARGET
 
     for name, data in sources.items():
         (tmp_path / name).write_bytes(data)
-    return list(process_all([tmp_path], DEFAULT_TARGET))
+    return list(process_all([tmp_path], MigrationOptions()))
 
 
 def scripted(*answers: str):

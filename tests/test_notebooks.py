@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from migrator.notebooks import NotebookError, migrate_notebook
+from migrator.options import MigrationOptions
 from transforms.pipeline import migrate_source
 
 NOTEBOOKS = Path(__file__).resolve().parent / "notebooks"
@@ -29,6 +30,7 @@ HELPER_DEF = (  # the marker comment, then the definition
     "def _pmap_style_shard_map("
 )
 HELPER_NAME = "_pmap_style_shard_map"
+GLOBAL = MigrationOptions(style="global")
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -467,6 +469,37 @@ def test_generated_notebooks(data):
         assert 1 <= finding.line <= len("".join(old_cells[cell]["source"]).splitlines())
 
 
+GLOBAL_PROGRAM = [  # cells that go global together (PM600)
+    "import functools\nimport numpy as np\nimport jax",
+    "@functools.partial(jax.pmap, axis_name='b')\ndef gstep(v):\n    return jax.lax.psum(v, 'b')",
+    "def grun():\n    n = jax.local_device_count()\n"
+    "    x = np.ones((n * 2, 3), np.float32).reshape(n, -1, 3)\n    return gstep(x)[0]",
+]
+GLOBAL_SNIPPETS = [*SNIPPETS, *GLOBAL_PROGRAM, "%time out = grun()", "out = grun()"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.booleans(), st.lists(st.sampled_from(GLOBAL_SNIPPETS), min_size=1, max_size=5))
+def test_generated_notebooks_in_the_global_style(program_first, snippets):
+    """Whatever the cells, the global style gives a valid notebook that a second run leaves
+    alone, IPython lines and other cells kept, findings inside their cell, no tool error."""
+    snippets = [*GLOBAL_PROGRAM, *snippets] if program_first else snippets
+    data = notebook(*(code(*snippet.splitlines()) for snippet in snippets))
+    result = migrate_notebook(data, GLOBAL)
+    validate(result.source)
+    assert migrate_notebook(result.source, GLOBAL).source == result.source
+    old_cells, new_cells = json.loads(data)["cells"], json.loads(result.source)["cells"]
+    for before, after in zip(old_cells, new_cells):
+        assert ipython_lines("".join(before["source"])) == ipython_lines("".join(after["source"]))
+        if "broken" in "".join(before["source"]) or "%%bash" in "".join(before["source"]):
+            assert before == after
+    assert_helper_once_before_use(result.source)
+    assert "".join(sources(result.source)).count("def _mesh(") <= 1
+    for finding, cell in zip(result.findings, result.cell_of):
+        assert finding.code != "PM005", finding
+        assert 1 <= finding.line <= len("".join(old_cells[cell]["source"]).splitlines())
+
+
 # -- end to end: the migrated notebook computes what the original did ---------------------------
 
 RUN_CELLS = textwrap.dedent(r'''
@@ -540,3 +573,137 @@ def test_every_helper_is_given_to_one_cell_only():
         defined = [i for i, text in enumerate(sources) if f"def {helper}(" in text]
         assert defined == [1], (helper, defined)
         assert f"{helper}(" in sources[2]
+
+
+# -- --style global: the notebook's cells are one module ----------------------------------------
+
+GLOBAL_TRAINING = NOTEBOOKS / "global_training.ipynb"
+
+
+def _code_lines(text: str) -> list[str]:
+    """Lines that are neither blank nor IPython: what a notebook and a .py module share."""
+    return [line for line in text.splitlines() if line.strip() and line not in ipython_lines(text)]
+
+
+@pytest.fixture(scope="module")
+def migrated_global():
+    return migrate_notebook(GLOBAL_TRAINING.read_bytes(), GLOBAL)
+
+
+def test_global_style_reaches_across_cells(migrated_global):
+    """A step defined in one cell and driven from a function in another goes global, as the
+    same code does in a .py module: PM600 at each site, no faithful helper, one mesh."""
+    validate(migrated_global.source)
+    texts = sources(migrated_global.source)
+    found = [(cell, f.code, f.line) for f, cell in zip(migrated_global.findings, migrated_global.cell_of)]
+    assert found == [(2, "PM600", 1), (3, "PM600", 1)]
+    code = "".join(texts)
+    assert HELPER_NAME not in code and "jax.pmap" not in code
+    assert code.count("def _mesh(") == 1 and "def _mesh(" in texts[2]
+    assert "from jax.sharding import" in texts[1]  # the imports cell, after its imports
+    assert texts[1].startswith("%matplotlib inline\n")
+    assert "params = jax.device_put(" in texts[5] and "float(loss)" in texts[5]
+    for before, after in zip(sources(GLOBAL_TRAINING.read_bytes()), texts):
+        # a cell keeps its own padding: nothing the module-wide pass adds at a boundary
+        assert after.startswith("\n") == before.startswith("\n")
+        assert after.endswith("\n") == before.endswith("\n")
+
+
+def test_global_notebook_matches_the_global_py_module(migrated_global):
+    """Cell by cell, the notebook gets the code its cells get as one .py module."""
+    cells = sources(GLOBAL_TRAINING.read_bytes())
+    module = "\n\n".join(text for text in cells[1:] if not text.startswith("#")) + "\n"
+    module = "\n".join(line for line in module.splitlines() if line not in ipython_lines(module))
+    expected = migrate_source(module.encode(), style="global")
+    assert [f.code for f in expected.findings] == ["PM600", "PM600"]
+    got = "\n".join(text for text in sources(migrated_global.source)[1:] if not text.startswith("#"))
+    assert _code_lines(got) == _code_lines(expected.source.decode())
+
+
+def test_global_notebook_computes_what_the_original_did(tmp_path, migrated_global):
+    import numpy as np
+
+    reference = LEGACY_PYTHON if Path(LEGACY_PYTHON).exists() else sys.executable
+    (tmp_path / "original.ipynb").write_bytes(GLOBAL_TRAINING.read_bytes())
+    (tmp_path / "migrated.ipynb").write_bytes(migrated_global.source)
+    _run_notebook(reference, tmp_path / "original.ipynb", tmp_path / "original.npy")
+    _run_notebook(sys.executable, tmp_path / "migrated.ipynb", tmp_path / "migrated.npy")
+    before, after = np.load(tmp_path / "original.npy"), np.load(tmp_path / "migrated.npy")
+    assert before.shape == (7,)
+    np.testing.assert_allclose(after, before, rtol=1e-6)
+
+
+def test_global_style_in_a_notebook_says_why_each_site_stays_faithful(original):
+    """Module-level calls (most notebooks) keep sites faithful, never silently: each faithful
+    site has the PM6xx finding that says why, in its cell, naming cells rather than lines of
+    the joined module."""
+    result = migrate_notebook(original, GLOBAL)
+    faithful = migrate_notebook(original)
+    assert result.source == faithful.source
+    by_cell = {}
+    for finding, cell in zip(result.findings, result.cell_of):
+        by_cell.setdefault((cell, finding.line), []).append(finding)
+    sites = [key for key, found in by_cell.items() if any(f.code == "PM100" for f in found)]
+    assert len(sites) == 3
+    for key in sites:
+        assert any(f.code.startswith("PM6") for f in by_cell[key]), key
+    pm608 = [f.message for f in result.findings if f.code == "PM608"]
+    assert pm608 and all(re.search(r"\(cell \d+, line \d+:", m) for m in pm608)
+
+
+STEP_AND_CALLER = textwrap.dedent('''\
+        import functools
+
+        import jax
+        import jax.numpy as jnp
+        import numpy as np
+
+
+        @functools.partial(jax.pmap, axis_name="i")
+        def step(x):
+            return jax.lax.psum(x, "i")
+
+
+        def run():
+            n = jax.local_device_count()
+            x = np.ones((n * 2, 3), np.float32).reshape(n, -1, 3)
+            return step(x)[0]
+        ''')
+
+
+def _two_cell_notebook(second: str) -> bytes:
+    return notebook(code(*STEP_AND_CALLER.splitlines()), code(*second.splitlines()))
+
+
+@pytest.mark.parametrize("second, reason", [
+    ("%time out = run()", "reads `run`"),
+    ("out = run(\n", "does not parse"),
+    ("%%timeit\nimport jax\nrun()", None),
+    ("\n%%time\ntime = 1\nrun()", None),  # a cell magic's own words are not a read
+])
+def test_global_style_falls_back_with_pm607_where_a_notebook_is_not_one_module(second, reason):
+    data = _two_cell_notebook(second)
+    alone = migrate_source(sources(data)[0].encode(), style="global")
+    assert "PM600" in [f.code for f in alone.findings]  # as a module, the first cell goes global
+    result = migrate_notebook(data, GLOBAL)
+    codes = [f.code for f in result.findings]
+    if reason is None:  # a %%timeit cell the global pass does not touch: no reason to refuse
+        assert "PM607" not in codes and "PM600" in codes
+        return
+    assert "PM607" in codes and "PM600" not in codes
+    (refusal,) = [f for f in result.findings if f.code == "PM607"]
+    assert reason in refusal.message and "faithful" in refusal.message
+    assert [result.cell_of[codes.index("PM607")]] == [1]
+    faithful = migrate_notebook(data)
+    assert result.source == faithful.source
+
+
+def test_a_timeit_cell_the_global_pass_would_edit_falls_back():
+    """`_mesh` would go into the first cell with code; a %%timeit cell's definitions do not
+    outlive it, so the notebook stays faithful, with PM607 on that cell."""
+    data = notebook(code("%%timeit", "import jax", "import numpy as np", "n = 1"),
+                    code(*STEP_AND_CALLER.splitlines()), code("out = run()"))
+    result = migrate_notebook(data, GLOBAL)
+    found = [(cell, f.code) for f, cell in zip(result.findings, result.cell_of)]
+    assert (0, "PM607") in found and "PM600" not in [code for _, code in found]
+    assert "%%timeit" in result.findings[[c for c, _ in found].index(0)].message

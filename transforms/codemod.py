@@ -4,7 +4,7 @@ With a `.libcst.codemod.yaml` (``python -m libcst.tool initialize .``) that list
 package, ``modules: ['transforms', 'libcst.codemod.commands']``, and the repository
 importable (installed, or on ``PYTHONPATH``)::
 
-    python -m libcst.tool codemod codemod.PmapMigrateCommand --no-format [--target-jax 0.10] PATH...
+    python -m libcst.tool codemod codemod.PmapMigrateCommand --no-format [--target-jax 0.10] [--style global] PATH...
 
 (The command name first: libcst finds it with an argparse pass that does not know the other
 options, so ``-j 2 codemod.PmapMigrateCommand`` would take ``2`` for the command.)
@@ -17,9 +17,13 @@ is an error unless ``--no-format`` is given).
 
 The command composes the same transforms as `transforms.pipeline.migrate_source`, in the same
 order and on the codemod's own context, so the imports they ask for are added and removed by
-libcst's `CodemodCommand` machinery after `transform_module_impl` returns. The output is byte
-for byte that of `migrate_source`. Every finding is reported with `self.warn`, in the same
-``path:line:col: CODE severity message`` form the CLI prints.
+libcst's `CodemodCommand` machinery after `transform_module_impl` returns. With ``--style
+global`` (see the README's Styles) the module goes through `migrate_source` itself: the global
+pass works on the module's text, so its imports are already in the result. Either way the
+output is byte for byte that of `migrate_source` with the same target and style. Every finding
+is reported with `self.warn`, in the same ``path:line:col: CODE severity message`` form the
+CLI prints. The command reads no `[tool.pmap-migrate]` configuration: its options are its
+arguments.
 """
 
 from __future__ import annotations
@@ -30,9 +34,12 @@ import libcst as cst
 from libcst.codemod import CodemodCommand, CodemodContext
 
 from transforms.codes.findings import Finding
-from transforms.pipeline import might_need_migration, run_rules
+from transforms.pipeline import might_need_migration, migrate_source, run_rules
 from transforms.suppressions import Suppressions
 from transforms.target import NEWEST, TargetJax
+
+
+STYLES = ("faithful", "global")  # as migrator/config.py's, which this layer does not import
 
 
 class PmapMigrateCommand(CodemodCommand):
@@ -51,10 +58,23 @@ class PmapMigrateCommand(CodemodCommand):
             default=NEWEST,
             help=f"JAX version the generated code is written for (default {NEWEST}).",
         )
+        arg_parser.add_argument(
+            "--style",
+            dest="style",
+            choices=STYLES,
+            default="faithful",
+            help="faithful (pmap's calling contract kept; default) or global (no device axis "
+            "where the whole module is recognised).",
+        )
 
-    def __init__(self, context: CodemodContext, target_jax: str | TargetJax = NEWEST) -> None:
+    def __init__(
+        self, context: CodemodContext, target_jax: str | TargetJax = NEWEST, style: str = "faithful"
+    ) -> None:
         super().__init__(context)
         self.target = target_jax if isinstance(target_jax, TargetJax) else TargetJax.parse(target_jax)
+        if style not in STYLES:
+            raise ValueError(f"style must be one of {', '.join(STYLES)}, not {style!r}")
+        self.style = style
         self.findings: list[Finding] = []
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
@@ -62,8 +82,12 @@ class PmapMigrateCommand(CodemodCommand):
         self.findings = []
         if not might_need_migration(source):
             return tree
-        # Imports asked for by the rules are added/removed by CodemodCommand.transform_module.
-        tree, findings = run_rules(tree, self.context, self.target, Suppressions.from_source(source))
+        if self.style == "global":
+            migration = migrate_source(source, self.target, style="global")
+            tree, findings = cst.parse_module(migration.source), migration.findings
+        else:
+            # Imports asked for by the rules are added/removed by CodemodCommand.transform_module.
+            tree, findings = run_rules(tree, self.context, self.target, Suppressions.from_source(source))
         path = self.context.filename or "<stdin>"
         self.findings = [f.at(path) for f in findings]
         for finding in self.findings:
