@@ -33,6 +33,7 @@ from transforms.faithful.pmap_site_nested import NestedSites
 from transforms.faithful.pmap_site_rewrite import SiteRewrite
 from transforms.faithful.pmap_site_values import ValueUses
 from transforms.faithful.pmap_values import NameUses, ValueUse
+from transforms.helpers.helper_features import site_features
 from transforms.helpers.nested_pmap_helper import NESTED_HELPER_NAME, nested_helper_source
 from transforms.helpers.pmap_compat_helper import COMPAT_HELPER_NAME, compat_helper_source
 from transforms.helpers.runtime_helper import HELPER_MARKER, HELPER_NAME
@@ -76,6 +77,7 @@ class PmapToShardMap(SiteRewrite, NestedSites, ValueUses, ReportingTransformer):
         self._needs_compat = False
         self._needs_plain = False  # the 1-D helper (nested-only modules do without it)
         self._needs_nested = False
+        self._helper_features: set[str] = set()  # what the 1-D helper's sites use
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -146,7 +148,8 @@ class PmapToShardMap(SiteRewrite, NestedSites, ValueUses, ReportingTransformer):
         for asname in self._pmap_from_imports(original_node):
             remove_import(self.context, "jax", "pmap", asname)
         if self._needs_plain or self._needs_compat:
-            request_helper(self.context, HELPER_NAME, pmap_helper_source(self))
+            request_helper(self.context, HELPER_NAME, pmap_helper_source(
+                self, self._helper_features, compat=self._needs_compat))
         if self._needs_compat:
             request_helper(self.context, COMPAT_HELPER_NAME, compat_helper_source())
         if self._needs_nested:
@@ -268,6 +271,7 @@ class PmapToShardMap(SiteRewrite, NestedSites, ValueUses, ReportingTransformer):
         if not self._migrated(original_node, "@" + self._code(original_node.decorator), ""):
             return updated_node
         self._needs_plain = True
+        self._helper_features |= site_features(set(), original_node, self._parent)
         return updated_node.with_changes(decorator=cst.Name(HELPER_NAME))
 
     def leave_FunctionDef(
