@@ -19,15 +19,17 @@ from conftest import fixture_cases, is_runnable, original_python
 from equivalence.compare import compare_outputs
 from equivalence.runner import run_entry
 from regen_fixtures import (
-    HELPER_SNAPSHOT, findings_text, helper_module_text, migrate_fixture,
+    HELPER_SNAPSHOT, SHORT_HELPER_SNAPSHOT, findings_text, helper_module_text, migrate_fixture,
+    short_helper_text,
 )
 from transforms.pipeline import migrate_source
 
 CASES = fixture_cases()
 
 
-def test_the_helper_snapshot_is_what_the_helper_module_holds():
+def test_the_helper_snapshots_are_what_the_tool_writes():
     assert HELPER_SNAPSHOT.read_bytes() == helper_module_text()
+    assert SHORT_HELPER_SNAPSHOT.read_text(encoding="utf-8") == short_helper_text()
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
