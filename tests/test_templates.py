@@ -213,3 +213,22 @@ def test_templates_for_an_old_target_compute_what_legacy_pmap_computes():
         "_pmap_style_shard_map", "_nested_pmap_shard_map", "_pmap_compat",
         "_device_put_replicated", "_device_put_sharded", "_first_replica"))
     _assert_same(_run_helpers(legacy_python_or_skip(), "text", text))
+
+
+def test_a_module_gets_the_features_its_sites_use_and_keeps_them_when_migrated_again():
+    from transforms.pipeline import migrate_source
+
+    first = migrate_source(b'import jax\n\np = jax.pmap(lambda x: x * 2, axis_name="i")\n').source
+    assert helper_text("_pmap_style_shard_map", MODERN, frozenset()).encode() in first
+    # A new plain site: the module keeps its helper.
+    plain = first + b'\nq = jax.pmap(lambda x: x * 3, axis_name="i")\n'
+    assert migrate_source(plain).source == (
+        first + b'\nq = _pmap_style_shard_map(lambda x: x * 3, axis_name="i")\n')
+    # A new site in a function with static arguments: the helper gains both features.
+    static = first + (b'\n\ndef step(x):\n    return jax.pmap(lambda x, k: x * k, axis_name="i", '
+                      b'static_broadcasted_argnums=1)(x, 2)\n')
+    again = migrate_source(static).source
+    assert again.count(b"def _pmap_style_shard_map(") == 1
+    features = frozenset({"static", "cached"})
+    assert helper_text("_pmap_style_shard_map", MODERN, features).encode() in again
+    assert migrate_source(again).source == again

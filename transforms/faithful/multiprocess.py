@@ -53,11 +53,15 @@ def evidence(rule: ReportingTransformer) -> tuple[int, str] | None:
     return rule.context.scratch.get(SCRATCH_KEY)
 
 
-def pmap_helper_source(rule: ReportingTransformer, sites: set[str], *, compat: bool) -> str:
+def pmap_helper_source(
+    rule: ReportingTransformer, sites: set[str], *, compat: bool, existing: str = ""
+) -> str:
     """The text of `_pmap_style_shard_map` this module gets: the features its sites use
     (`sites`; every feature with a `_pmap_compat` site), multi-process or not
-    (transforms/helpers/helper_features.py)."""
+    (transforms/helpers/helper_features.py). `existing`: the module's own helper, if it has
+    one, which is not evidence of anything."""
     source = rule.facts.source if rule.facts is not None else rule._source_module.code.encode()
+    source = source.replace(existing.encode(), b"") if existing else source
     features = module_features(
         sites, source, multiprocess=evidence(rule) is not None, compat=compat)
     return helper_source(rule.target, features)

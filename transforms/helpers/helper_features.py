@@ -19,7 +19,9 @@ it is not used); leaving one out is not, so each is read from what the module sh
 
 A module with a `_pmap_compat` site (pmap's arguments only known at run time) gets every
 feature: the drop-in passes every option. A helper module (`--helper-module`) always holds the
-full helper (helper_templates.FEATURES), which serves every module that imports it.
+full helper (helper_templates.FEATURES), which serves every module that imports it. A module
+migrated before keeps its helper, unless a new site needs a feature that helper lacks: then it
+gets the helper with the features of both (`features_of` reads them from the helper's text).
 """
 
 from __future__ import annotations
@@ -43,6 +45,13 @@ PLACES_ARRAYS = re.compile(
     rb"device_put|devices\s*\(|sharding|Sharding|\bMesh\b|make_mesh|addressable_|"
     rb"\breplicate\b|\bshard\b|make_array_from"
 )
+# What an emitted helper's text shows of each feature. (A helper written before the features
+# existed had all of them but multiprocess, and reads so.)
+_SHOWN_BY = {
+    "static": "static_argnums=()", "donate": "donate_argnums=()", "devices": "axis_size=None",
+    "committed": "def onto_mesh(", "cached": '.setdefault("compiled"',
+    "multiprocess": "multihost_utils",
+}
 # Scopes whose code runs more than once per import of the module.
 _REPEATED = (cst.FunctionDef, cst.Lambda, cst.For, cst.While, cst.CompFor)
 
@@ -80,3 +89,8 @@ def module_features(
     if multiprocess:
         features |= {"multiprocess", "devices"}
     return frozenset(features)
+
+
+def features_of(helper: str) -> frozenset[str]:
+    """The features of an emitted `_pmap_style_shard_map`, read from its text."""
+    return frozenset(feature for feature, shown in _SHOWN_BY.items() if shown in helper)
