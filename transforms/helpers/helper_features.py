@@ -18,7 +18,8 @@ it is not used); leaving one out is not, so each is read from what the module sh
   that variant also keeps the device options, which its multi-process mesh reads.
 
 A module with a `_pmap_compat` site (pmap's arguments only known at run time) gets every
-feature: the drop-in passes every option. A helper module (`--helper-module`) always holds the
+feature: the drop-in passes every option. So does a notebook (its first cell needing the helper
+gets it for the later cells too). A helper module (`--helper-module`) always holds the
 full helper (helper_templates.FEATURES), which serves every module that imports it. A module
 migrated before keeps its helper, unless a new site needs a feature that helper lacks: then it
 gets the helper with the features of both (`features_of` reads them from the helper's text).
@@ -52,6 +53,9 @@ _SHOWN_BY = {
     "committed": "def onto_mesh(", "cached": '.setdefault("compiled"',
     "multiprocess": "multihost_utils",
 }
+# A notebook cell as migrator/notebooks.py hands it over: the first cell that needs the helper
+# gets it, for every later cell, whose sites are not seen yet; so it gets every feature.
+NOTEBOOK_CELL = re.compile(rb"__pmap_migrate_nb\d*_context__")
 # Scopes whose code runs more than once per import of the module.
 _REPEATED = (cst.FunctionDef, cst.Lambda, cst.For, cst.While, cst.CompFor)
 
@@ -81,7 +85,7 @@ def module_features(
     sites: set[str], source: bytes, *, multiprocess: bool, compat: bool
 ) -> frozenset[str]:
     """The helper's features for a module whose sites need `sites`."""
-    if compat:
+    if compat or NOTEBOOK_CELL.search(source):
         return FEATURES
     features = set(sites)
     if PLACES_ARRAYS.search(source):
