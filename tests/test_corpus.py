@@ -42,6 +42,7 @@ def test_every_corpus_site_is_migrated(migrated):
         assert b"def _pmap_style_shard_map(" in source, name
 
 
+@pytest.mark.equivalence  # two JAX processes per program; .ci/run runs `pytest -m equivalence`
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_migrated_program_matches_original(name, migrated):
     python = original_python((CORPUS / f"{name}.py").read_bytes())

@@ -2,7 +2,9 @@
 run on 8 fake devices and compared through the layout map; the layout-aware comparison itself;
 the CLI and configuration switch.
 
-Regenerate the fixtures with `python tests/regen_fixtures.py` and read the diff.
+Regenerate the fixtures with `python tests/regen_fixtures.py` and read the diff. The after.py
+files import the faithful helpers from `_pmap_helpers` (tests/fixtures/_pmap_helpers.py); the
+runs on 8 devices (marked `equivalence`, two JAX processes each) run the module's own migration.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from equivalence.check import compare_runs
 from equivalence.compare import compare_outputs
 from equivalence.layouts import to_migrated_layout
 from equivalence.runner import run_entry
-from regen_fixtures import GLOBAL_FIXTURES, findings_text
+from regen_fixtures import GLOBAL_FIXTURES, findings_text, migrate_fixture
+from transforms.codes.rules import all_rules
 from transforms.global_view.layout import MERGED, REPLICATED, OutputLayout, layout_for
 from transforms.pipeline import migrate_source
 from transforms.target import TargetJax
@@ -37,7 +40,7 @@ def _migrate(path: Path):
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_rewrite_matches_reviewed_fixture(case):
-    result = _migrate(case / "before.py")
+    result = migrate_fixture((case / "before.py").read_bytes(), "global")
     assert result.source == (case / "after.py").read_bytes()
     assert findings_text(result.findings) == (case / "findings.txt").read_text(encoding="utf-8")
 
@@ -45,13 +48,17 @@ def test_rewrite_matches_reviewed_fixture(case):
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_second_run_changes_nothing(case):
     after = (case / "after.py").read_bytes()
-    assert migrate_source(after, style="global").source == after
+    assert migrate_fixture(after, "global").source == after
 
 
-def test_every_fallback_code_has_a_fixture():
+def test_every_global_style_code_has_a_fixture():
+    """Every PM6xx code of the rules reference (PM610: fallback_donated_copy_read) is shown by
+    at least one fixture; a new code needs one."""
     codes = {line.split()[1] for case in CASES
              for line in (case / "findings.txt").read_text().splitlines()}
-    assert {f"PM60{i}" for i in range(10)} <= codes
+    global_codes = {code for code in all_rules() if code.startswith("PM6")}
+    assert "PM610" in global_codes
+    assert global_codes <= codes, sorted(global_codes - codes)
 
 
 def test_global_cases_leave_no_faithful_helper():
@@ -65,6 +72,7 @@ def test_global_cases_leave_no_faithful_helper():
             assert "_first_replica" not in text, case.name
 
 
+@pytest.mark.equivalence
 @pytest.mark.parametrize("case", RUNNABLE, ids=[c.name for c in RUNNABLE])
 def test_migrated_fixture_computes_the_same(case, tmp_path):
     """The original (legacy JAX where it needs it) and the global migration, on 8 devices,
@@ -72,8 +80,9 @@ def test_migrated_fixture_computes_the_same(case, tmp_path):
     (tmp_path / "orig").mkdir()
     (tmp_path / "new").mkdir()
     shutil.copy(case / "before.py", tmp_path / "orig" / "case.py")
-    shutil.copy(case / "after.py", tmp_path / "new" / "case.py")
-    layouts = {f.function: f.outputs for f in _migrate(case / "before.py").layouts}
+    migration = _migrate(case / "before.py")  # the module's own, helpers included
+    (tmp_path / "new" / "case.py").write_bytes(migration.source)
+    layouts = {f.function: f.outputs for f in migration.layouts}
     python = original_python((case / "before.py").read_bytes())
     original = run_entry(tmp_path / "orig", "case:run", devices=8, python=python)
     migrated = run_entry(tmp_path / "new", "case:run", devices=8)

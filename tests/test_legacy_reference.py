@@ -29,6 +29,7 @@ def migrated_for_old_jax(tmp_path_factory):
     return out
 
 
+@pytest.mark.equivalence  # two JAX processes per program; .ci/run runs `pytest -m equivalence`
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_old_target_matches_legacy_pmap(name, migrated_for_old_jax):
     python = legacy_python_or_skip()

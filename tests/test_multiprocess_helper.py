@@ -102,7 +102,9 @@ def two_processes(python: str, mode: str, migrated, tmp_path) -> list[dict]:
 
 def migrated_module(tmp_path, target: str):
     path = tmp_path / f"migrated_{target.replace('.', '_')}.py"
-    source = b"import jax\nhosts = jax.process_count()\nf = jax.pmap(abs, axis_name='i')\n"
+    source = (b"import jax\nhosts = jax.process_count()\nf = jax.pmap(abs, axis_name='i')\n"
+              # The worker calls the helper with static and donated arguments too.
+              b"g = jax.pmap(abs, axis_name='i', static_broadcasted_argnums=1, donate_argnums=0)\n")
     path.write_bytes(migrate_source(source, TargetJax.parse(target)).source)
     return path
 

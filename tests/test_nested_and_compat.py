@@ -19,6 +19,7 @@ from hypothesis import given, settings, strategies as st
 from libcst.codemod import CodemodContext
 
 from conftest import FIXTURES, legacy_python_or_skip
+from regen_fixtures import HELPER_SNAPSHOT
 from equivalence.compare import compare_outputs
 from equivalence.runner import run_entry
 from transforms.faithful.nested_pmap import Level, nested_specs
@@ -369,6 +370,7 @@ def test_wrapper_module_migrated_alone_keeps_its_callers_in_other_modules(tmp_pa
         (tmp_path / side).mkdir()
         shutil.copy(case / wrapper, tmp_path / side / "wrappers.py")
         shutil.copy(case / "caller.py", tmp_path / side / "caller.py")
+    shutil.copy(HELPER_SNAPSHOT, tmp_path / "new")  # after.py imports its helpers from there
     original = run_entry(tmp_path / "orig", "caller:run", devices=8, python=legacy_python_or_skip())
     migrated = run_entry(tmp_path / "new", "caller:run", devices=8)
     assert original.ok, original.error

@@ -216,7 +216,7 @@ def test_multiprocess_module_gets_the_multiprocess_helper():
     code, findings, result = migrate(source)
     assert findings == [(4, "PM100"), (8, "PM100"), (13, "PM506")]  # the process-0 block
     assert "multi-process module (`jax.process_index` at line 13)" in result.findings[0].message
-    assert multiprocess_helper_source(DEFAULT_TARGET) in code
+    assert helper_source(DEFAULT_TARGET, frozenset({"multiprocess", "devices"})) in code
     assert "host_local_array_to_global_array" in code
     assert "@functools.partial(_pmap_style_shard_map, axis_name=\"i\")" in code
 
@@ -227,7 +227,7 @@ def test_single_process_module_keeps_the_single_process_helper_byte_for_byte():
         f = jax.pmap(lambda x: x)
         """)
     assert findings == [(2, "PM100")]
-    assert helper_source(DEFAULT_TARGET) in code
+    assert helper_source(DEFAULT_TARGET, frozenset()) in code  # no feature: the short one
     assert "multihost_utils" not in code
 
 

@@ -8,6 +8,7 @@ in the same interpreter.
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import sys
 import pytest
 
 from conftest import ROOT, legacy_python_or_skip
-from transforms.helpers.helper_templates import MARKER_LINE, helper_text, template_source
+from transforms.helpers.helper_templates import FEATURES, MARKER_LINE, helper_text, template_source
 from transforms.module_helpers import HELPER_NAMES
 from transforms.target import TargetJax
 
@@ -39,7 +40,7 @@ def test_every_helper_is_one_marked_function(name, target):
 def test_the_target_block_picks_the_shard_map_spelling(name):
     modern, legacy = helper_text(name, MODERN), helper_text(name, LEGACY)
     assert "jax.shard_map(" in modern and "check_vma=False" in modern
-    assert "experimental" not in modern and "check_rep" not in modern
+    assert "experimental.shard_map" not in modern and "check_rep" not in modern
     assert "from jax.experimental.shard_map import shard_map" in legacy
     assert "check_rep=False" in legacy and "check_vma=False,\n" not in legacy
     # 0.6.1 is the first release with the public spelling.
@@ -70,6 +71,7 @@ import json, os, sys
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
 import jax, numpy as np
 
+skip = sys.argv[2].split(",") if len(sys.argv) > 2 else []
 if sys.argv[1] == "import":
     from transforms.templates.pmap_style_shard_map import _pmap_style_shard_map
     from transforms.templates.nested_pmap_shard_map import _nested_pmap_shard_map
@@ -121,13 +123,14 @@ cases = {
     "first_replica": lambda: pair(
         _first_replica(_pmap_style_shard_map(lambda a: a + 1, "i")(x)), x[0] + 1),
 }
-print(json.dumps({name: case() for name, case in cases.items()}))
+print(json.dumps({name: case() for name, case in cases.items() if name not in skip}))
 """
 
 
-def _run_helpers(python: str, mode: str, stdin: str = "") -> dict:
+def _run_helpers(python: str, mode: str, stdin: str = "", skip: tuple[str, ...] = ()) -> dict:
     done = subprocess.run(
-        [python, "-c", _RUN, mode], input=stdin, capture_output=True, text=True, timeout=300,
+        [python, "-c", _RUN, mode, ",".join(skip)], input=stdin, capture_output=True, text=True,
+        timeout=300,
         cwd=ROOT, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -144,8 +147,8 @@ def test_imported_templates_compute_what_pmap_computes():
 
 
 def test_the_multiprocess_block_picks_the_variant():
-    single = helper_text("_pmap_style_shard_map", MODERN)
-    multi = helper_text("_pmap_style_shard_map", MODERN, multiprocess=True)
+    single = helper_text("_pmap_style_shard_map", MODERN, FEATURES - {"multiprocess"})
+    multi = helper_text("_pmap_style_shard_map", MODERN)
     assert "multihost_utils" not in single and "process_count" not in single
     assert "multihost_utils.host_local_array_to_global_array" in multi
     assert "one process or several" in multi and "one process or several" not in single
@@ -153,19 +156,56 @@ def test_the_multiprocess_block_picks_the_variant():
     for message in ("inconsistent sizes for array axes", "must be a tree prefix",
                     "logical devices, but only", "'devices' argument to pmap must be non-empty"):
         assert message in single and message in multi
-    for text in (single, multi, helper_text("_pmap_style_shard_map", LEGACY, multiprocess=True)):
-        assert "# pmap-migrate: if" not in text and "# pmap-migrate: end" not in text
+
+_SUBSETS = [frozenset(c) for k in range(len(FEATURES) + 1)
+            for c in itertools.combinations(sorted(FEATURES), k)]
+
+
+@pytest.mark.parametrize("target", [MODERN, LEGACY], ids=str)
+def test_every_feature_variant_is_one_function_with_only_its_blocks(target):
+    for features in _SUBSETS:
+        text = helper_text("_pmap_style_shard_map", target, features)
+        assert "# pmap-migrate: if" not in text and "# pmap-migrate: end" not in text, features
         tree = ast.parse(text)
-        assert [s.name for s in tree.body] == ["_pmap_style_shard_map"]
+        assert [s.name for s in tree.body] == ["_pmap_style_shard_map"], features
+        parameters = {a.arg for a in tree.body[0].args.kwonlyargs}
+        assert ("static_argnums" in parameters) == ("static" in features)
+        assert ("donate_argnums" in parameters) == ("donate" in features)
+        assert ("devices" in parameters) == ("devices" in features)
+        assert ("onto_mesh" in text) == ("committed" in features)
+        assert ('"compiled"' in text) == ("cached" in features)
+        assert ("multihost_utils" in text) == ("multiprocess" in features)
+        # pmap's checks and their messages are in every variant.
+        for message in ("inconsistent sizes for array axes", "must be a tree prefix",
+                        "logical devices, but only", "requires at least one argument"):
+            assert message in text, (features, message)
 
 
-@pytest.mark.parametrize("multiprocess", [False, True], ids=["single-process", "multiprocess"])
-def test_emitted_texts_compute_what_pmap_computes(multiprocess):
-    """What a module gets, each variant, run in one process (2 processes: test_multiprocess_*)."""
-    text = "".join(helper_text(name, MODERN, multiprocess=multiprocess) for name in (
-        "_pmap_style_shard_map", "_nested_pmap_shard_map", "_pmap_compat",
-        "_device_put_replicated", "_device_put_sharded", "_first_replica"))
-    _assert_same(_run_helpers(sys.executable, "text", text))
+def test_a_module_using_no_feature_gets_a_short_helper():
+    assert len(helper_text("_pmap_style_shard_map", MODERN, frozenset()).splitlines()) <= 106
+
+
+# (the features a case calls for, the cases that need them)
+_NEEDS = {"static": ("static_and_kwargs",)}
+
+
+@pytest.mark.parametrize("features", [
+    FEATURES, FEATURES - {"multiprocess"}, frozenset(), frozenset({"cached", "committed"}),
+    frozenset({"static", "donate"}),
+], ids=lambda f: "+".join(sorted(f)) or "none")
+def test_emitted_texts_compute_what_pmap_computes(features):
+    """What a module gets, each variant, run in one process (2 processes: test_multiprocess_*).
+    `_pmap_compat` calls the full helper, so a variant without some feature runs without it."""
+    names = ["_pmap_style_shard_map", "_nested_pmap_shard_map", "_device_put_replicated",
+             "_device_put_sharded", "_first_replica"]
+    skip = [case for feature, cases in _NEEDS.items() if feature not in features for case in cases]
+    if features == FEATURES or features == FEATURES - {"multiprocess"}:
+        names.append("_pmap_compat")
+    else:
+        skip.append("compat")
+    text = "".join(helper_text(name, MODERN, features) if name == "_pmap_style_shard_map"
+                   else helper_text(name, MODERN) for name in names)
+    _assert_same(_run_helpers(sys.executable, "text", text, tuple(skip)))
 
 
 def test_templates_for_an_old_target_compute_what_legacy_pmap_computes():
@@ -173,3 +213,22 @@ def test_templates_for_an_old_target_compute_what_legacy_pmap_computes():
         "_pmap_style_shard_map", "_nested_pmap_shard_map", "_pmap_compat",
         "_device_put_replicated", "_device_put_sharded", "_first_replica"))
     _assert_same(_run_helpers(legacy_python_or_skip(), "text", text))
+
+
+def test_a_module_gets_the_features_its_sites_use_and_keeps_them_when_migrated_again():
+    from transforms.pipeline import migrate_source
+
+    first = migrate_source(b'import jax\n\np = jax.pmap(lambda x: x * 2, axis_name="i")\n').source
+    assert helper_text("_pmap_style_shard_map", MODERN, frozenset()).encode() in first
+    # A new plain site: the module keeps its helper.
+    plain = first + b'\nq = jax.pmap(lambda x: x * 3, axis_name="i")\n'
+    assert migrate_source(plain).source == (
+        first + b'\nq = _pmap_style_shard_map(lambda x: x * 3, axis_name="i")\n')
+    # A new site in a function with static arguments: the helper gains both features.
+    static = first + (b'\n\ndef step(x):\n    return jax.pmap(lambda x, k: x * k, axis_name="i", '
+                      b'static_broadcasted_argnums=1)(x, 2)\n')
+    again = migrate_source(static).source
+    assert again.count(b"def _pmap_style_shard_map(") == 1
+    features = frozenset({"static", "cached"})
+    assert helper_text("_pmap_style_shard_map", MODERN, features).encode() in again
+    assert migrate_source(again).source == again

@@ -145,7 +145,7 @@ def test_fast_paths_give_the_same_bytes_and_findings(path, monkeypatch):
 
 
 def _helper_texts() -> list[tuple[str, str]]:
-    from transforms.helpers.helper_templates import helper_text
+    from transforms.helpers.helper_templates import FEATURES, helper_text
     from transforms.module_helpers import HELPER_ORDER
     from transforms.target import TargetJax
 
@@ -154,7 +154,8 @@ def _helper_texts() -> list[tuple[str, str]]:
         target = TargetJax.parse(version)
         for name in HELPER_ORDER:
             texts[helper_text(name, target)] = name
-        texts[helper_text("_pmap_style_shard_map", target, multiprocess=True)] = "multiprocess"
+        for features, variant in ((frozenset(), "minimal"), (FEATURES - {"multiprocess"}, "single")):
+            texts[helper_text("_pmap_style_shard_map", target, features)] = variant
     return sorted((name, text) for text, name in texts.items())
 
 

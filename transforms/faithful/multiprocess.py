@@ -25,7 +25,7 @@ import re
 
 import libcst as cst
 
-from transforms.helpers.multiprocess_helper import multiprocess_helper_source
+from transforms.helpers.helper_features import module_features
 from transforms.helpers.runtime_helper import helper_source
 from transforms.reading.names import ImportTable, parse_or_none
 from transforms.reading.prefilter import all_nodes
@@ -53,11 +53,18 @@ def evidence(rule: ReportingTransformer) -> tuple[int, str] | None:
     return rule.context.scratch.get(SCRATCH_KEY)
 
 
-def pmap_helper_source(rule: ReportingTransformer) -> str:
-    """The text of `_pmap_style_shard_map` this module gets: multi-process or not."""
-    if evidence(rule) is not None:
-        return multiprocess_helper_source(rule.target)
-    return helper_source(rule.target)
+def pmap_helper_source(
+    rule: ReportingTransformer, sites: set[str], *, compat: bool, existing: str = ""
+) -> str:
+    """The text of `_pmap_style_shard_map` this module gets: the features its sites use
+    (`sites`; every feature with a `_pmap_compat` site), multi-process or not
+    (transforms/helpers/helper_features.py). `existing`: the module's own helper, if it has
+    one, which is not evidence of anything."""
+    source = rule.facts.source if rule.facts is not None else rule._source_module.code.encode()
+    source = source.replace(existing.encode(), b"") if existing else source
+    features = module_features(
+        sites, source, multiprocess=evidence(rule) is not None, compat=compat)
+    return helper_source(rule.target, features)
 
 
 def migration_note(rule: ReportingTransformer) -> str:

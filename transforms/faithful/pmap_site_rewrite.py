@@ -13,6 +13,7 @@ import libcst as cst
 from transforms.faithful.multiprocess import migration_note
 from transforms.faithful.pmap_hazards import site_claimed
 from transforms.faithful.specs import AxesNotTranslatable, axes_to_specs
+from transforms.helpers.helper_features import site_features
 from transforms.helpers.pmap_compat_helper import COMPAT_HELPER_NAME
 from transforms.helpers.runtime_helper import HELPER_NAME
 from transforms.reading.snippets import shorten
@@ -67,6 +68,8 @@ class SiteRewrite:
         if not self._migrated(original, label, summary):
             return updated
         self._needs_plain = True
+        keywords = {a.keyword.value for a in pmap_args if a.keyword}
+        self._helper_features |= site_features(keywords, original, self._parent)
         if partial:
             helper_arg = updated.args[0].with_changes(value=cst.Name(HELPER_NAME))
             return updated.with_changes(args=[helper_arg, *new_args])

@@ -33,11 +33,12 @@ from transforms.faithful.pmap_site_nested import NestedSites
 from transforms.faithful.pmap_site_rewrite import SiteRewrite
 from transforms.faithful.pmap_site_values import ValueUses
 from transforms.faithful.pmap_values import NameUses, ValueUse
+from transforms.helpers.helper_features import features_of, site_features
 from transforms.helpers.nested_pmap_helper import NESTED_HELPER_NAME, nested_helper_source
 from transforms.helpers.pmap_compat_helper import COMPAT_HELPER_NAME, compat_helper_source
 from transforms.helpers.runtime_helper import HELPER_MARKER, HELPER_NAME
 from transforms.imports import RuleContext, add_import, remove_import
-from transforms.module_helpers import request_helper
+from transforms.module_helpers import _helper_statements, request_helper
 from transforms.reading.pmap_bindings import PmappedNames
 from transforms.reading.snippets import find_all, one_line
 from transforms.reporting import ReportingTransformer
@@ -76,6 +77,7 @@ class PmapToShardMap(SiteRewrite, NestedSites, ValueUses, ReportingTransformer):
         self._needs_compat = False
         self._needs_plain = False  # the 1-D helper (nested-only modules do without it)
         self._needs_nested = False
+        self._helper_features: set[str] = set()  # what the 1-D helper's sites use
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -146,12 +148,32 @@ class PmapToShardMap(SiteRewrite, NestedSites, ValueUses, ReportingTransformer):
         for asname in self._pmap_from_imports(original_node):
             remove_import(self.context, "jax", "pmap", asname)
         if self._needs_plain or self._needs_compat:
-            request_helper(self.context, HELPER_NAME, pmap_helper_source(self))
+            updated_node = self._request_plain_helper(updated_node)
         if self._needs_compat:
             request_helper(self.context, COMPAT_HELPER_NAME, compat_helper_source())
         if self._needs_nested:
             request_helper(self.context, NESTED_HELPER_NAME, nested_helper_source(self.target))
         return updated_node
+
+    def _request_plain_helper(self, module: cst.Module) -> cst.Module:
+        """Ask for the 1-D helper with the features the module's sites use. A module migrated
+        before keeps its own, unless a new site needs a feature that one lacks: then it is
+        replaced by the helper with the features of both."""
+        existing = self._names.module_defs.get(HELPER_NAME, [])
+        if existing and isinstance(existing[-1].params.star_arg, cst.Param):
+            existing = []  # a notebook's stub for an earlier cell's (full) helper: kept as is
+        own = self._code(existing[-1]) if existing else ""
+        have = features_of(own)
+        text = pmap_helper_source(
+            self, self._helper_features | have, compat=self._needs_compat, existing=own)
+        request_helper(self.context, HELPER_NAME, text)
+        if not existing or features_of(text) <= have:
+            return module
+        new = _helper_statements(text, module.default_newline)[0]
+        return module.with_changes(body=[
+            new.with_changes(leading_lines=s.leading_lines)
+            if isinstance(s, cst.FunctionDef) and s.name.value == HELPER_NAME else s
+            for s in module.body])
 
     def _pmap_from_imports(self, module: cst.Module) -> list[str | None]:
         """The `as` names (None: none) of every `from jax import pmap [as x]`."""
@@ -268,6 +290,7 @@ class PmapToShardMap(SiteRewrite, NestedSites, ValueUses, ReportingTransformer):
         if not self._migrated(original_node, "@" + self._code(original_node.decorator), ""):
             return updated_node
         self._needs_plain = True
+        self._helper_features |= site_features(set(), original_node, self._parent)
         return updated_node.with_changes(decorator=cst.Name(HELPER_NAME))
 
     def leave_FunctionDef(

@@ -17,16 +17,17 @@ what the single-process helper's call costs.
 
 The source is the `# pmap-migrate: if multiprocess` variant of
 transforms/templates/pmap_style_shard_map.py, one real Python file (tests import and run it) for
-both variants, read here as text: the transform path never imports JAX.
+every variant, read here as text: the transform path never imports JAX. This is the variant with
+every feature; a module gets the features its sites use (transforms/helpers/helper_features.py).
 """
 
 from __future__ import annotations
 
-from transforms.helpers.helper_templates import helper_text
+from transforms.helpers.helper_templates import FEATURES, helper_text
 from transforms.helpers.runtime_helper import HELPER_NAME
 from transforms.target import TargetJax
 
 
 def multiprocess_helper_source(target: TargetJax) -> str:
     """The helper's source text for `target`, ending with a newline."""
-    return helper_text(HELPER_NAME, target, multiprocess=True)
+    return helper_text(HELPER_NAME, target, FEATURES)
