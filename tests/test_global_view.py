@@ -701,3 +701,36 @@ def test_importing_the_global_corpus_starts_no_backend(tmp_path):
                                text=True)
     assert completed.returncode == 0, completed.stderr
     assert json.loads(completed.stdout.strip().splitlines()[-1]) == []
+
+
+_FROM_IMPORT = """import jax
+import numpy as np
+from jax import pmap
+from jax import pmap as pm
+
+
+def f(x):
+    return jax.lax.psum(x, "i")
+
+
+p_f = pmap(f, axis_name="i")
+{other}
+
+def run():
+    n = jax.local_device_count()
+    return np.asarray(p_f(np.ones((n, 2), np.float32)))
+"""
+
+
+def test_from_jax_import_pmap_goes_when_no_site_is_left():
+    text, codes, _ = _global(_FROM_IMPORT.format(other=""))
+    assert "PM600" in codes
+    assert "from jax import pmap" not in text
+
+
+def test_from_jax_import_pmap_stays_while_a_kept_pmap_uses_it():
+    other = "TRANSFORMS = {'pmap': pm}  # a value, not a call: kept (PM205)\n"
+    text, codes, _ = _global(_FROM_IMPORT.format(other=other))
+    assert {"PM600", "PM205"} <= codes
+    assert "from jax import pmap\n" not in text  # p_f went global
+    assert "from jax import pmap as pm\n" in text and "{'pmap': pm}" in text

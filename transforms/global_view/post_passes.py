@@ -19,7 +19,7 @@ from transforms.global_view.module_info import ModuleInfo
 from transforms.global_view.sites import Site
 from transforms.global_view.step_text import MESH_FUNCTION_TEXT
 from transforms.global_view.values import quoted
-from transforms.imports import RuleContext, add_import, apply_queued_imports
+from transforms.imports import RuleContext, add_import, apply_queued_imports, remove_import
 
 
 def hoist_key(site: Site) -> tuple[str, str] | None:
@@ -139,8 +139,9 @@ def _is_docstring(statement) -> bool:
 def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult],
                   global_sites: list[Site], findings: list[Finding]):
     """The edited module `text` as libcst: each caller's mesh on entry, the `_mesh` function,
-    local sites hoisted to module level (their PM600s say so) and the imports the style
-    names. Returns (module, findings)."""
+    local sites hoisted to module level (their PM600s say so), the imports the style
+    names, and no `from jax import pmap` the global sites left unused. Returns (module,
+    findings)."""
     new_module = cst.parse_module(text.encode("utf-8"))
     new_module = new_module.visit(MeshOnEntry({c: r.axis for c, r in results.items()},
                                               module.mesh_function,
@@ -167,4 +168,7 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
         add_import(context, "jax.experimental", "multihost_utils")
     if module.jax == "jax" and "jax" not in module.imported:
         add_import(context, "jax")
+    for local, full in module.imported.items():  # removed only where nothing loads it now
+        if full == "jax.pmap":
+            remove_import(context, "jax", "pmap", None if local == "pmap" else local)
     return apply_queued_imports(new_module, context), findings
