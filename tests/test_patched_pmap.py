@@ -94,8 +94,10 @@ def test_fake_of_other_modules_pmaps_is_reported_once():
     assert "set_n_cpu_devices" in result.findings[0].message
 
 
-def test_fake_next_to_own_pmap_is_not_pm212():
-    result = migrate_source(_module(PATCHES["chex_context"]))
+def test_fake_started_in_a_module_with_its_own_pmap_is_not_pm212():
+    """setUp style: `fake.start()` there, the pmaps in the test methods of the same module."""
+    body = "import chex\nfake = chex.fake_pmap()\nfake.start()\n"
+    result = migrate_source(_module(body))
     assert "PM212" not in {f.code for f in result.findings}
 
 
@@ -104,3 +106,44 @@ def test_a_mock_patch_alone_is_not_pm212():
     anything and is not the tool's to judge."""
     source = b"from unittest import mock\np = mock.patch('jax.pmap', f)\n"
     assert migrate_source(source).findings == []
+
+
+def test_fake_around_no_pmap_of_a_module_that_has_one_is_pm212():
+    """jaxline's `disable_pmap_jit`: its own rendezvous pmap is kept (PM211, and no host
+    barrier rewrite or PM504, which would say it is migrated), and the fake it
+    puts around the user's experiment, whose pmaps live elsewhere, is reported (PM212)."""
+    source = textwrap.dedent("""\
+        import chex
+        import jax
+        import jax.numpy as jnp
+
+        def rendezvous():
+            x = jnp.ones([jax.local_device_count()])
+            return jax.pmap(lambda x: jax.lax.psum(x, "i"), "i")(x)
+
+        def disable_pmap_jit(fn):
+            def wrapped(*args):
+                with chex.fake_pmap_and_jit():
+                    return fn(*args)
+            return wrapped
+    """).encode()
+    result = migrate_source(source)
+    assert result.source == source
+    assert [(f.code, f.line) for f in result.findings] == [("PM211", 7), ("PM212", 11)]
+
+
+def test_fake_around_own_pmap_in_a_with_block_is_not_pm212():
+    source = textwrap.dedent("""\
+        import chex
+        import jax
+
+        def helper(x):
+            with chex.fake_pmap():
+                return library_step(x)  # no pmap in this block...
+
+        def test_own(x):
+            with chex.fake_pmap():
+                return jax.pmap(lambda v: v)(x)  # ...but here
+    """).encode()
+    findings = [(f.code, f.line) for f in migrate_source(source).findings]
+    assert findings == [("PM212", 5), ("PM211", 10)]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from transforms.faithful.patched_pmap import SCRATCH_KEY as PATCH_KEY
 from transforms.imports import add_import
 from transforms.reading.snippets import source as _code
 from transforms.reporting import ReportingTransformer
@@ -155,6 +156,8 @@ class HostBarriers(ReportingTransformer):
     # -- visits and rewrite ---------------------------------------------------------------
 
     def visit_Call(self, node: cst.Call) -> None:
+        if self.context.scratch.get(PATCH_KEY) is not None:
+            return  # the module patches jax.pmap: its barriers stay pmaps too (PM211)
         pmap = self._barrier_pmap(node)
         if pmap is None:
             return

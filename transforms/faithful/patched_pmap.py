@@ -6,20 +6,21 @@ looks `jax.pmap` up, so the patch would silently stop reaching it. So:
 
 - in a module that patches `jax.pmap`, every pmap site stays `jax.pmap` (PM211, claimed for
   PmapToShardMap through transforms/faithful/pmap_hazards.py, in both styles);
-- a module that uses chex's fake but holds no pmap of its own fakes the pmaps of other modules,
-  which the migration does change: the fake's first use is reported (PM212) with what to do.
+- a use of chex's fake around no pmap of its own module (a `with` block without one, or any use
+  in a module without one) fakes the pmaps of other modules, which the migration does change:
+  the first such use is reported (PM212) with what to do.
 
 Runs before PmapToShardMap, and decides in `visit_Module`, before any site is visited.
 """
 
 from __future__ import annotations
 
-import ast
-
 import libcst as cst
 
 from transforms.reading.names import ImportTable, parse_or_none
-from transforms.reading.pmap_patches import CHEX_FAKES, PMAP, chex_fake_uses, dotted, pmap_patch
+from transforms.reading.pmap_patches import (
+    CHEX_FAKES, fakes_of_other_modules, pmap_patch, refers_to_pmap,
+)
 from transforms.reading.prefilter import all_nodes
 from transforms.reporting import ReportingTransformer
 
@@ -60,10 +61,10 @@ class PatchedPmap(ReportingTransformer):
         patch = pmap_patch(tree, imported)
         if patch is None:
             return
-        if _holds_pmap(tree, imported):
+        if any(refers_to_pmap(node, imported) for node in all_nodes(tree)):
             self.context.scratch[SCRATCH_KEY] = patch
-        elif uses := chex_fake_uses(tree, imported):
-            self._fake_elsewhere = uses[0][:2]
+        if elsewhere := fakes_of_other_modules(tree, imported):
+            self._fake_elsewhere = elsewhere[0]
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self._check_fake(node)
@@ -74,19 +75,16 @@ class PatchedPmap(ReportingTransformer):
     def _check_fake(self, node: cst.Name | cst.Attribute) -> None:
         if self._fake_elsewhere is None or self._qualified(node).isdisjoint(CHEX_FAKES):
             return
-        self._fake_elsewhere = None  # the first use only
+        if self._position(node)[0] != self._fake_elsewhere[0]:
+            return
+        self._fake_elsewhere = None  # the first such use only
         name = next(iter(self._qualified(node) & CHEX_FAKES)).rpartition(".")[2]
         self._report(
             node, "PM212",
-            f"`{name}` patches jax.pmap, and this module has no pmap of its own: the pmaps it "
-            "fakes live in other modules, and once they are migrated they no longer call "
+            f"`{name}` patches jax.pmap around no pmap of this module: the pmaps it fakes live "
+            "in other modules, and once they are migrated they no longer call "
             "jax.pmap, so the fake stops applying and the code under test runs jit + shard_map "
             "on the real devices; run the test on fake CPU devices instead "
             "(chex.set_n_cpu_devices(n), or XLA_FLAGS=--xla_force_host_platform_device_count=n)",
         )
 
-
-def _holds_pmap(tree: ast.Module, imported: dict[str, str]) -> bool:
-    """Whether the module refers to jax.pmap itself (not only through a patch's string)."""
-    return any(isinstance(node, (ast.Name, ast.Attribute)) and dotted(node, imported) == PMAP
-               for node in all_nodes(tree))

@@ -63,12 +63,31 @@ def pmap_patch(tree: ast.Module, imported: dict[str, str]) -> tuple[int, str] | 
     return line, text
 
 
-def chex_fake_uses(tree: ast.Module, imported: dict[str, str]) -> list[tuple[int, int, str]]:
-    """(line, col, text) of every reference to chex's pmap fakes, in source order."""
-    uses = [(node.lineno, node.col_offset, ast.unparse(node)) for node in all_nodes(tree)
-            if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load)
-            and is_chex_fake(dotted(node, imported))]
-    return sorted(uses)
+def fakes_of_other_modules(tree: ast.Module, imported: dict[str, str]) -> list[tuple[int, int]]:
+    """(line, col) of the uses of chex's pmap fakes that can only fake other modules' pmaps:
+    a `with fake_pmap():` whose block refers to no jax.pmap, and, in a module with no jax.pmap
+    at all, any use (`fake = chex.fake_pmap(); fake.start()` in a setUp)."""
+    holds_pmap = any(refers_to_pmap(node, imported) for node in all_nodes(tree))
+    in_with: dict[int, bool] = {}  # id(fake reference) -> its with-block refers to jax.pmap
+    for node in all_nodes(tree):
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            block = any(refers_to_pmap(n, imported) for s in node.body for n in ast.walk(s))
+            for item in node.items:
+                for n in ast.walk(item.context_expr):
+                    in_with[id(n)] = block
+    found = []
+    for node in all_nodes(tree):
+        if not (isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load)
+                and is_chex_fake(dotted(node, imported))):
+            continue
+        block_has_pmap = in_with.get(id(node), holds_pmap)
+        if not block_has_pmap:
+            found.append((node.lineno, node.col_offset))
+    return sorted(found)
+
+
+def refers_to_pmap(node: ast.AST, imported: dict[str, str]) -> bool:
+    return isinstance(node, (ast.Name, ast.Attribute)) and dotted(node, imported) == PMAP
 
 
 def _patches_pmap(call: ast.Call, imported: dict[str, str]) -> bool:
