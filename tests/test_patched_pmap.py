@@ -147,3 +147,23 @@ def test_fake_around_own_pmap_in_a_with_block_is_not_pm212():
     """).encode()
     findings = [(f.code, f.line) for f in migrate_source(source).findings]
     assert findings == [("PM212", 5), ("PM211", 10)]
+
+
+def test_fake_around_a_call_of_a_module_function_that_pmaps_is_not_pm212():
+    """chex's fake_test: `with fake.fake_pmap(): _assert_pmapped(foo, ...)`, a helper of the
+    same module that calls jax.pmap."""
+    source = textwrap.dedent("""\
+        import chex
+        import jax
+
+        def _check(fn, x):
+            return _run(fn, x)
+
+        def _run(fn, x):
+            return jax.pmap(fn)(x)
+
+        def test_faked(x):
+            with chex.fake_pmap():
+                _check(abs, x)
+    """).encode()
+    assert "PM212" not in {f.code for f in migrate_source(source).findings}

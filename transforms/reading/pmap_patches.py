@@ -65,13 +65,17 @@ def pmap_patch(tree: ast.Module, imported: dict[str, str]) -> tuple[int, str] | 
 
 def fakes_of_other_modules(tree: ast.Module, imported: dict[str, str]) -> list[tuple[int, int]]:
     """(line, col) of the uses of chex's pmap fakes that can only fake other modules' pmaps:
-    a `with fake_pmap():` whose block refers to no jax.pmap, and, in a module with no jax.pmap
-    at all, any use (`fake = chex.fake_pmap(); fake.start()` in a setUp)."""
+    a `with fake_pmap():` whose block reaches no jax.pmap of this module (directly or through
+    a function of the module it names), and, in a module with no jax.pmap at all, any use
+    (`fake = chex.fake_pmap(); fake.start()` in a setUp)."""
     holds_pmap = any(refers_to_pmap(node, imported) for node in all_nodes(tree))
-    in_with: dict[int, bool] = {}  # id(fake reference) -> its with-block refers to jax.pmap
+    reaching = _defs_reaching_pmap(tree, imported)
+    reaches = lambda node: refers_to_pmap(node, imported) or (
+        isinstance(node, ast.Name) and node.id in reaching)
+    in_with: dict[int, bool] = {}  # id(fake reference) -> its with-block reaches jax.pmap
     for node in all_nodes(tree):
         if isinstance(node, (ast.With, ast.AsyncWith)):
-            block = any(refers_to_pmap(n, imported) for s in node.body for n in ast.walk(s))
+            block = any(reaches(n) for s in node.body for n in ast.walk(s))
             for item in node.items:
                 for n in ast.walk(item.context_expr):
                     in_with[id(n)] = block
@@ -80,10 +84,24 @@ def fakes_of_other_modules(tree: ast.Module, imported: dict[str, str]) -> list[t
         if not (isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load)
                 and is_chex_fake(dotted(node, imported))):
             continue
-        block_has_pmap = in_with.get(id(node), holds_pmap)
-        if not block_has_pmap:
+        if not in_with.get(id(node), holds_pmap):
             found.append((node.lineno, node.col_offset))
     return sorted(found)
+
+
+def _defs_reaching_pmap(tree: ast.Module, imported: dict[str, str]) -> set[str]:
+    """Names of the module's functions that refer to jax.pmap, or name such a function."""
+    defs = {node.name: node for node in all_nodes(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    names = {name: {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} & set(defs)
+             for name, node in defs.items()}
+    reaching = {name for name, node in defs.items()
+                if any(refers_to_pmap(n, imported) for n in ast.walk(node))}
+    while True:
+        more = {name for name in defs if name not in reaching and names[name] & reaching}
+        if not more:
+            return reaching
+        reaching |= more
 
 
 def refers_to_pmap(node: ast.AST, imported: dict[str, str]) -> bool:
