@@ -51,6 +51,7 @@ class CallerResult:
     returns_changed: bool
     site_axes: dict[str, str] = dataclasses.field(default_factory=dict)  # key -> its mesh's axis
     meshes: tuple[tuple[str, str], ...] = ()  # (name, axis) of meshes besides `mesh` (axes.py)
+    stacked: tuple[tuple[ast.AST, str], ...] = ()  # (argument, why) of arguments kept stacked
 
 
 
@@ -99,6 +100,7 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMix
         self.yields: list[tuple[ast.AST, Kind]] = []  # a followed generator's yielded values
         self.site_calls: dict[int, Site] = {}  # calls of sites, by node id (donation.py)
         self.produced: dict[int, str] = {}  # recognised producer calls -> qualified name
+        self.stacked: dict[int, tuple[ast.AST, str]] = {}  # arguments kept stacked, and why
         # `x[i]["key"]`: x[i] is a container (an array row has no string keys), so x is a
         # list or tuple of trees and x[i] one of them, not a row of the device axis.
         self.container_rows = {id(n.value) for n in ast.walk(function)
@@ -110,6 +112,7 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMix
     merge_outputs = True  # per-device results with a leading axis come back merged (P(axis))
     per_device_scalars = True  # arange(n) into an elementwise body: (1,) blocks of P(axis)
     batches_placed = True  # shard / device_put_sharded batches become jax.Arrays on P(axis)
+    stacked_arguments = True  # values in pmap's stacked layout go in as P(axis), squeezed
 
     # -- driver ---------------------------------------------------------------------------
     def run(self) -> CallerResult:
@@ -149,7 +152,7 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMix
         layouts = self._layouts()
         return CallerResult(self.specs, self.modes, plan.axis, self.edits, layouts,
                             returns_changed=bool(layouts), site_axes=plan.site_axes,
-                            meshes=plan.meshes)
+                            meshes=plan.meshes, stacked=tuple(self.stacked.values()))
 
     def _assign(self, name: str, kind: Kind, node: ast.AST) -> None:
         """A binding: flow-sensitive, so `params = replicate(params)` is two values."""
@@ -163,7 +166,9 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMix
         if new is None:
             return old
         if old.tag == new.tag == "same":
-            return Kind("same", rank=old.rank) if old.rank == new.rank else SAME
+            # Stacked rows on both paths stay rows (a loop feeding a step's results back in).
+            return Kind("same", rank=old.rank if old.rank == new.rank else None,
+                        rows=old.rows and new.rows)
         if old.tag == new.tag == "merged" and old.axis == new.axis:  # ranks differ: keep the bound
             return Kind("merged", old.axis, rank=old.rank if old.rank == new.rank else None,
                         least=min(least_rank(old), least_rank(new)),

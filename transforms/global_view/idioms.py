@@ -17,6 +17,7 @@ from transforms.global_view.values import (
     REPL,
     REPLICATE,
     RNG_DRAWS,
+    ROWS,
     SAME,
     SHAPED_LIKE,
     SHARD,
@@ -123,14 +124,33 @@ class IdiomsMixin:
                 text = ", ".join(merged) + ("," if len(merged) == 1 else "")
                 self._edit(size, f"({text})")
                 return Kind("merged", rank=len(size.elts))
-        if name in ("numpy.arange", "jax.numpy.arange") and len(call.args) == 1 \
-                and self._is_devcount(call.args[0]) and all(k.arg == "dtype" for k in call.keywords):
+        if name in ("numpy.arange", "jax.numpy.arange") and self._counts_devices(call.args) \
+                and all(k.arg == "dtype" for k in call.keywords):
             for keyword in call.keywords:
                 self._need_same(keyword.value)
-            return Kind("same", rank=1, scalars=True)
+            return Kind("same", rank=1, scalars=True, rows=True)
+        if name in ("jax.random.split", "jax.random.key_split") and len(call.args) == 2 \
+                and not call.keywords and self._is_devcount(call.args[1]):
+            self._need_same(call.args[0])
+            return ROWS  # one key per device: no batch axis to merge into, kept stacked
         if name == "jax.device_put_sharded" and len(call.args) == 2:
             return self._device_put_sharded(call)
         return None
+
+    def _counts_devices(self, arguments) -> bool:
+        """`arange(n)`, or `arange(k, n + k)` with the same pure k: n numbers, n the device
+        count."""
+        if len(arguments) == 1:
+            return self._is_devcount(arguments[0])
+        if len(arguments) != 2 or not isinstance(arguments[1], ast.BinOp) \
+                or not isinstance(arguments[1].op, ast.Add):
+            return False
+        start, stop = arguments
+        for count, offset in ((stop.left, stop.right), (stop.right, stop.left)):
+            if self._is_devcount(count) and isinstance(offset, (ast.Constant, ast.Name)) \
+                    and ast.dump(offset) == ast.dump(start):
+                return True
+        return False
 
     def _flat_count(self, node) -> tuple | None:
         """(a, b) of `np.arange(a * b, ...)` or `np.linspace(start, stop, a * b, ...)`: a 1-D

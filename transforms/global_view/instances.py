@@ -220,6 +220,7 @@ class InstancesMixin:
                           f"`{held.name}.{method.name}` is called with different "
                           "layouts, and one migrated method cannot serve them all")
         self.edits.update(analysis.edits)
+        self.stacked.update(analysis.stacked)
         for site_key, specs in analysis.specs.items():
             if self.specs.setdefault(site_key, specs) != specs:
                 raise Blocker(PRODUCER_UNKNOWN, call,

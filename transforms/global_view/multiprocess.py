@@ -128,6 +128,7 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
     # batches stay host-local until the step's call makes them global.
     merge_outputs = False
     per_device_scalars = False
+    stacked_arguments = False  # a host-local stack is not yet made one global array here
     batches_placed = False
 
     def __init__(self, function, sites, module, parameters=None, depth=0):

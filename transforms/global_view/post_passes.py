@@ -153,7 +153,7 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
     keys = [(s, hoist_key(s)) for s in global_sites]
     assigned = {k for s, k in keys if k is not None and not s.inline}
     inline = {k for s, k in keys if k is not None and s.inline}
-    params = {k: ", ".join(s.params) for s, k in keys if k is not None}
+    params = {k: ", ".join(s.called_params) for s, k in keys if k is not None}
     hoisted, moved = hoist_local_sites(new_module.code, module.jax, assigned, inline, params,
                                        module.partial)
     if moved:

@@ -44,6 +44,7 @@ from transforms.global_view.site_edits import (
     global_site_edits,
     out_specs_text,
     site_usage,
+    stacked_positions,
     within,
 )
 from transforms.global_view.site_findings import (
@@ -51,6 +52,7 @@ from transforms.global_view.site_findings import (
     dedupe,
     fallback_findings,
     migrated_finding,
+    stacked_findings,
 )
 from transforms.global_view.sites import Blocker
 from transforms.reading.names import ImportTable
@@ -111,11 +113,15 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
                                if axis != r.axis}
     for site in global_sites:
         first_caller = next(results[c] for c in callers_of(site.key, callers))
-        specs, mode, axis = site_usage(first_caller, site.key)
+        specs, stacked = stacked_positions(site, site_usage(first_caller, site.key)[0])
+        if len(specs) + len(site.static) < len(site.params):  # defaults fill the rest
+            site.passed = len(specs) + len(site.static)
+        _, mode, axis = site_usage(first_caller, site.key)
         out_specs = out_specs_text(site, mode, axis)
-        site_edits.update(global_site_edits(site, specs, out_specs, mode, module, axis))
+        site_edits.update(global_site_edits(site, specs, out_specs, mode, module, axis, stacked))
         findings.append(migrated_finding(site, specs, out_specs, mode, axis, decision, module,
                                          multiprocess))
+    findings += stacked_findings(results)
     conflict = compose(edits, site_edits, module)
     if conflict is not None:
         site = next(s for s in global_sites if within(conflict, module.span(s.statement))

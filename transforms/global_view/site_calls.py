@@ -22,15 +22,19 @@ from transforms.global_view.ranks import (
 from transforms.global_view.replication import NotProvable
 from transforms.global_view.sites import Blocker, Site
 from transforms.global_view.values import (
+    AS_ARRAY,
     AXIS_PLACEHOLDER,
+    BROADCAST_TO,
     CONSTANT_FILLS,
     MERGED_OUT,
     NONE_OUT,
     REPL,
     REPLICATED_OUT,
+    ROWS,
     SAME,
     SCALARS_OUT,
     STACKED_OUT,
+    STACKED_SPEC,
     Kind,
     describe,
     least_rank,
@@ -50,7 +54,7 @@ class SiteCallsMixin:
                           f"{site.label} called with keywords or *args (pmap "
                           "maps keyword arguments on axis 0; one in_specs tuple describes "
                           "positional calls only)")
-        if len(call.args) != len(site.params):
+        if len(call.args) != len(site.params) and not self._defaults_fill(site, len(call.args)):
             raise Blocker(CALLERS_UNSEEN, call,
                           f"{site.label} called with {len(call.args)} of its "
                           f"{len(site.params)} parameters (pmap fills the rest from defaults "
@@ -79,7 +83,7 @@ class SiteCallsMixin:
                 scalars = True
             else:
                 spec, whole = self._argument_spec(argument, kind, axis, f"argument {position} "
-                                                  f"of {site.label}")
+                                                  f"of {site.label}", site)
                 specs.append(spec)
                 if whole:
                     replicated.add(site.params[position])
@@ -101,6 +105,7 @@ class SiteCallsMixin:
             return self._scalars_call(call, site, tuple(specs))
         if site.out_tree is not None:
             return self._result_tree(call, site, replicated)
+        replicated.update(site.params[len(call.args):])  # defaults: the same constant everywhere
         varying = self.module.body_analysis(site).first_varying_output(replicated)
         least = least_result_ranks(site, ranks, self.module.imported) if varying is not None \
             and self.merge_outputs and not site.out_none else None
@@ -123,8 +128,10 @@ class SiteCallsMixin:
             raise Blocker(OUTPUT_NOT_REPLICATED, call,
                           f"{site.label} returns replicated results for some "
                           "calls and per-device results for others")
-        if mode == STACKED_OUT or site.out_none:
-            return SAME  # the original's layout: stacked per-device rows, or out_axes=None
+        if mode == STACKED_OUT:
+            return ROWS  # the original's layout: stacked per-device rows
+        if site.out_none:
+            return SAME  # out_axes=None: unstacked, as the original returns it
         if mode == MERGED_OUT:
             return self._site_output(site, Kind("merged", least=min(least) + 1, placed=True))
         arrays = array_results(site, self.module.imported, self.module.functions)
@@ -137,10 +144,25 @@ class SiteCallsMixin:
         shown = arrays is not None and all(arrays)
         return self._site_output(site, REPL if shown else Kind("repl", tree=True), arrays)
 
-    def _argument_spec(self, argument, kind: Kind, axis, what: str) -> tuple[str, bool]:
+    @staticmethod
+    def _defaults_fill(site: Site, given: int) -> bool:
+        """The call passes the first `given` parameters and defaults fill the rest, in a site
+        that hands its arguments through to the function (`jax.jit(jax.shard_map(f, ...))`
+        built in a function or called inline): shard_map maps the given ones and the function
+        takes its defaults, constants that pmap did not map either."""
+        through = site.function_node is not None and not site.decorated and not site.static \
+            and (site.owner is not None or site.inline or site.holder or site.factory)
+        arguments = site.body.args
+        return through and given < len(site.params) and not arguments.kwonlyargs \
+            and len(site.params) - given <= len(arguments.defaults) \
+            and all(isinstance(d, ast.Constant) for d in arguments.defaults)
+
+    def _argument_spec(self, argument, kind: Kind, axis, what: str,
+                       site: Site | None = None) -> tuple[str, bool]:
         """(in_specs text, the same on every device) of one argument whose in_axes entry is
         `axis`: 0 / None, or a dict / tuple tree of them matched against the argument's
-        fields (a dict or tuple literal of values of known layouts)."""
+        fields (a dict or tuple literal of values of known layouts). `site`: given for a
+        whole argument, which may stay stacked (`_stacked_spec`)."""
         if axis == 0 and _all_replicated(kind):  # a tuple / list of replicated stacks
             return "P()", True
         if isinstance(axis, (dict, tuple)):
@@ -192,13 +214,61 @@ class SiteCallsMixin:
                               f"{what} is mapped on axis {axis}, which is "
                               "not provably the device count (the mesh's size)")
             return f"P({'None, ' * axis}{AXIS_PLACEHOLDER})", False
+        if site is not None and axis == 0 and kind.tag == "same" and (
+                kind.rows or self._sized_by_devcount(self._only_producer(argument), 0)):
+            return self._stacked_spec(argument, site, what), False
         why = self._unmergeable(argument)
         raise Blocker(PRODUCER_UNKNOWN, argument, f"{what} (`{ast.unparse(argument)}`): " + (
-            why or "its producer is not recognised as a replicated value or a per-device batch"))
+            why or "its producer is not recognised as a replicated value or a per-device batch, "
+            "and its leading axis is not provably the device count (the mesh's size), which "
+            "keeping pmap's stacked layout needs"))
+
+    def _stacked_spec(self, argument, site: Site, what: str) -> str:
+        """pmap's own layout, kept: the argument's leading axis is the device count (per-device
+        keys, a step's per-device results), so shard_map hands each device a (1, ...) block
+        of it and the body's first statement squeezes that axis, as pmap's slice had none."""
+        if not (self.stacked_arguments and self.module.can_stack_results(site)
+                and self.module.starts_a_line(site.body)):
+            why = self._unmergeable(argument) or "it keeps pmap's stacked layout"
+            raise Blocker(PRODUCER_UNKNOWN, argument, f"{what} (`{ast.unparse(argument)}`): "
+                          f"{why}, and its function is a lambda, shared with other code or "
+                          "starts on its `def` line, so the body cannot be given the statement "
+                          "that squeezes the device axis")
+        self.stacked[id(argument)] = (argument, f"{what} (`{_short(argument)}`) stays in "
+                                      f"pmap's stacked layout (in_specs P(axis), squeezed in "
+                                      f"the body): {self._stacked_reason(argument)}")
+        return f"P({AXIS_PLACEHOLDER}){STACKED_SPEC}"
+
+    def _stacked_reason(self, argument) -> str:
+        """Why a stacked argument has no global layout, naming its producer and line."""
+        producer = self.producers.get(argument.id) if isinstance(argument, ast.Name) else argument
+        if isinstance(producer, ast.Call) and self.qualified(producer.func) in AS_ARRAY \
+                and len(producer.args) == 1:  # np.asarray(x): x's reason
+            return self._stacked_reason(producer.args[0])
+        if isinstance(producer, ast.Call) and id(producer) in self.site_calls:
+            return (f"it holds per-device results of {self.site_calls[id(producer)].label} "
+                    f"(line {producer.lineno}), which keep their device axis")
+        if isinstance(producer, ast.Call) and self.qualified(producer.func) in (
+                "jax.random.split", "jax.random.key_split", "numpy.arange", "jax.numpy.arange"):
+            return self._unmergeable(argument) or "its leading axis is the device count"
+        if producer is None:
+            return "its leading axis is the device count"
+        return (f"`{_short(producer)}` (line {producer.lineno}) has the device count as its "
+                "leading axis, but is not a replicated value or a batch the tool recognises")
+
+    def _only_producer(self, node):
+        """The expression a name was bound to, if it is bound once in this function (so
+        every path reaching here holds that value); any other node itself."""
+        if not isinstance(node, ast.Name):
+            return node
+        stores = sum(isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store)
+                     for n in ast.walk(self.function))
+        return self.producers.get(node.id) if stores == 1 else None
 
     def _sized_by_devcount(self, node, axis: int) -> bool:
         """`node` is built here with the device count at `axis` of its shape: a numpy draw
-        `size=(..., n, ...)`, a fill `np.zeros((..., n, ...))` or `x.reshape(..., n, ...)`,
+        `size=(..., n, ...)`, a fill `np.zeros((..., n, ...))`, `broadcast_to(x, (..., n, ...))`
+        or `x.reshape(..., n, ...)`,
         possibly followed by `.astype(...)`."""
         while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr == "astype":
@@ -210,6 +280,8 @@ class SiteCallsMixin:
             size = node.args[0] if len(node.args) == 1 else ast.Tuple(elts=node.args)
         elif size is None and self.qualified(node.func) in CONSTANT_FILLS and node.args:
             size = node.args[0]
+        elif size is None and self.qualified(node.func) in BROADCAST_TO and len(node.args) == 2:
+            size = node.args[1]
         return isinstance(size, ast.Tuple) and len(size.elts) > axis \
             and not any(isinstance(e, ast.Starred) for e in size.elts[:axis + 1]) \
             and self._is_devcount(size.elts[axis])
@@ -278,7 +350,8 @@ class SiteCallsMixin:
                               "given back with its device axis")
             else:
                 modes.append(STACKED_OUT)
-            fields.append((f"[{position!r}]", REPL if modes[-1] == REPLICATED_OUT else SAME))
+            fields.append((f"[{position!r}]", REPL if modes[-1] == REPLICATED_OUT else
+                           ROWS if modes[-1] == STACKED_OUT else SAME))
         mode = tuple(modes)
         if self.modes.setdefault(site.key, mode) != mode:
             raise Blocker(OUTPUT_NOT_REPLICATED, call,
@@ -329,3 +402,8 @@ def _all_replicated(kind: Kind) -> bool:
     """A tuple or list of replicated stacks (`replicate((w, b))`, a step's tuple result)."""
     return kind.tag == "fields" and all(
         field.tag == "repl" and field.axis == 0 or _all_replicated(field) for _, field in kind.fields)
+
+
+def _short(node) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= 60 else text[:57] + "..."

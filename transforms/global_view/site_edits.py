@@ -19,6 +19,7 @@ from transforms.global_view.values import (
     MERGED_OUT,
     MESH_PLACEHOLDER,
     SCALARS_OUT,
+    STACKED_SPEC,
     quoted,
     stacked_axis,
     tuple_text,
@@ -71,8 +72,16 @@ def out_specs_text(site: Site, mode, axis: str) -> str:
     return spec(mode)
 
 
+def stacked_positions(site: Site, specs) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The in_specs texts without their stacked marks, and the positions (pmap's numbering)
+    of the arguments they mark: those the body squeezes on entry."""
+    mapped = [i for i in range(len(site.params)) if i not in site.static]
+    rows = tuple(mapped[k] for k, spec in enumerate(specs) if spec.endswith(STACKED_SPEC))
+    return tuple(spec.removesuffix(STACKED_SPEC) for spec in specs), rows
+
+
 def global_site_edits(site: Site, specs, out_specs: str, mode: str, module: ModuleInfo,
-                      axis: str) -> dict:
+                      axis: str, stacked: tuple[int, ...] = ()) -> dict:
     """The edits of one global site: its pmap expression, and with per-device results an
     expand of every value the body returns (pmap's stacked output layout, kept)."""
     body_edits = {}
@@ -91,7 +100,7 @@ def global_site_edits(site: Site, specs, out_specs: str, mode: str, module: Modu
         if not isinstance(site.body, ast.Lambda):
             _fit_return(module, value, body_edits, stacked_axis(mode) if isinstance(mode, str)
                         else None)
-    body_edits.update(_squeeze_edits(site, module))
+    body_edits.update(_squeeze_edits(site, module, stacked))
     options = _options(specs, out_specs, module, axis)
     if site.decorated:
         return {**body_edits, **_decorated_def_edits(site, options, module)}
@@ -156,11 +165,13 @@ def _multiline(module: ModuleInfo, value, edits: dict, indent: str, whole_axis: 
     return text
 
 
-def _squeeze_edits(site: Site, module: ModuleInfo) -> dict:
-    """in_axes k >= 1: shard_map hands the body a block with a size-1 axis k where pmap
-    handed it the slice without that axis, so the body's first statement drops it."""
-    squeezed = [(p, a) for i, (p, a) in enumerate(zip(site.params, site.in_axes))
-                if type(a) is int and a >= 1 and i not in site.static]
+def _squeeze_edits(site: Site, module: ModuleInfo, stacked: tuple[int, ...]) -> dict:
+    """in_axes k >= 1, or a stacked argument (k = 0): shard_map hands the body a block with a
+    size-1 axis k where pmap handed it the slice without that axis, so the body's first
+    statement drops it."""
+    squeezed = [(p, 0 if i in stacked else a)
+                for i, (p, a) in enumerate(zip(site.params, site.in_axes))
+                if type(a) is int and (a >= 1 or i in stacked) and i not in site.static]
     if not squeezed:
         return {}
     first = first_body_statement(site.body)

@@ -4,7 +4,7 @@ back with its caller, and the PM600 that says how a site went global."""
 from __future__ import annotations
 
 from transforms.codes.findings import Finding
-from transforms.codes.global_view import FALLS_BACK_WITH_CALLER, SITE
+from transforms.codes.global_view import FALLS_BACK_WITH_CALLER, SITE, STACKED_VALUE
 from transforms.global_view.callers import callers_of, inside
 from transforms.global_view.fixpoint import Decision
 from transforms.global_view.module_info import ModuleInfo
@@ -90,3 +90,14 @@ def migrated_finding(site: Site, specs, out_specs: str, mode, axis: str, decisio
         f"{site.label} migrated in the global style: jax.jit(jax.shard_map(...)) with "
         f"in_specs {tuple_text(specs)} and out_specs {out_specs}; its callers "
         f"({', '.join(sorted(callers_of(site.key, callers)))}) pass global arrays{kept}")
+
+
+def stacked_findings(results) -> list[Finding]:
+    """A PM611 for each argument of a global site that keeps pmap's stacked layout, naming
+    the value, its line and why it has no global layout."""
+    seen = {}
+    for result in results.values():
+        for node, message in result.stacked:
+            seen.setdefault((node.lineno, node.col_offset), message)
+    return [Finding(STACKED_VALUE, line, col + 1, message)
+            for (line, col), message in sorted(seen.items())]

@@ -56,6 +56,12 @@ class Site:
     constants: dict[str, str] = dataclasses.field(default_factory=dict)
     enclosing: ast.FunctionDef | None = None
     bound_self: str | None = None  # a bound method `self.m`: the name of its `self` parameter
+    passed: int | None = None  # callers pass only the first `passed` parameters (defaults fill)
+
+    @property
+    def called_params(self) -> list[str]:
+        """The parameters its callers pass (the hoisted step's signature)."""
+        return self.params if self.passed is None else self.params[:self.passed]
 
     @property
     def label(self) -> str:

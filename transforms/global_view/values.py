@@ -53,6 +53,9 @@ class Kind:
     element: Kind | None = None  # list, iterator (a followed generator): its elements' kind
     fields: tuple = ()  # fields: ((key path step, Kind), ...) of a dict or tuple literal
     holder: str = ""  # instance: the module class (global_view/classes.py) it is an instance of
+    # same: pmap's stacked layout, kept, with the device count as its leading axis (per-device
+    # keys, a step's per-device results): a site takes it as P(axis), squeezed in the body
+    rows: bool = False
 
     @property
     def changed(self) -> bool:
@@ -65,6 +68,10 @@ def least_rank(kind: Kind) -> int:
 
 SAME = Kind("same")
 REPL = Kind("repl")
+ROWS = Kind("same", rows=True)
+# Appended to an in_specs text: the argument is stacked (P(axis) over its leading device axis)
+# and the body squeezes that axis on entry, so it sees one device's row as under pmap.
+STACKED_SPEC = "\x00stacked"
 
 
 def list_of(element: Kind) -> Kind:

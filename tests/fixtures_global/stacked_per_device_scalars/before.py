@@ -1,4 +1,4 @@
-"""PM604: one number per device (`np.arange(n)`) into a body that builds arrays from it (`x * jnp.ones(3)`): a (1,) block would give other shapes, and a number has no batch axis to merge into."""
+"""PM611: one number per device (`np.arange(n)`) into a body that builds arrays from it (`x * jnp.ones(3)`): a (1,) block would give other shapes, so the numbers stay stacked and the body squeezes its block to pmap's scalar."""
 import functools
 
 import jax

@@ -1,4 +1,4 @@
-"""PM604: per-device RNG keys (`jax.random.split(key, n)`, one key per device) have no batch axis to merge the device axis into; the finding names the split and its line."""
+"""PM611: per-device RNG keys (`jax.random.split(key, n)`, one key per device) have no batch axis to merge the device axis into, so they keep pmap's stacked layout: in_specs P(axis), squeezed by the body's first statement; the finding names the split and its line."""
 import functools
 
 import jax

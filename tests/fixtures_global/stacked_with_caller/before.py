@@ -1,0 +1,31 @@
+"""PM611: a caller of two steps: the sampler takes per-device keys stacked, its per-device results feed the train step stacked again, while the params go in replicated (P())."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@functools.partial(jax.pmap, axis_name="batch", donate_argnums=(0,))
+def train_step(params, x, y):
+    def loss_fn(p):
+        return jnp.mean((x @ p["w"] + p["b"] - y) ** 2)
+
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    grads = jax.lax.pmean(grads, "batch")
+    new_params = jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads)
+    return new_params, jax.lax.pmean(loss, "batch")
+
+
+@functools.partial(jax.pmap, axis_name="batch")
+def sample(key):
+    return jax.random.normal(key, (2,))
+
+
+def run():
+    n = jax.local_device_count()
+    params = {"w": jnp.stack([jnp.ones(3)] * n), "b": jnp.stack([jnp.zeros(())] * n)}
+    keys = jax.random.split(jax.random.PRNGKey(0), n)
+    noise = sample(keys)
+    params, loss = train_step(params, np.ones((n, 2, 3), np.float32), np.asarray(noise))
+    return {"loss": np.asarray(loss)}
