@@ -50,9 +50,10 @@ JAX_PACKAGES = (
     "tensorflow-probability", "trax",
 )
 ARCHIVE_SUFFIXES = (".whl", ".tar.gz", ".zip", ".tgz")
-# One finding per pmap site: migrated (PM100), refused with the reason (PM2xx), a host barrier
-# rewritten or kept (PM503, PM504), kept in a multi-process module (PM505).
-SITE_CODES = re.compile(r"PM100|PM2\d\d|PM50[345]")
+# One finding per pmap site: migrated (PM100 faithful, PM600 global, PM612 pmap's contract),
+# refused with the reason (PM2xx), a host barrier rewritten or kept (PM503, PM504), kept in a
+# multi-process module (PM505).
+SITE_CODES = re.compile(r"PM100|PM600|PM612|PM2\d\d|PM50[345]")
 FINDING = re.compile(r": (PM\d{3}) (?:error|warning|info) ")
 
 

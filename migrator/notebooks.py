@@ -612,6 +612,7 @@ def _migrate_cells_global(cells: list[_Cell], options: MigrationOptions) -> list
     could not see). So do the global pass's own findings (PM601-PM610) for each site that stays
     faithful.
     """
+    from transforms.codes.global_view import SITE as GLOBAL_SITE
     from transforms.global_view.pipeline_hook import migrate_global_then_faithful
     from transforms.pipeline import MigrationResult
 
@@ -629,7 +630,7 @@ def _migrate_cells_global(cells: list[_Cell], options: MigrationOptions) -> list
         """The faithful pass over what the global pass left, cell by cell; its findings at
         their lines in `source`."""
         texts, starts = _cut_cells(source.decode("utf-8"), tag, cells, masks, spans, added_newline)
-        _check_global_edits(cells, masks, texts)
+        state["texts"] = texts
         edited = [_Cell(cell.index, text) for cell, text in zip(cells, texts)]
         results = _migrate_cells(edited, options)
         state["results"] = results
@@ -640,6 +641,9 @@ def _migrate_cells_global(cells: list[_Cell], options: MigrationOptions) -> list
     try:
         merged = migrate_global_then_faithful(module.encode("utf-8"), options.target,
                                               options.ignored, faithful)
+        if any(f.code == GLOBAL_SITE for f in merged.findings):
+            # Values change layout only at global sites (pmap's contract, PM612, keeps them).
+            _check_global_edits(cells, masks, state["texts"])
     except _GlobalUnavailable as unavailable:
         return _faithful_instead(cells, options, unavailable)
     results = state["results"]

@@ -17,8 +17,9 @@ def summary(results: list[FileResult]) -> dict:
     return {
         "files": len(results),
         "changed": sum(r.changed for r in results),
-        # PM100: a site rewritten in the faithful style; PM600: one rewritten in the global style.
-        "migrated_sites": codes.get("PM100", 0) + codes.get("PM600", 0),
+        # PM100: a site rewritten in the faithful style; PM600: one rewritten in the global
+        # style; PM612: one given pmap's calling contract without the helper (global style).
+        "migrated_sites": codes.get("PM100", 0) + codes.get("PM600", 0) + codes.get("PM612", 0),
         "needs_human": sum(f.needs_human for r in results for f in r.findings),
         "errors": sum(f.severity == "error" for r in results for f in r.findings),
         "by_code": dict(sorted(codes.items())),

@@ -357,7 +357,8 @@ def test_every_axis_fallback_names_its_line():
     for gone in ("shares its line with other code", "whose order relative to those calls",
                  "multi-line string"):
         assert gone not in findings, gone
-    assert "_pmap_style_shard_map" in (GLOBAL_FIXTURES / "fallback_axes" / "after.py").read_text()
+    after = (GLOBAL_FIXTURES / "fallback_axes" / "after.py").read_text()
+    assert "_pmap_style_shard_map" not in after and "_per_device_shard_map(" in after  # PM612
 
 
 # -- caller dataflow: merged results, generators, factories, per-device scalars ------------

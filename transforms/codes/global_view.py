@@ -1,4 +1,4 @@
-"""The `--style global` finding codes (PM600-PM611) as names, so code says which blocker it
+"""The `--style global` finding codes (PM600-PM612) as names, so code says which blocker it
 raises. Each name is its rule's `name` in rules.toml without the `global-view-` prefix
 (tests/test_rules.py holds them together)."""
 
@@ -14,3 +14,4 @@ FALLS_BACK_WITH_CALLER = "PM608"
 CLASS_HELD = "PM609"
 DONATED_COPY_READ = "PM610"
 STACKED_VALUE = "PM611"  # global-view-stacked-value: an argument kept in pmap's layout
+CONTRACT = "PM612"  # global-view-contract: no global layout, pmap's contract without the helper

@@ -13,6 +13,7 @@ import libcst as cst
 from transforms.codes.findings import Finding
 from transforms.codes.global_view import SITE
 from transforms.global_view.axes import MESH
+from transforms.global_view.contract import ADAPTER, CONTRACT_TEXT, MESH_OF_SIZE
 from transforms.global_view.dataflow import CallerResult
 from transforms.global_view.hoist import hoist_local_sites, inline_key
 from transforms.global_view.module_info import ModuleInfo
@@ -137,7 +138,7 @@ def _is_docstring(statement) -> bool:
 
 
 def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult],
-                  global_sites: list[Site], findings: list[Finding]):
+                  global_sites: list[Site], findings: list[Finding], contract: bool = False):
     """The edited module `text` as libcst: each caller's mesh on entry, the `_mesh` function,
     local sites hoisted to module level (their PM600s say so), the imports the style
     names, and no `from jax import pmap` the global sites left unused. Returns (module,
@@ -147,9 +148,14 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
                                               module.mesh_function,
                                               {c: r.meshes for c, r in results.items()}))
     functools = next((n for n, full in module.imported.items() if full == "functools"), None)
-    new_module = new_module.visit(MeshFunction(MESH_FUNCTION_TEXT.format(
-        functools=functools or "functools", name=module.mesh_function, jax=module.jax),
-        import_functools=functools is None))
+    texts = [MESH_FUNCTION_TEXT.format(functools=functools or "functools",
+                                       name=module.mesh_function, jax=module.jax)
+             ] if global_sites else []
+    if contract:  # the floor's two functions (contract.py)
+        texts.append(CONTRACT_TEXT.format(functools=functools or "functools", jax=module.jax,
+                                          mesh=MESH_OF_SIZE, adapter=ADAPTER))
+    new_module = new_module.visit(MeshFunction("\n\n".join(texts),
+                                               import_functools=functools is None))
     keys = [(s, hoist_key(s)) for s in global_sites]
     assigned = {k for s, k in keys if k is not None and not s.inline}
     inline = {k for s, k in keys if k is not None and s.inline}

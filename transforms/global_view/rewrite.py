@@ -25,6 +25,7 @@ from transforms.codes.findings import Finding
 from transforms.codes.global_view import CONSUMER_UNKNOWN, SITE, UNAVAILABLE
 from transforms.faithful.multiprocess import first_evidence
 from transforms.global_view.callers import callers_of
+from transforms.global_view.contract import contract_sites
 from transforms.global_view.dataflow import CallerAnalysis
 from transforms.global_view.fixpoint import decide
 from transforms.global_view.layout import FunctionLayout
@@ -101,7 +102,12 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     callers, results, blocked = decision.callers, decision.results, decision.blocked
     findings += fallback_findings(sites, blocked)
     global_sites = [s for s in sites if s.key not in blocked]
-    if not global_sites:
+    contracts = []
+    if not multiprocess:  # the floor: pmap's calling contract for what the analysis left
+        taken = [module.span(s.statement) for s in global_sites] + \
+            [module.span(s.built) for s in global_sites]
+        contracts, findings, _ = contract_sites(module, taken, barrier_pmaps, findings)
+    if not global_sites and not contracts:
         return GlobalResult(source, dedupe(findings))
     for caller in sorted(results) if multiprocess else ():
         findings += [Finding("PM506", node.lineno, node.col_offset + 1, message)
@@ -122,6 +128,7 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
         findings.append(migrated_finding(site, specs, out_specs, mode, axis, decision, module,
                                          multiprocess))
     findings += stacked_findings(results)
+    site_edits.update({contract.span: contract.text for contract in contracts})
     conflict = compose(edits, site_edits, module)
     if conflict is not None:
         site = next(s for s in global_sites if within(conflict, module.span(s.statement))
@@ -132,7 +139,7 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
                                     "a caller's edit and this site's edit overlap in a "
                                     "way the rewrite cannot join: the module stays faithful"))]))
     new_module, findings = finish_module(module.render(0, len(source), edits), module, results,
-                                         global_sites, findings)
+                                         global_sites, findings, bool(contracts))
     layouts = tuple(FunctionLayout(c, r.layouts) for c, r in sorted(results.items()) if r.layouts)
     return GlobalResult(new_module.bytes, dedupe(findings), layouts,
                         tuple(s.key for s in global_sites))

@@ -2,10 +2,46 @@
 its own axis's mesh, each kept faithful with a finding naming the line (the other functions
 here call them in one line, next to other code or with a multi-line string, which the global
 style takes as they are; they stay faithful only because their results go to other callers)."""
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _pmap_helpers import _first_replica, _pmap_style_shard_map
+from jax.sharding import AxisType, PartitionSpec as P
+
+
+@functools.cache
+def _pmap_mesh(size, axis_name):
+    """The mesh pmap maps an axis of `size` over: the first `size` devices."""
+    devices = jax.devices()[:size]
+    return jax.make_mesh((size,), (axis_name,), devices=devices, axis_types=(AxisType.Auto,))
+
+
+def _per_device_shard_map(function, axis_name, in_specs, out_specs, static_argnums=()):
+    """`function` with pmap's calling contract, for jax.jit: shard_map over the first n devices,
+    n the leading axis of the mapped arguments (jit traces once per n, as pmap compiled once
+    per size). `function` sees one device's row of each mapped argument (keyword arguments are
+    mapped too), and its results get the device axis back unless out_specs is P()."""
+    squeeze = lambda tree: jax.tree.map(lambda x: jax.lax.squeeze(x, (0,)), tree)
+
+    def call(*args, **kwargs):
+        static = {i: args[i] for i in static_argnums}
+        mapped = tuple(a for i, a in enumerate(args) if i not in static)
+        specs = in_specs if isinstance(in_specs, tuple) else (in_specs,) * len(mapped)
+
+        def one_device(mapped, kwargs):
+            rows = iter(a if s == P() else squeeze(a) for a, s in zip(mapped, specs))
+            every = [static[i] if i in static else next(rows) for i in range(len(args))]
+            out = function(*every, **squeeze(kwargs))
+            return out if out_specs == P() else jax.tree.map(
+                lambda x: jax.lax.expand_dims(x, (0,)), out)
+
+        leaves = jax.tree.leaves(([a for a, s in zip(mapped, specs) if s != P()], kwargs))
+        mesh = _pmap_mesh(leaves[0].shape[0], axis_name)
+        return jax.shard_map(one_device, mesh=mesh, in_specs=(specs, P(axis_name)),
+                             out_specs=out_specs, check_vma=False)(mapped, kwargs)
+
+    return functools.wraps(function)(call)
 
 
 def total(x):
@@ -33,9 +69,9 @@ def log_count(n):
 def in_a_header():
     n = jax.local_device_count()
     x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
-    t = _pmap_style_shard_map(total, axis_name="i")(x)
+    t = jax.jit(_per_device_shard_map(total, "i", in_specs=P("i"), out_specs=P("i")))(x)
     sign = 1.0
-    if float(_first_replica(_pmap_style_shard_map(largest, axis_name="j")(x))) > 0:
+    if float(jax.jit(_per_device_shard_map(largest, "j", in_specs=P("j"), out_specs=P("j")))(x)[0]) > 0:
         sign = -1.0
     return {"t": np.asarray(t), "sign": np.float32(sign)}
 
@@ -43,7 +79,9 @@ def in_a_header():
 def on_one_line():
     n = jax.local_device_count()
     x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
-    t = _pmap_style_shard_map(total, axis_name="i")(x); m = _pmap_style_shard_map(largest, axis_name="j")(x)
+    t = jax.jit(_per_device_shard_map(total, "i", in_specs=P("i"), out_specs=P("i")))(x); m = jax.jit(
+        _per_device_shard_map(largest, "j", in_specs=P("j"), out_specs=P("j")),
+    )(x)
     return np.asarray(t), np.asarray(m)
 
 
@@ -51,9 +89,9 @@ def ordered_call():
     n = jax.local_device_count()
     x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
     out = {
-        "t": _pmap_style_shard_map(total, axis_name="i")(x),
+        "t": jax.jit(_per_device_shard_map(total, "i", in_specs=P("i"), out_specs=P("i")))(x),
         "logged": log_value(3),
-        "m": _pmap_style_shard_map(largest, axis_name="j")(x),
+        "m": jax.jit(_per_device_shard_map(largest, "j", in_specs=P("j"), out_specs=P("j")))(x),
     }
     return out
 
@@ -62,9 +100,9 @@ def helper_in_statement():
     n = jax.local_device_count()
     x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
     out = {
-        "t": _pmap_style_shard_map(total, axis_name="i")(x),
+        "t": jax.jit(_per_device_shard_map(total, "i", in_specs=P("i"), out_specs=P("i")))(x),
         "logged": log_count(n),
-        "m": _pmap_style_shard_map(largest, axis_name="j")(x),
+        "m": jax.jit(_per_device_shard_map(largest, "j", in_specs=P("j"), out_specs=P("j")))(x),
     }
     return out
 
@@ -72,8 +110,8 @@ def helper_in_statement():
 def multi_line_string():
     n = jax.local_device_count()
     x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
-    t = _pmap_style_shard_map(total, axis_name="i")(x)
-    m, note = _pmap_style_shard_map(largest, axis_name="j")(x), """the largest entry,
+    t = jax.jit(_per_device_shard_map(total, "i", in_specs=P("i"), out_specs=P("i")))(x)
+    m, note = jax.jit(_per_device_shard_map(largest, "j", in_specs=P("j"), out_specs=P("j")))(x), """the largest entry,
     on every device"""
     return np.asarray(t), np.asarray(m)
 
@@ -81,17 +119,23 @@ def multi_line_string():
 def nested_calls():
     n = jax.local_device_count()
     x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
-    return np.asarray(_pmap_style_shard_map(largest, axis_name="j")(_pmap_style_shard_map(total, axis_name="i")(x)))
+    return np.asarray(jax.jit(
+        _per_device_shard_map(largest, "j", in_specs=P("j"), out_specs=P("j")),
+    )(jax.jit(
+        _per_device_shard_map(total, "i", in_specs=P("i"), out_specs=P("i")),
+    )(x)))
 
 
-p_double = _pmap_style_shard_map(double)
+p_double = jax.jit(
+    _per_device_shard_map(double, "devices", in_specs=P("devices"), out_specs=P("devices")),
+)
 
 
 def unnamed_under_two_meshes():
     n = jax.local_device_count()
     x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
-    t = _pmap_style_shard_map(total, axis_name="i")(p_double(x))
-    m = _pmap_style_shard_map(largest, axis_name="j")(p_double(x))
+    t = jax.jit(_per_device_shard_map(total, "i", in_specs=P("i"), out_specs=P("i")))(p_double(x))
+    m = jax.jit(_per_device_shard_map(largest, "j", in_specs=P("j"), out_specs=P("j")))(p_double(x))
     return np.asarray(t), np.asarray(m)
 
 

@@ -1,0 +1,299 @@
+"""The floor of the global style: a pmap whose callers or mapped function the analysis cannot
+follow keeps pmap's calling contract, written as `jax.jit` over shard_map.
+
+Every argument keeps its leading device axis (in_specs `P(axis)`, or `P()` where in_axes is
+None), the mesh is the first n devices with n the mapped arguments' leading axis at the call
+(as pmap sizes it; jit traces once per n), the mapped function sees one device's row and its
+results get the device axis back (out_axes 0) or come back unstacked (out_axes None). The
+callers are not touched, so this holds for callers in other modules, values of unknown layout,
+bound methods, factories and pmaps passed around. What this needs is in `contract_options`:
+pmap's options must be literals it can express, and the module single-process; anything
+else stays faithful, with the reason.
+
+The module gets `_pmap_mesh` and `_per_device_shard_map` once (CONTRACT_TEXT), about 35
+lines, instead of the faithful helper with pmap's argument checks and legacy messages.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+from transforms.codes.findings import Finding
+from transforms.codes.global_view import CONTRACT
+from transforms.global_view.sites import PARTIAL, PMAP, dotted
+from transforms.global_view.step_text import LINE_LIMIT
+from transforms.global_view.values import DEFAULT_AXIS, quoted, tuple_text
+
+ADAPTER = "_per_device_shard_map"
+MESH_OF_SIZE = "_pmap_mesh"
+_OPTIONS = {"axis_name", "in_axes", "out_axes", "static_broadcasted_argnums", "donate_argnums"}
+
+CONTRACT_TEXT = '''@{functools}.cache
+def {mesh}(size, axis_name):
+    """The mesh pmap maps an axis of `size` over: the first `size` devices."""
+    devices = {jax}.devices()[:size]
+    return {jax}.make_mesh((size,), (axis_name,), devices=devices, axis_types=(AxisType.Auto,))
+
+
+def {adapter}(function, axis_name, in_specs, out_specs, static_argnums=()):
+    """`function` with pmap's calling contract, for jax.jit: shard_map over the first n devices,
+    n the leading axis of the mapped arguments (jit traces once per n, as pmap compiled once
+    per size). `function` sees one device's row of each mapped argument (keyword arguments are
+    mapped too), and its results get the device axis back unless out_specs is P()."""
+    squeeze = lambda tree: {jax}.tree.map(lambda x: {jax}.lax.squeeze(x, (0,)), tree)
+
+    def call(*args, **kwargs):
+        static = {{i: args[i] for i in static_argnums}}
+        mapped = tuple(a for i, a in enumerate(args) if i not in static)
+        specs = in_specs if isinstance(in_specs, tuple) else (in_specs,) * len(mapped)
+
+        def one_device(mapped, kwargs):
+            rows = iter(a if s == P() else squeeze(a) for a, s in zip(mapped, specs))
+            every = [static[i] if i in static else next(rows) for i in range(len(args))]
+            out = function(*every, **squeeze(kwargs))
+            return out if out_specs == P() else {jax}.tree.map(
+                lambda x: {jax}.lax.expand_dims(x, (0,)), out)
+
+        leaves = {jax}.tree.leaves(([a for a, s in zip(mapped, specs) if s != P()], kwargs))
+        mesh = {mesh}(leaves[0].shape[0], axis_name)
+        return {jax}.shard_map(one_device, mesh=mesh, in_specs=(specs, P(axis_name)),
+                             out_specs=out_specs, check_vma=False)(mapped, kwargs)
+
+    return {functools}.wraps(function)(call)
+'''
+
+
+class NotExpressible(Exception):
+    """pmap options the contract form cannot write: the site stays faithful."""
+
+
+@dataclasses.dataclass
+class ContractSite:
+    node: ast.AST  # the `jax.pmap(f, ...)` call, or the decorator expression
+    decorator: bool
+    axis: str  # source text of the axis name
+    in_specs: str
+    out_specs: str
+    static: str | None  # source text of static_broadcasted_argnums
+    donate: str | None  # source text of donate_argnums
+    function: ast.AST | None = None  # the mapped function expression of a call
+
+
+def contract_options(node: ast.AST, imported: dict[str, str], source_of) -> ContractSite:
+    """The contract form of a `jax.pmap(f, ...)` call, a bare `@jax.pmap` or a
+    `@functools.partial(jax.pmap, ...)` decorator (`decorator` is then True); raises
+    NotExpressible naming the option it cannot write."""
+    if not isinstance(node, ast.Call):  # bare @jax.pmap
+        axis = quoted(DEFAULT_AXIS)
+        return ContractSite(node, True, axis, f"P({axis})", f"P({axis})", None, None)
+    name = dotted(node.func, imported)
+    decorator = name == PARTIAL
+    arguments = node.args[1:]
+    if name == PMAP and not node.args:
+        raise NotExpressible("the mapped function is not given positionally")
+    if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+        raise NotExpressible("pmap options passed with * or **")
+    if len(arguments) > 1:
+        raise NotExpressible("pmap options given positionally beyond axis_name")
+    keywords = {k.arg: k.value for k in node.keywords}
+    unknown = sorted(set(keywords) - _OPTIONS)
+    if unknown:
+        raise NotExpressible(f"pmap option {', '.join(unknown)} (devices, backend, axis_size "
+                             "and global_arg_shapes pick the devices; the contract form runs "
+                             "on the first n devices)")
+    axis_node = arguments[0] if arguments else keywords.get("axis_name")
+    axis = source_of(axis_node) if axis_node is not None and not (
+        isinstance(axis_node, ast.Constant) and axis_node.value is None) else quoted(DEFAULT_AXIS)
+    static = _int_tuple(keywords.get("static_broadcasted_argnums"), "static_broadcasted_argnums")
+    in_axes = _axes(keywords.get("in_axes", ast.Constant(0)), "in_axes")
+    if isinstance(in_axes, tuple):
+        in_axes = tuple(a for i, a in enumerate(in_axes) if i not in (static or ()))
+        in_specs = tuple_text([f"P({axis})" if a == 0 else "P()" for a in in_axes])
+    else:
+        in_specs = f"P({axis})" if in_axes == 0 else "P()"
+    out_axes = _axes(keywords.get("out_axes", ast.Constant(0)), "out_axes")
+    if isinstance(out_axes, tuple):
+        raise NotExpressible("out_axes is a tuple (the contract form writes one out_axes, 0 or None)")
+    out_specs = f"P({axis})" if out_axes == 0 else "P()"
+    if in_axes is None or (isinstance(in_axes, tuple) and all(a is None for a in in_axes)):
+        raise NotExpressible("in_axes maps no argument (pmap sizes its mesh from one)")
+    donate = keywords.get("donate_argnums")
+    return ContractSite(node, decorator, axis, in_specs, out_specs,
+                        tuple_text([str(i) for i in static]) if static else None,
+                        source_of(donate) if donate is not None else None,
+                        None if decorator else node.args[0])
+
+
+def _int_tuple(node, what: str) -> tuple[int, ...] | None:
+    if node is None:
+        return None
+    try:
+        value = ast.literal_eval(node)
+    except ValueError:
+        raise NotExpressible(f"{what} is not a literal int or tuple of ints") from None
+    value = (value,) if type(value) is int else value
+    if not isinstance(value, (tuple, list)) or not all(type(v) is int and v >= 0 for v in value):
+        raise NotExpressible(f"{what} is not a literal int or tuple of ints")
+    return tuple(value)
+
+
+def _axes(node, what: str):
+    """0, None, or a tuple of them; anything else is not expressible here."""
+    try:
+        value = ast.literal_eval(node)
+    except ValueError:
+        raise NotExpressible(f"{what} is not a literal") from None
+    if value is None or (type(value) is int and value == 0):
+        return value
+    if isinstance(value, (tuple, list)) and value and all(
+            v is None or (type(v) is int and v == 0) for v in value):
+        return tuple(value)
+    raise NotExpressible(f"{what} {ast.unparse(node)} (the contract form maps axis 0 or nothing)")
+
+
+def contract_text(site: ContractSite, jax: str, partial: str, source_of, indent: str,
+                  column: int) -> str:
+    """The text that replaces the site's node, which starts at `column` of a line indented
+    by `indent`; wrapped as a formatter would, to LINE_LIMIT."""
+    options = [f"in_specs={site.in_specs}", f"out_specs={site.out_specs}"]
+    if site.static:
+        options.append(f"static_argnums={site.static}")
+    jit_options = [f"static_argnums={site.static}"] if site.static else []
+    if site.donate:
+        jit_options.append(f"donate_argnums={site.donate}")
+    if site.decorator:
+        jit = _wrapped(partial, [f"{jax}.jit", *jit_options], indent, column) if jit_options \
+            else f"{jax}.jit"
+        adapter = _wrapped(partial, [ADAPTER, f"axis_name={site.axis}", *options], indent,
+                           len(indent) + 1)
+        return f"{jit}\n{indent}@{adapter}"
+    inner = [source_of(site.function), site.axis, *options]
+    one_line = f"{jax}.jit({ADAPTER}({', '.join(inner)}){''.join(', ' + o for o in jit_options)})"
+    if column + len(one_line) <= LINE_LIMIT and "\n" not in one_line:
+        return one_line
+    pad = indent + "    "
+    adapter = _wrapped(ADAPTER, inner, pad, len(pad))
+    return f"{jax}.jit(\n" + "".join(f"{pad}{a},\n" for a in [adapter, *jit_options]) + \
+        f"{indent})"
+
+
+def _wrapped(head: str, arguments: list[str], indent: str, column: int) -> str:
+    """`head(arguments)` on one line, or its arguments on one line of their own, or one per
+    line, whichever fits."""
+    joined = ", ".join(arguments)
+    if column + len(head) + len(joined) + 2 <= LINE_LIMIT and "\n" not in joined:
+        return f"{head}({joined})"
+    pad = indent + "    "
+    if len(pad) + len(joined) <= LINE_LIMIT and "\n" not in joined:
+        return f"{head}(\n{pad}{joined}\n{indent})"
+    return f"{head}(\n" + "".join(f"{pad}{a},\n" for a in arguments) + f"{indent})"
+
+
+def pmap_nodes(tree: ast.Module, imported: dict[str, str]) -> list[tuple[ast.AST, ast.AST | None]]:
+    """(node, mapped function) of every pmap the contract form may take: `jax.pmap(f, ...)`
+    calls (f: the expression) and pmap decorators, bare or `functools.partial(jax.pmap, ...)`
+    (f: the def). A pmap used any other way (passed, stored as `jax.pmap`) is not one."""
+    found = []
+    decorators = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for decorator in node.decorator_list:
+                call = decorator if isinstance(decorator, ast.Call) else None
+                if dotted(decorator, imported) == PMAP or (
+                        call is not None and dotted(call.func, imported) == PARTIAL
+                        and call.args and dotted(call.args[0], imported) == PMAP):
+                    found.append((decorator, node))
+                    decorators.add(id(decorator))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and id(node) not in decorators \
+                and dotted(node.func, imported) == PMAP and node.args:
+            found.append((node, node.args[0]))
+    return found
+
+
+def nested(found, tree: ast.Module) -> set[int]:
+    """ids of the pmap nodes that are part of a nested pmap (a pmap inside the function
+    another pmap maps, or mapping a function that holds one): pmap of pmap stays faithful."""
+    defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    inside = {}
+    for node, function in found:
+        body = defs.get(function.id) if isinstance(function, ast.Name) else function
+        if body is not None:
+            inside[id(node)] = {id(n) for n in ast.walk(body)}
+    out = set()
+    for node, _ in found:
+        for other, _ in found:
+            if other is not node and id(other) in inside.get(id(node), ()):
+                out.update((id(node), id(other)))
+    return out
+
+
+@dataclasses.dataclass
+class Contract:
+    site: ContractSite
+    span: tuple[int, int]
+    text: str
+
+
+def contract_sites(module, taken_spans: list[tuple[int, int]], skip: set[int],
+                   findings: list) -> tuple[list[Contract], list, dict]:
+    """The pmaps the global sites did not take, in the contract form where their options
+    allow; returns them and the findings, where each one's PM600 replaces the fallback
+    findings on its own lines (their reasons go into it). `skip`: ids of pmap nodes that are
+    host barriers. Also returns, per pmap node left faithful, what the contract form could not
+    write."""
+    tree, imported = module.tree, module.imported
+    found = pmap_nodes(tree, imported)
+    skip = skip | nested(found, tree)
+    source_of = lambda node: module.source[slice(*module.span(node))].decode("utf-8")
+    contracts, notes = [], {}
+    for node, function in found:
+        span = module.span(node)
+        if id(node) in skip or any(a <= span[0] and span[1] <= b for a, b in taken_spans):
+            continue
+        try:
+            site = contract_options(node, imported, source_of)
+        except NotExpressible as why:
+            notes[node] = str(why)
+            continue
+        if site.decorator:
+            indent = " " * function.col_offset
+        else:
+            line = module.source[module.line_starts[node.lineno - 1]:].split(b"\n", 1)[0]
+            indent = " " * (len(line) - len(line.lstrip()))
+        column = node.col_offset - 1 if site.decorator else node.col_offset
+        text = contract_text(site, module.jax, module.partial, source_of, indent, column)
+        contracts.append(Contract(site, span, text))
+    kept, reasons = [], {}
+    lines = {id(c.site.node): range(c.site.node.lineno, c.site.node.end_lineno + 1)
+             for c in contracts}
+    for finding in findings:
+        owner = next((c for c in contracts if finding.line in lines[id(c.site.node)]
+                      and finding.code in _FALLBACK_CODES), None)
+        if owner is not None:  # the reason stays, under its code; the site is not faithful
+            finding = dataclasses.replace(finding, message=_contract_reason(finding.message))
+            reasons.setdefault(id(owner.site.node), []).append(f"{finding.code}, line {finding.line}")
+        kept.append(finding)
+    for contract in contracts:
+        node = contract.site.node
+        why = "; ".join(dict.fromkeys(reasons.get(id(node), []))) or \
+            "its callers are not in this module, so their layouts are unknown"
+        kept.append(Finding(CONTRACT, node.lineno, node.col_offset + 1, (
+            f"the pmap at line {node.lineno} migrated with pmap's calling contract: jax.jit over shard_map ({ADAPTER}) with in_specs {contract.site.in_specs}"
+            f" and out_specs {contract.site.out_specs}, on the first n devices (n: the mapped "
+            "arguments' leading axis at the call, as pmap sizes it); its arguments and results "
+            f"keep their device axis and its callers are unchanged (no global layout: {why})")))
+    return contracts, kept, notes
+
+
+_FALLBACK_CODES = {f"PM60{i}" for i in range(1, 10)}
+
+
+def _contract_reason(message: str) -> str:
+    """A fallback finding's message, saying what the site keeps now: pmap's calling contract
+    (contract.py), not the faithful style."""
+    for said, instead in (("kept in the faithful style", "kept with pmap's calling contract"),
+                          (" stays faithful: ", " keeps pmap's calling contract: ")):
+        message = message.replace(said, instead)
+    return message
