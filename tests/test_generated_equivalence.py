@@ -205,7 +205,7 @@ def migrate_global(program: GeneratedProgram) -> tuple[Program, list[str]]:
     again = migrate_source(result.source, style="global")
     assert again.source == result.source, "second migration changed the output" + _describe(program)
     codes = [f.code for f in result.findings]
-    per_site = [c for c in codes if c == "PM600" or c in SITE_CODES]
+    per_site = [c for c in codes if c in ("PM600", "PM612") or c in SITE_CODES]
     assert len(per_site) == program.sites, (
         f"{program.sites} sites, findings {[f.to_text() for f in result.findings]}"
         + _describe(program))
@@ -255,8 +255,12 @@ def run_global_sweep(test_settings: settings, known_wrong: frozenset = frozenset
         if "PM600" in codes:
             tally["with global sites"] += 1
             tally["global sites"] += codes.count("PM600")
-            if not any(c in SITE_CODES for c in codes):
+            if not any(c in SITE_CODES or c == "PM612" for c in codes):
                 tally["fully global programs"] += 1
+        if "PM612" in codes:
+            tally["with pmap's contract (PM612)"] += 1
+        if not any(c in SITE_CODES for c in codes):
+            tally["free of the faithful helper"] += 1
         fallbacks.update(c for c in codes if c in FALLBACK_CODES)
     failures, wrong, sections = [], set(), collections.Counter()
     print(f"\nglobal-style sweep: {len(drawn)} programs drawn and migrated, checking",
@@ -270,6 +274,7 @@ def run_global_sweep(test_settings: settings, known_wrong: frozenset = frozenset
     fixed = known_wrong - wrong
     tally.setdefault("wrong rewrites (different verdicts)", 0)
     order = ["programs", "with global sites", "global sites", "fully global programs",
+             "with pmap's contract (PM612)", "free of the faithful helper",
              "checked equivalent", "global programs checked equivalent",
              "wrong rewrites (different verdicts)"]
     lines = [f"  {key}: {tally[key]}" for key in order]
@@ -376,7 +381,8 @@ def test_donated_stack_found_by_the_global_sweep(name, style):
     if style == "global":
         assert "PM600" in codes and "PM610" not in codes, codes
     else:
-        assert "PM600" not in codes and "_pmap_style_shard_map" in result.source.decode()
+        # No global layout; pmap's contract without the helper (PM612) keeps its donation.
+        assert "PM600" not in codes and "PM612" in codes
         read = next(f for f in result.findings if f.code == "PM610")
         line = next(i for i, text in enumerate(source.decode().splitlines(), 1)
                     if "old.is_deleted()" in text)
