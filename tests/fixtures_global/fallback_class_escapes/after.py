@@ -15,11 +15,13 @@ def _pmap_mesh(size, axis_name):
     return jax.make_mesh((size,), (axis_name,), devices=devices, axis_types=(AxisType.Auto,))
 
 
+@functools.lru_cache(maxsize=256)
 def _per_device_shard_map(function, axis_name, in_specs, out_specs, static_argnums=()):
     """`function` with pmap's calling contract, for jax.jit: shard_map over the first n devices,
     n the leading axis of the mapped arguments (jit traces once per n, as pmap compiled once
     per size). `function` sees one device's row of each mapped argument (keyword arguments are
-    mapped too), and its results get the device axis back unless out_specs is P()."""
+    mapped too), and its results get the device axis back unless out_specs is P(). Cached, so
+    a site built again (in a function, a loop) reuses jit's compiled program, as pmap did."""
     squeeze = lambda tree: jax.tree.map(lambda x: jax.lax.squeeze(x, (0,)), tree)
 
     def call(*args, **kwargs):
