@@ -236,6 +236,7 @@ class Contract:
     site: ContractSite
     span: tuple[int, int]
     text: str
+    lines: range  # where its fallback findings stand: the call, or the decorated def
 
 
 def contract_sites(module, taken_spans: list[tuple[int, int]], skip: set[int],
@@ -266,12 +267,11 @@ def contract_sites(module, taken_spans: list[tuple[int, int]], skip: set[int],
             indent = " " * (len(line) - len(line.lstrip()))
         column = node.col_offset - 1 if site.decorator else node.col_offset
         text = contract_text(site, module.jax, module.partial, source_of, indent, column)
-        contracts.append(Contract(site, span, text))
+        end = function.end_lineno if site.decorator else node.end_lineno
+        contracts.append(Contract(site, span, text, range(node.lineno, end + 1)))
     kept, reasons = [], {}
-    lines = {id(c.site.node): range(c.site.node.lineno, c.site.node.end_lineno + 1)
-             for c in contracts}
     for finding in findings:
-        owner = next((c for c in contracts if finding.line in lines[id(c.site.node)]
+        owner = next((c for c in contracts if finding.line in c.lines
                       and finding.code in _FALLBACK_CODES), None)
         if owner is not None:  # the reason stays, under its code; the site is not faithful
             finding = dataclasses.replace(finding, message=_contract_reason(finding.message))

@@ -87,14 +87,13 @@ class SiteCallsMixin:
                 specs.append(spec)
                 if whole:
                     replicated.add(site.params[position])
-        if site.function_node is not None and not site.factory and not site.holder:
+        for node in _closed_over(site):
             # A closure or partial keyword sees the caller's value as it is: it must keep
             # its layout.
-            for node in ast.walk(site.function_node):
-                if isinstance(node, ast.Name) and self.kinds.get(node.id, SAME).changed:
-                    raise Blocker(CONSUMER_UNKNOWN, node,
-                                  f"`{node.id}` ({describe(self.kinds[node.id])})"
-                                  f" is closed over by the function `{site.name}` maps")
+            if self.kinds.get(node.id, SAME).changed:
+                raise Blocker(CONSUMER_UNKNOWN, node,
+                              f"`{node.id}` ({describe(self.kinds[node.id])})"
+                              f" is closed over by the function `{site.name}` maps")
         specs = tuple(specs)
         if self.specs.setdefault(site.key, specs) != specs:
             raise Blocker(PRODUCER_UNKNOWN, call, f"{site.label} is called with different layouts")
@@ -407,3 +406,22 @@ def _all_replicated(kind: Kind) -> bool:
 def _short(node) -> str:
     text = ast.unparse(node)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _closed_over(site: Site) -> list[ast.Name]:
+    """The names a site's mapped function reads from the function that builds it: those of its
+    expression (a lambda, a partial's keywords) and, for a def nested there, the names its body
+    reads but does not bind."""
+    found = []
+    if site.function_node is not None and not site.factory and not site.holder:
+        found += [n for n in ast.walk(site.function_node) if isinstance(n, ast.Name)]
+    body = site.body
+    if site.owner is not None and isinstance(body, ast.FunctionDef) and body.col_offset:
+        bound = {a.arg for a in ast.walk(body.args) if isinstance(a, ast.arg)}
+        bound |= {n.id for n in ast.walk(body) if isinstance(n, ast.Name)
+                  and isinstance(n.ctx, (ast.Store, ast.Del))}
+        bound |= {n.name for n in ast.walk(body) if n is not body and isinstance(
+            n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        found += [n for n in ast.walk(body) if isinstance(n, ast.Name)
+                  and isinstance(n.ctx, ast.Load) and n.id not in bound]
+    return found

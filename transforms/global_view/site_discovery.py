@@ -52,7 +52,8 @@ def find_sites(tree: ast.Module, imported: dict[str, str]) -> tuple[list[Site], 
             sites += local
             blockers += local_blockers
             for site in local:
-                claimed.update(id(n) for n in ast.walk(site.node.func))
+                claimed.update(id(n) for n in ast.walk(site.node if site.decorated
+                                                        else site.node.func))
             for blocker in local_blockers:
                 claimed.update(id(n) for n in ast.walk(blocker.node))
             continue
@@ -139,13 +140,33 @@ def _factory_site(function: ast.FunctionDef, imported, functions, constants) -> 
 
 def _local_sites(function: ast.FunctionDef, imported, functions, constants):
     """Sites built inside a module-level function: `p = jax.pmap(f, ...)` (p bound once, and
-    only called) and `jax.pmap(f, ...)(args)`."""
+    only called) and `jax.pmap(f, ...)(args)`, with f a lambda, a module-level def or a def
+    nested in the function (a closure), and nested defs decorated with pmap."""
     sites, blockers = [], []
     stores: dict[str, int] = {}
     for node in ast.walk(function):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             stores[node.id] = stores.get(node.id, 0) + 1
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                and node is not function:
+            stores[node.name] = stores.get(node.name, 0) + 1
+    # Defs nested in the function, bound once there: a pmap may map them by name.
+    nested = {n.name: n for n in ast.walk(function) if isinstance(n, ast.FunctionDef)
+              and n is not function and stores.get(n.name) == 1 and not n.decorator_list}
+    functions = {**functions, **nested}
     for node in ast.walk(function):
+        if isinstance(node, ast.FunctionDef) and node is not function \
+                and any(_is_pmap_decorator(d, imported) for d in node.decorator_list):
+            try:
+                if stores.get(node.name) != 1:
+                    raise Blocker(PMAP_AS_VALUE, node.decorator_list[0],
+                                  "a pmapped def whose name is bound more than once")
+                site = _site_of(node, imported, functions, constants)
+                site.owner = function.name
+                sites.append(site)
+            except Blocker as blocker:
+                blockers.append(blocker)
+            continue
         pmapped = pmap_call(node.value, imported) if isinstance(node, ast.Assign) else None
         if pmapped is not None:
             target = node.targets[0] if len(node.targets) == 1 else None

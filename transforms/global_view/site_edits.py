@@ -211,6 +211,9 @@ def _decorated_def_edits(site: Site, options: list[str], module: ModuleInfo) -> 
     rename = {(name_at, name_at + len(site.name)): private}
     end = module.span(statement)[1]
     wrapper = _step_def(site, options, module, {}, private)
+    if statement.col_offset:  # a def nested in a function: one blank line, at its indent
+        return {**remove_decorators, **rename,
+                (end, end): "\n\n" + " " * statement.col_offset + wrapper}
     return {**remove_decorators, **rename, (end, end): "\n\n\n" + wrapper}
 
 
