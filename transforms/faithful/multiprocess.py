@@ -112,17 +112,58 @@ class MultiProcess(ReportingTransformer):
             self.context.scratch[SCRATCH_KEY] = evidence
 
 
+def _process_zero_guards(tree: ast.Module) -> set[int]:
+    """ids of the `jax.process_index` references of `if jax.process_index() == 0:` (or `!= 0`)
+    statements that guard only host work: their branches call no function of the module (which
+    may run a pmap, whose collectives would wait for the other processes) and name no pmap."""
+    defined = {s.name for s in tree.body if isinstance(s, (ast.FunctionDef, ast.ClassDef))}
+    defined |= {t.id for s in tree.body if isinstance(s, ast.Assign) for t in s.targets
+                if isinstance(t, ast.Name)}
+    guards = set()
+    for statement in ast.walk(tree):
+        if not isinstance(statement, ast.If):
+            continue
+        branches = [n for s in [*statement.body, *statement.orelse] for n in ast.walk(s)]
+        if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in defined
+               or "pmap" in _name_of(n) for n in branches):
+            continue
+        test = statement.test
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test = test.operand
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+                and isinstance(test.ops[0], (ast.Eq, ast.NotEq))):
+            continue
+        for call, other in ((test.left, test.comparators[0]), (test.comparators[0], test.left)):
+            if isinstance(call, ast.Call) and not call.args and not call.keywords \
+                    and _name_of(call.func) == "process_index" \
+                    and isinstance(other, ast.Constant) and other.value == 0:
+                guards.add(id(call.func))
+    return guards
+
+
+def _name_of(node) -> str:
+    """`x` of a name `x` or an attribute `a.x`; "" for anything else."""
+    return node.id if isinstance(node, ast.Name) else \
+        node.attr if isinstance(node, ast.Attribute) else ""
+
+
 _WORDS = re.compile(
     r"process_index|process_count|process_indices|host_id|host_count|distributed|multihost_utils"
 )
 
 
-def first_evidence(tree: ast.Module, imported: dict[str, str]) -> tuple[int, str] | None:
+def first_evidence(tree: ast.Module, imported: dict[str, str],
+                   guards_count: bool = True) -> tuple[int, str] | None:
     """(line, dotted name) of the first multi-process reference, when the module also
     references jax.pmap. Read from the standard `ast` (a fraction of a libcst visit), with
-    names resolved through the module's import table (local name -> dotted name)."""
+    names resolved through the module's import table (local name -> dotted name).
+    `guards_count=False`: a process-0 guard (`if jax.process_index() == 0:`, or such a test
+    bound to a name) is common in single-process scripts and is not evidence on its own."""
+    guards = set() if guards_count else _process_zero_guards(tree)
     found, has_pmap = [], False
     for node in all_nodes(tree):
+        if id(node) in guards:
+            continue
         if not isinstance(node, (ast.Attribute, ast.Name)) or not isinstance(node.ctx, ast.Load):
             continue
         parts, current = [], node

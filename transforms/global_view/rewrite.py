@@ -85,7 +85,8 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     sites = [s for s in sites if s.key not in barriers]
     if not sites and not blockers:
         return GlobalResult(source, [])
-    multiprocess = first_evidence(tree, table.imported) is not None
+    # A process-0 guard around logging alone does not make the module multi-process here.
+    multiprocess = first_evidence(tree, table.imported, guards_count=False) is not None
     module_blocker = _encoding_blocker(source) or _module_blocker(tree, table, target, multiprocess)
     if module_blocker is not None:
         nodes = [s.node for s in sites] + [b.node for b in blockers]
