@@ -101,6 +101,7 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMix
         self.site_calls: dict[int, Site] = {}  # calls of sites, by node id (donation.py)
         self.produced: dict[int, str] = {}  # recognised producer calls -> qualified name
         self.stacked: dict[int, tuple[ast.AST, str]] = {}  # arguments kept stacked, and why
+        self.helper_parameters: dict[str, dict] = {}  # followed helper -> call -> its kinds
         # `x[i]["key"]`: x[i] is a container (an array row has no string keys), so x is a
         # list or tuple of trees and x[i] one of them, not a row of the device axis.
         self.container_rows = {id(n.value) for n in ast.walk(function)

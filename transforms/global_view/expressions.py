@@ -7,11 +7,13 @@ from __future__ import annotations
 import ast
 
 from transforms.codes.global_view import CALLERS_UNSEEN, CONSUMER_UNKNOWN
-from transforms.global_view.sites import Blocker, dotted
+from transforms.global_view.sites import PMAP, Blocker, dotted
 from transforms.global_view.values import (
     DEVICE_COUNT,
     DEVICES,
+    REPLICATE,
     SAME,
+    SHARD,
     Kind,
     describe,
     least_rank,
@@ -165,8 +167,9 @@ class ExpressionsMixin:
         consumed = self._consumer(call, name)
         if consumed is not None:
             return consumed
-        if isinstance(func, ast.Name) and func.id in self.module.functions and any(
-                self.eval(a).tag not in ("same",) for a in call.args if not isinstance(a, ast.Starred)):
+        if isinstance(func, ast.Name) and func.id in self.module.functions and (any(
+                self.eval(a).tag not in ("same",) for a in call.args
+                if not isinstance(a, ast.Starred)) or self._produces(func.id)):
             return self._helper_call(call, self.module.functions[func.id])
         # A generic call: nothing per-device may reach it.
         if isinstance(func, ast.Attribute):
@@ -186,7 +189,8 @@ class ExpressionsMixin:
         nothing else in the module calls it."""
         name = helper.name
         arguments = helper.args
-        if (self.module.loads.get(name, 0) != 1 or call.keywords or self.depth >= 2
+        if (self.module.loads.get(name, 0) != self._calls_here(name) or call.keywords
+                or self.depth >= 2
                 or arguments.vararg or arguments.kwarg or arguments.kwonlyargs
                 or arguments.posonlyargs or len(call.args) > len(arguments.args)
                 or any(isinstance(a, ast.Starred) for a in call.args)
@@ -207,6 +211,11 @@ class ExpressionsMixin:
                               "per-device values, and this yield is not a `yield value` "
                               "statement, so what it hands out is not followed")
         parameters = {a.arg: self.eval(value) for a, value in zip(arguments.args, call.args)}
+        calls = self.helper_parameters.setdefault(name, {})
+        calls[id(call)] = parameters  # a loop's later pass replaces its own call's kinds
+        if any(other != parameters for other in calls.values()):
+            raise Blocker(CONSUMER_UNKNOWN, call, f"`{name}` is called with values of different "
+                          "layouts, and one rewritten helper cannot serve them all")
         analysis = type(self)(helper, self.all_sites, self.module, parameters, self.depth + 1)
         analysis.sites, analysis.inline, analysis.local_builds = {}, {}, set()
         analysis.run_helper()
@@ -223,6 +232,21 @@ class ExpressionsMixin:
         for node, kind in analysis.returns:
             result = self._join(result, kind, f"the result of {name}", node)
         return result or SAME
+
+    def _calls_here(self, name: str) -> int:
+        """How many times this function calls `name` (by name): a helper it follows must have
+        no other use in the module, since the helper is rewritten for this function."""
+        return sum(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name
+                   for n in ast.walk(self.function))
+
+    def _produces(self, name: str) -> bool:
+        """A module function that builds per-device values itself (a program's own
+        `replicate(tree)` over device_put_replicated, a `shard(x)` reshaping to the device
+        count): followed like a helper given the device count."""
+        nodes = list(ast.walk(self.module.functions[name]))
+        return any(isinstance(n, ast.Call) and self.qualified(n.func) in _PRODUCING
+                   for n in nodes) and not any(
+            isinstance(n, (ast.Name, ast.Attribute)) and self.qualified(n) == PMAP for n in nodes)
 
     def run_helper(self) -> None:
         self._block(self.function.body)
@@ -449,3 +473,6 @@ def _shard_data(node: ast.Attribute) -> ast.AST | None:
         return row.value.value
     return None
 
+
+# What a module function calls when it builds per-device values of its own.
+_PRODUCING = DEVICE_COUNT | DEVICES | REPLICATE | SHARD | {"jax.device_put_sharded"}

@@ -112,6 +112,19 @@ class IdiomsMixin:
                 self._edit(call, f"{operand_text(self.render(call.func.value))}"
                                  f".reshape({', '.join(merged)})")
             return Kind("merged", rank=len(call.args))
+        shape = call.args[0] if len(call.args) == 1 and not call.keywords else None
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "reshape" \
+                and isinstance(shape, ast.BinOp) and isinstance(shape.op, ast.Add) \
+                and isinstance(shape.left, ast.Tuple) and len(shape.left.elts) == 2 \
+                and self._is_devcount(shape.left.elts[0]):
+            # flax's shard: x.reshape((n, -1) + x.shape[1:]), the rows of each device
+            self._need_same(call.func.value)
+            self._need_same(shape.right)
+            count, rows = shape.left.elts
+            merged = "-1" if is_minus_one(rows) else \
+                f"{self.render(count)} * {operand_text(self.render(rows))}"
+            self._edit(shape.left, f"({merged},)")
+            return Kind("merged", least=2)
         if isinstance(call.func, ast.Attribute) and call.func.attr in RNG_DRAWS:
             size = next((k.value for k in call.keywords if k.arg == "size"), None)
             if isinstance(size, ast.Tuple) and len(size.elts) >= 2 and self._is_devcount(size.elts[0]):
