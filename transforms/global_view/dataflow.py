@@ -114,6 +114,9 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMix
     per_device_scalars = True  # arange(n) into an elementwise body: (1,) blocks of P(axis)
     batches_placed = True  # shard / device_put_sharded batches become jax.Arrays on P(axis)
     stacked_arguments = True  # values in pmap's stacked layout go in as P(axis), squeezed
+    # A body returning a tuple literal: each result gets its own layout, as with out_axes
+    # (0, 0, ...), so a replicated state can loop while a per-device result stays stacked.
+    split_results = False
 
     # -- driver ---------------------------------------------------------------------------
     def run(self) -> CallerResult:
@@ -126,8 +129,12 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMix
                 raise
             try:
                 return self._stacked()._run()
-            except Blocker as stacked_blocker:  # name the one that got further
-                raise max(merged_blocker, stacked_blocker, key=_position) from None
+            except Blocker as stacked_blocker:
+                try:  # a tuple of results: each its own layout (replicated ones P())
+                    return self._stacked(split=True)._run()
+                except Blocker as split_blocker:  # name the one that got further
+                    raise max(merged_blocker, stacked_blocker, split_blocker,
+                              key=_position) from None
         if merged.layouts and self.module.loads.get(self.function.name):
             # Module code calls this function: it must give back pmap's layouts if it can.
             try:
@@ -136,9 +143,10 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMix
                 pass
         return merged
 
-    def _stacked(self) -> "CallerAnalysis":
+    def _stacked(self, split: bool = False) -> "CallerAnalysis":
         stacked = type(self)(self.function, self.all_sites, self.module)
         stacked.merge_outputs = False
+        stacked.split_results = split
         return stacked
 
     def _run(self) -> CallerResult:

@@ -114,3 +114,15 @@ def first_body_statement(function: ast.FunctionDef) -> ast.stmt:
     docstring = isinstance(statements[0], ast.Expr) and isinstance(
         statements[0].value, ast.Constant) and isinstance(statements[0].value.value, str)
     return statements[1] if docstring and len(statements) > 1 else statements[0]
+
+
+def own_returns(function: ast.FunctionDef):
+    """The function's return statements, not those of functions nested in it."""
+    stack = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return):
+            yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        stack.extend(ast.iter_child_nodes(node))

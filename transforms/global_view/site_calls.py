@@ -14,6 +14,7 @@ from transforms.codes.global_view import (
     OUTPUT_NOT_REPLICATED,
     PRODUCER_UNKNOWN,
 )
+from transforms.global_view.module_info import own_returns
 from transforms.global_view.ranks import (
     array_results,
     leading_axis_transparent,
@@ -102,8 +103,10 @@ class SiteCallsMixin:
                 raise Blocker(OPTIONS, site.node, f"{site.label} has out_axes and takes one "
                               "number per device")
             return self._scalars_call(call, site, tuple(specs))
-        if site.out_tree is not None:
-            return self._result_tree(call, site, replicated)
+        tree = site.out_tree if site.out_tree is not None or not self.split_results \
+            else _tuple_of_results(site)
+        if tree is not None:
+            return self._result_tree(call, site, replicated, tree)
         replicated.update(site.params[len(call.args):])  # defaults: the same constant everywhere
         varying = self.module.body_analysis(site).first_varying_output(replicated)
         least = least_result_ranks(site, ranks, self.module.imported) if varying is not None \
@@ -305,11 +308,11 @@ class SiteCallsMixin:
                               f"`{ast.unparse(node)}`, not provably {what}: under the caller's "
                               "mesh over all devices it would run on different devices")
 
-    def _result_tree(self, call: ast.Call, site: Site, replicated: set[str]) -> Kind:
-        """`out_axes=(0, None, ...)`: per result, None needs a proven-replicated value (P(),
-        unstacked as in the original); 0 is P() when proven (a replicated stack in the
-        original) and otherwise keeps its device axis (expanded in the body, P(axis))."""
-        tree = site.out_tree
+    def _result_tree(self, call: ast.Call, site: Site, replicated: set[str], tree) -> Kind:
+        """`out_axes=(0, None, ...)` (`tree`: the site's, or (0, 0, ...) for a body returning a
+        tuple literal): per result, None needs a proven-replicated value (P(), unstacked as in
+        the original); 0 is P() when proven (a replicated stack in the original) and otherwise
+        keeps its device axis (expanded in the body, P(axis))."""
         if isinstance(tree, int):  # one out_axes k >= 1: the result keeps pmap's layout
             if not self.module.can_stack_results(site):
                 raise Blocker(OUTPUT_NOT_REPLICATED, site.node,
@@ -425,3 +428,16 @@ def _closed_over(site: Site) -> list[ast.Name]:
         found += [n for n in ast.walk(body) if isinstance(n, ast.Name)
                   and isinstance(n.ctx, ast.Load) and n.id not in bound]
     return found
+
+
+def _tuple_of_results(site: Site) -> tuple | None:
+    """(0, 0, ...), one per result, when every return of the body is a tuple literal of the
+    same length >= 2 (no starred element); None otherwise."""
+    body = site.body
+    values = [body.body] if isinstance(body, ast.Lambda) else [
+        n.value for n in own_returns(body)]
+    lengths = {len(v.elts) if isinstance(v, ast.Tuple) and not any(
+        isinstance(e, ast.Starred) for e in v.elts) else 0 for v in values}
+    if len(lengths) != 1 or min(lengths) < 2:
+        return None
+    return (0,) * lengths.pop()

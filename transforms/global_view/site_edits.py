@@ -10,7 +10,7 @@ import re
 
 from transforms.global_view.axes import MESH
 from transforms.global_view.dataflow import CallerResult
-from transforms.global_view.module_info import ModuleInfo, first_body_statement
+from transforms.global_view.module_info import ModuleInfo, first_body_statement, own_returns
 from transforms.global_view.replication import result_elements
 from transforms.global_view.sites import Site
 from transforms.global_view.step_text import LINE_LIMIT, step_def
@@ -86,10 +86,10 @@ def global_site_edits(site: Site, specs, out_specs: str, mode: str, module: Modu
     expand of every value the body returns (pmap's stacked output layout, kept)."""
     body_edits = {}
     values = [site.body.body] if isinstance(site.body, ast.Lambda) else [
-        node.value for node in _own_returns(site.body) if node.value is not None]
+        node.value for node in own_returns(site.body) if node.value is not None]
     for value in values:
         if isinstance(mode, tuple):  # out_axes=(0, None, ...) / {...}: every return is such
-            keys = list(range(len(mode))) if isinstance(site.out_tree, tuple) else list(site.out_tree)
+            keys = list(site.out_tree) if isinstance(site.out_tree, dict) else list(range(len(mode)))
             elements = result_elements(value, keys)
             for key, element_mode in zip(keys, mode):
                 if stacked_axis(element_mode) is not None:
@@ -252,18 +252,6 @@ def within(span, outer) -> bool:
 def _source(module: ModuleInfo, node) -> str:
     start, end = module.span(node)
     return module.source[start:end].decode("utf-8")
-
-
-def _own_returns(function: ast.FunctionDef):
-    """The function's return statements, not those of functions nested in it."""
-    stack = list(function.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Return):
-            yield node
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue
-        stack.extend(ast.iter_child_nodes(node))
 
 
 def _site_text(site: Site, options: list[str], module: ModuleInfo, inner_edits: dict) -> str:

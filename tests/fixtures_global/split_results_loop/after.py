@@ -1,0 +1,55 @@
+"""A step returning a tuple: the new params (replicated: pmean'd grads), the loss (pmean) and
+per-device predictions. Each result gets its own layout, as with out_axes=(0, 0, 0): the params
+loop back replicated (P()), the predictions keep their device axis (expanded, P(axis))."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+
+
+@functools.cache
+def _mesh(axis_name):
+    """The 1-D mesh over all devices that the steps of `axis_name` run on, built at first use
+    (never at import)."""
+    return jax.make_mesh((jax.device_count(),), (axis_name,), axis_types=(AxisType.Auto,))
+
+
+def _train_step(params, x, y):
+    def loss_fn(p):
+        return jnp.mean((x @ p["w"] + p["b"] - y) ** 2)
+
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    grads = jax.lax.pmean(grads, "batch")
+    new_params = jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads)
+    return (
+        new_params,
+        jax.lax.pmean(loss, "batch"),
+        jax.tree.map(lambda y: jnp.expand_dims(y, 0), jnp.sum(x @ new_params["w"])),
+    )
+
+
+@jax.jit
+def train_step(params, x, y):
+    return jax.shard_map(
+        _train_step,
+        mesh=_mesh("batch"),
+        in_specs=(P(), P("batch"), P("batch")),
+        out_specs=(P(), P(), P("batch")),
+        check_vma=False,
+    )(params, x, y)
+
+
+def run():
+    mesh = _mesh("batch")
+    n = jax.local_device_count()
+    rng = np.random.RandomState(0)
+    params = {"w": jax.device_put(jnp.zeros(3), NamedSharding(mesh, P())), "b": jax.device_put(jnp.float32(0.0), NamedSharding(mesh, P()))}
+    sums = []
+    for _ in range(3):
+        x = rng.normal(size=(n * 4, 3)).astype(np.float32)
+        y = x @ np.array([1.0, -1.0, 0.5], np.float32)
+        params, loss, per_device = train_step(params, x, y)
+        sums.append(np.asarray(per_device))
+    return {"loss": np.asarray(loss), "sums": np.stack(sums), "w": np.asarray(params["w"])}
