@@ -148,14 +148,11 @@ class SiteCallsMixin:
 
     @staticmethod
     def _defaults_fill(site: Site, given: int) -> bool:
-        """The call passes the first `given` parameters and defaults fill the rest, in a site
-        that hands its arguments through to the function (`jax.jit(jax.shard_map(f, ...))`
-        built in a function or called inline): shard_map maps the given ones and the function
-        takes its defaults, constants that pmap did not map either."""
-        through = site.function_node is not None and not site.decorated and not site.static \
-            and (site.owner is not None or site.inline or site.holder or site.factory)
+        """The call passes the first `given` parameters and defaults fill the rest: shard_map
+        maps the given ones and the function takes its defaults, constants that pmap did not
+        map either (a jitted def of the site takes the given parameters only)."""
         arguments = site.body.args
-        return through and given < len(site.params) and not arguments.kwonlyargs \
+        return not site.static and given < len(site.params) and not arguments.kwonlyargs \
             and len(site.params) - given <= len(arguments.defaults) \
             and all(isinstance(d, ast.Constant) for d in arguments.defaults)
 

@@ -221,8 +221,8 @@ def _step_def(site: Site, options: list[str], module: ModuleInfo, inner_edits: d
               private: str | None = None) -> str:
     """`@jax.jit` (pmap's static and donated numbering) over `def name(params)` returning
     shard_map of the body (of a lambda of the mapped parameters only, with static ones)."""
-    params = ", ".join(site.params)
-    mapped = ", ".join(p for i, p in enumerate(site.params) if i not in site.static)
+    params = ", ".join(site.called_params)
+    mapped = ", ".join(p for i, p in enumerate(site.called_params) if i not in site.static)
     if private is not None:
         inner = f"lambda {mapped}: {private}({params})" if site.static else private
     elif isinstance(site.function_node, ast.Lambda) and site.static:
