@@ -14,13 +14,13 @@ from transforms.codes.global_view import (
     OUTPUT_NOT_REPLICATED,
     PRODUCER_UNKNOWN,
 )
-from transforms.global_view.module_info import own_returns
 from transforms.global_view.ranks import (
     array_results,
     leading_axis_transparent,
     least_result_ranks,
 )
 from transforms.global_view.replication import NotProvable
+from transforms.global_view.site_shapes import closed_over, defaults_fill, tuple_of_results
 from transforms.global_view.sites import Blocker, Site
 from transforms.global_view.values import (
     AS_ARRAY,
@@ -55,7 +55,7 @@ class SiteCallsMixin:
                           f"{site.label} called with keywords or *args (pmap "
                           "maps keyword arguments on axis 0; one in_specs tuple describes "
                           "positional calls only)")
-        if len(call.args) != len(site.params) and not self._defaults_fill(site, len(call.args)):
+        if len(call.args) != len(site.params) and not defaults_fill(site, len(call.args)):
             raise Blocker(CALLERS_UNSEEN, call,
                           f"{site.label} called with {len(call.args)} of its "
                           f"{len(site.params)} parameters (pmap fills the rest from defaults "
@@ -88,7 +88,7 @@ class SiteCallsMixin:
                 specs.append(spec)
                 if whole:
                     replicated.add(site.params[position])
-        for node in _closed_over(site):
+        for node in closed_over(site):
             # A closure or partial keyword sees the caller's value as it is: it must keep
             # its layout.
             if self.kinds.get(node.id, SAME).changed:
@@ -104,7 +104,7 @@ class SiteCallsMixin:
                               "number per device")
             return self._scalars_call(call, site, tuple(specs))
         tree = site.out_tree if site.out_tree is not None or not self.split_results \
-            else _tuple_of_results(site)
+            else tuple_of_results(site)
         if tree is not None:
             return self._result_tree(call, site, replicated, tree)
         replicated.update(site.params[len(call.args):])  # defaults: the same constant everywhere
@@ -145,16 +145,6 @@ class SiteCallsMixin:
                       for shown in arrays]
         shown = arrays is not None and all(arrays)
         return self._site_output(site, REPL if shown else Kind("repl", tree=True), arrays)
-
-    @staticmethod
-    def _defaults_fill(site: Site, given: int) -> bool:
-        """The call passes the first `given` parameters and defaults fill the rest: shard_map
-        maps the given ones and the function takes its defaults, constants that pmap did not
-        map either (a jitted def of the site takes the given parameters only)."""
-        arguments = site.body.args
-        return not site.static and given < len(site.params) and not arguments.kwonlyargs \
-            and len(site.params) - given <= len(arguments.defaults) \
-            and all(isinstance(d, ast.Constant) for d in arguments.defaults)
 
     def _argument_spec(self, argument, kind: Kind, axis, what: str,
                        site: Site | None = None) -> tuple[str, bool]:
@@ -406,35 +396,3 @@ def _all_replicated(kind: Kind) -> bool:
 def _short(node) -> str:
     text = ast.unparse(node)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _closed_over(site: Site) -> list[ast.Name]:
-    """The names a site's mapped function reads from the function that builds it: those of its
-    expression (a lambda, a partial's keywords) and, for a def nested there, the names its body
-    reads but does not bind."""
-    found = []
-    if site.function_node is not None and not site.factory and not site.holder:
-        found += [n for n in ast.walk(site.function_node) if isinstance(n, ast.Name)]
-    body = site.body
-    if site.owner is not None and isinstance(body, ast.FunctionDef) and body.col_offset:
-        bound = {a.arg for a in ast.walk(body.args) if isinstance(a, ast.arg)}
-        bound |= {n.id for n in ast.walk(body) if isinstance(n, ast.Name)
-                  and isinstance(n.ctx, (ast.Store, ast.Del))}
-        bound |= {n.name for n in ast.walk(body) if n is not body and isinstance(
-            n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-        found += [n for n in ast.walk(body) if isinstance(n, ast.Name)
-                  and isinstance(n.ctx, ast.Load) and n.id not in bound]
-    return found
-
-
-def _tuple_of_results(site: Site) -> tuple | None:
-    """(0, 0, ...), one per result, when every return of the body is a tuple literal of the
-    same length >= 2 (no starred element); None otherwise."""
-    body = site.body
-    values = [body.body] if isinstance(body, ast.Lambda) else [
-        n.value for n in own_returns(body)]
-    lengths = {len(v.elts) if isinstance(v, ast.Tuple) and not any(
-        isinstance(e, ast.Starred) for e in v.elts) else 0 for v in values}
-    if len(lengths) != 1 or min(lengths) < 2:
-        return None
-    return (0,) * lengths.pop()
