@@ -27,6 +27,10 @@ equivalent to the original (outputs, collectives, donation).
   (DONATED_STACKS, "stack_is_deleted_read"); with PM610 a 500-program run checked all 500
   equivalent (189 with global sites, 32 PM610 fallbacks; in a separate sample of 800 draws
   every PM610 was a read after a one-trip step, none after two or more trips).
+  With stacked arguments (PM611), pmap's contract without the helper (PM612), a program's own
+  producers and a layout per tuple result, a 500-program run (2026-12-04) checked all 500
+  equivalent: 339 fully global (455 global sites), the other 161 on PM612, none left with the
+  faithful helper.
 """
 
 from __future__ import annotations
