@@ -325,7 +325,9 @@ class ExpressionsMixin:
         elementwise = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
         if isinstance(node.op, elementwise):
             for kind, other in ((left, node.right), (right, node.left)):
-                if kind.tag == "merged" and isinstance(other, ast.Constant) \
+                # A number with a batch or a replicated stack: row by row, the same operation.
+                if (kind.tag == "merged" or kind.tag == "repl" and kind.axis == 0
+                        and not kind.tree) and isinstance(other, ast.Constant) \
                         and type(other.value) in (int, float):
                     return kind
             if left.tag == right.tag == "merged" and left.rank == right.rank is not None:

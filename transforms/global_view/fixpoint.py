@@ -34,15 +34,18 @@ class Decision:
 
 
 def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analysis: type,
-           barrier_pmaps: set[int]) -> Decision:
+           barrier_pmaps: set[int], demote: bool = False) -> Decision:
     """Run each caller's analysis (`analysis`: CallerAnalysis or its multi-process form) until
-    no site or caller is blocked anew."""
+    no site or caller is blocked anew. `demote`: a blocker one site's call raises keeps that
+    site off global layouts and the caller is analysed again without it (the site then keeps
+    pmap's calling contract, contract.py, and takes the caller's values as they are)."""
     tree, imported = module.tree, module.imported
     by_name = {s.key: s for s in sites}
     faithful = {name: b for b in blockers for name in b.names}
     callers, blocked = find_callers(tree, by_name, faithful)
     module.callers = set(callers)
     results: dict[str, CallerResult] = {}
+    analysed: dict[str, set[str]] = {}  # caller -> the sites its result was analysed with
     blocked_callers: dict[str, Blocker] = {}
     functions = module.functions
     called_names = called_function_names(tree)
@@ -52,10 +55,15 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
         for caller, called in sorted(callers.items()):
             if caller in blocked_callers:
                 continue
-            failed = next((blocked[s] for s in sorted(called) if s in blocked), None)
+            live = {s for s in called if s not in blocked}
+            failed = None if demote else next((blocked[s] for s in sorted(called)
+                                               if s in blocked), None)
+            if demote and not live:
+                results.pop(caller, None)  # nothing of it goes global
+                continue
             if failed is None:
                 try:
-                    result = analysis(functions[caller], {s: by_name[s] for s in called},
+                    result = analysis(functions[caller], {s: by_name[s] for s in live},
                                       module).run()
                     faithful_call = faithful_callee(
                         functions[caller], functions, callers, blocked_callers, imported,
@@ -76,25 +84,35 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
                                       f"`{caller}` returns values "
                                       "in the global layout to callers in this module")
                     results[caller] = result
+                    analysed[caller] = live
                     continue
                 except Blocker as blocker:
+                    if demote and blocker.site in live:
+                        blocked[blocker.site] = blocker
+                        results.pop(caller, None)
+                        changed = True
+                        continue
                     failed = blocker
             blocked_callers[caller] = failed
             results.pop(caller, None)
-            for site in called:
+            for site in (live if demote else called):
                 if site not in blocked:
                     blocked[site] = failed if failed.code != FALLS_BACK_WITH_CALLER else failed
                     changed = True
         # A site's in_specs, result mode and mesh axis must agree across its callers.
         for name in by_name:
+            if name in blocked:
+                continue
             seen = {site_usage(results[c], name) for c in callers_of(name, callers)
                     if c in results}
-            if len(seen) > 1 and name not in blocked:
+            if len(seen) > 1:
                 blocked[name] = Blocker(PRODUCER_UNKNOWN, by_name[name].node,
                                         f"{by_name[name].label} is called with different layouts")
                 changed = True
         for caller in list(results):
-            if any(s in blocked for s in callers[caller]):
+            stale = analysed[caller] & set(blocked) if demote else \
+                any(s in blocked for s in callers[caller])
+            if stale:
                 results.pop(caller)
                 changed = True
     return Decision(callers, results, blocked)

@@ -99,7 +99,8 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
         module.sometimes_called = module.process_dependence.sometimes_called()
         analysis = MultiProcessCallerAnalysis
     findings = [blocker_finding(b) for b in blockers]
-    decision = decide(module, sites, blockers, analysis, barrier_pmaps)
+    # One site's blocker sends only that site to pmap's contract (single-process modules).
+    decision = decide(module, sites, blockers, analysis, barrier_pmaps, demote=not multiprocess)
     callers, results, blocked = decision.callers, decision.results, decision.blocked
     findings += fallback_findings(sites, blocked)
     global_sites = [s for s in sites if s.key not in blocked]

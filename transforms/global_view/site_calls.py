@@ -6,6 +6,7 @@ overrides `site_call`."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 from transforms.codes.global_view import (
     CALLERS_UNSEEN,
@@ -49,6 +50,16 @@ class SiteCallsMixin:
 
     # -- the step itself ------------------------------------------------------------------
     def site_call(self, call: ast.Call, site: Site) -> Kind:
+        """The kind of the call's results; a blocker raised here names `site`, which may fall
+        back on its own while the caller stays global (fixpoint.py)."""
+        try:
+            return self._site_call(call, site)
+        except Blocker as blocker:
+            if blocker.site is not None:
+                raise
+            raise dataclasses.replace(blocker, site=site.key) from None
+
+    def _site_call(self, call: ast.Call, site: Site) -> Kind:
         self.site_calls[id(call)] = site
         if call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
             raise Blocker(CALLERS_UNSEEN, call,

@@ -153,6 +153,13 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
     # Defs nested in the function, bound once there: a pmap may map them by name.
     nested = {n.name: n for n in ast.walk(function) if isinstance(n, ast.FunctionDef)
               and n is not function and stores.get(n.name) == 1 and not n.decorator_list}
+    # `share = lambda v: ...` read only where it is mapped: its body is the site's to edit.
+    loads = [n.id for n in ast.walk(function) if isinstance(n, ast.Name)
+             and isinstance(n.ctx, ast.Load)]
+    nested.update({n.targets[0].id: n.value for n in ast.walk(function)
+                   if isinstance(n, ast.Assign) and len(n.targets) == 1
+                   and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Lambda)
+                   and stores.get(n.targets[0].id) == 1 and loads.count(n.targets[0].id) == 1})
     functions = {**functions, **nested}
     for node in ast.walk(function):
         if isinstance(node, ast.FunctionDef) and node is not function \

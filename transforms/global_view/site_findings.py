@@ -45,9 +45,11 @@ def fallback_findings(sites: list[Site], blocked: dict[str, Blocker]) -> list[Fi
             if blocker.node is site.node or inside(blocker.node, site.statement):
                 findings.append(blocker_finding(blocker))
             else:
+                why = f"its call at line {blocker.node.lineno} cannot go global" \
+                    if blocker.site == name else "its caller cannot go global"
                 findings.append(blocker_finding(Blocker(
                     FALLS_BACK_WITH_CALLER, site.node,
-                    f"{site.label} stays faithful: its caller cannot go global "
+                    f"{site.label} stays faithful: {why} "
                     f"(line {blocker.node.lineno}: {blocker.message})")))
                 findings.append(blocker_finding(blocker))
     return findings

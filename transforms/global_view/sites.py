@@ -20,6 +20,8 @@ class Blocker(Exception):
     node: ast.AST
     message: str
     names: list = dataclasses.field(default_factory=list, compare=False)  # sites it keeps faithful
+    # Raised by one site's call in a caller: that site alone may fall back (fixpoint.py)
+    site: str | None = dataclasses.field(default=None, compare=False)
 
 
 @dataclasses.dataclass

@@ -1,4 +1,6 @@
-"""PM608: the step could go global, but its caller also calls a per-device-key sampler whose keys are split to a literal 8, not provably the device count (the mesh's size)."""
+"""PM608: the sampler's keys are split to a literal 8, not provably the device count (the mesh's
+size), so its call keeps pmap's contract; its per-device result then feeds the step, which
+keeps pmap's contract too. Each site falls back alone, at its own call."""
 import functools
 
 import jax

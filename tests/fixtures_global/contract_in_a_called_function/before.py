@@ -1,5 +1,6 @@
-"""PM608: run() also calls a helper whose pmap stays faithful; that code must not run under
-run()'s mesh, so run() and its step stay faithful too."""
+"""PM612 beside PM600: run() calls a helper whose own pmap keeps pmap's calling contract (its
+argument's layout is unknown there); run() passes it a plain numpy value, so run() and its
+step still go global."""
 import functools
 
 import jax
