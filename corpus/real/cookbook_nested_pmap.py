@@ -1,29 +1,27 @@
-"""Modelled on the nested-pmap cells shared by two JAX notebooks.
+"""Modelled on the 2-D nested-pmap cells of two JAX notebooks.
 
 Sources: github.com/jax-ml/jax at commit c980dc4e2a8ddc040b4b76ceef5e6a448fcaf6b5
-(2024-04-19): cloud_tpu_colabs/Pmap_Cookbook.ipynb (the rows/cols normalisation and the
-pmap-inside-pmap grad) and cloud_tpu_colabs/JAX_demo.ipynb (the same two shapes, with
-row/column/total sums). All code here is written anew.
+(2024-04-19): cloud_tpu_colabs/Pmap_Cookbook.ipynb (the rows/cols normalisation) and
+cloud_tpu_colabs/JAX_demo.ipynb (row/column/total sums). All code here is written anew.
 
 pmap features kept:
 - two stacked decorators, `@partial(pmap, axis_name="rows")` over
   `@partial(pmap, axis_name="cols")`, on an (n/2, 2) input; the body reduces with
-  `lax.psum` over "rows", over "cols" and over the tuple ("rows", "cols");
-- a bare `@pmap` whose body defines a second bare `@pmap` closing over values of the outer
-  body, takes `grad` through the inner pmap, and is itself differentiated from the host.
+  `lax.psum` over "rows", over "cols" and over the tuple ("rows", "cols"); two such
+  sites, one returning normalised values, one the sums.
 
 Scaled down: inputs are (n/2, 2) as in the notebooks; nothing else to cut.
 
-This is the only program of corpus/real whose original needs jax 0.4.38: on jax 0.10 a
-pmap called inside another pmap is rejected (the inner shard_map's mesh does not match the
-context mesh), so the original cannot run there; the migrated program is what runs on 0.10.
+The original needs jax 0.4.38: on jax 0.10 a pmap called inside another pmap is rejected
+(the inner shard_map's mesh does not match the context mesh); the migrated program is what
+runs on 0.10. The notebooks' pmap-inside-a-pmap-body cell is in `pmap_in_pmap_grad.py`.
 """
 import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import grad, lax, pmap
+from jax import lax, pmap
 
 
 @functools.partial(pmap, axis_name="rows")
@@ -41,26 +39,11 @@ def grid_sums(x):
     return lax.psum(x, "rows"), lax.psum(x, "cols"), lax.psum(x, ("rows", "cols"))
 
 
-@pmap
-def outer_with_inner(x):
-    s = jnp.sin(x)
-
-    @pmap
-    def inner(z):
-        return jnp.cos(z) * jnp.tan(s.sum()) * jnp.tanh(x).sum()
-
-    return grad(lambda w: jnp.sum(inner(w)))(x)
-
-
 def run():
     n = jax.local_device_count()
     grid = jnp.arange(1.0, n + 1.0).reshape((n // 2, 2))
     by_row, by_col, by_all = normalise_grid(grid)
     row_sum, col_sum, total = grid_sums(grid)
-
-    small = jnp.arange(n * 1.0).reshape((n // 2, 2)) / (2.0 * n)
-    inner_grads = outer_with_inner(small)
-    host_grads = grad(lambda v: jnp.sum(outer_with_inner(v)))(small)
     return {
         "by_row": np.asarray(by_row),
         "by_row_colsum": np.asarray(by_row.sum(0)),
@@ -69,6 +52,4 @@ def run():
         "row_sum": np.asarray(row_sum),
         "col_sum": np.asarray(col_sum),
         "total": np.asarray(total),
-        "inner_grads": np.asarray(inner_grads),
-        "host_grads": np.asarray(host_grads),
     }
