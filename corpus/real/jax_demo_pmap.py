@@ -18,7 +18,7 @@ pmap features kept:
 Scaled down: random matrices are (n, 64, 64) instead of (8, 5000, 5000); the MLP and its
 20 plain gradient-descent steps are the notebook's sizes ([5, 2, 3], n examples). Timing
 cells and plots are dropped; the notebook's nested-pmap cells are in
-`cookbook_nested_pmap.py` (they do not run on jax 0.10).
+`cookbook_nested_pmap.py` and `pmap_in_pmap_grad.py` (they do not run on jax 0.10).
 """
 import functools
 

@@ -25,8 +25,8 @@ centring pmap and an `in_axes=(0, None)` pmap broadcasting one argument.
 
 Scaled down: the random matrices are (n, 48, 64) instead of (8, 5000, 6000); the board has
 5 cells per device and runs 20 steps. The notebook's doubly nested pmaps (rows/cols and
-pmap-inside-pmap) do not run on jax 0.10, so they live in `cookbook_nested_pmap.py`; here
-the inner function of the grad example is mapped with `vmap`. Plots and jaxpr printing are
+pmap-inside-pmap) do not run on jax 0.10, so they live in `cookbook_nested_pmap.py` and
+`pmap_in_pmap_grad.py`; here the inner function of the grad example is mapped with `vmap`. Plots and jaxpr printing are
 dropped.
 """
 import functools
