@@ -23,7 +23,10 @@ PROGRAMS = sorted(p.stem for p in CORPUS.glob("*.py"))
 def migrated(tmp_path_factory):
     out = tmp_path_factory.mktemp("migrated")
     completed = subprocess.run(
-        [sys.executable, "-m", "migrator.cli", "apply", str(CORPUS), "--out-dir", str(out)],
+        # The corpus programs themselves; corpus/real/ is checked by .ci/run (its nested
+        # pmaps need a human, PM206).
+        [sys.executable, "-m", "migrator.cli", "apply", *map(str, sorted(CORPUS.glob("*.py"))),
+         "--out-dir", str(out)],
         cwd=ROOT, capture_output=True, text=True,
     )
     assert completed.returncode == 0, completed.stderr

@@ -35,6 +35,7 @@ from transforms.global_view.values import (
     layouts_of,
     least_rank,
     list_of,
+    origins,
 )
 
 if TYPE_CHECKING:
@@ -117,9 +118,31 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMix
     # A body returning a tuple literal: each result gets its own layout, as with out_axes
     # (0, 0, ...), so a replicated state can loop while a per-device result stays stacked.
     split_results = False
+    keep_stacked: frozenset = frozenset()  # producer calls (ids) left in pmap's layout
 
     # -- driver ---------------------------------------------------------------------------
     def run(self) -> CallerResult:
+        """The caller's edits. A consumer the analysis cannot follow sends the producers of the
+        values it reads back to pmap's stacked layout (no edit, leading axis the device
+        count), and the function is analysed again, until nothing more can be kept stacked."""
+        keep: frozenset = frozenset()
+        while True:
+            try:
+                return self._fresh(keep)._modes()
+            except Blocker as blocker:
+                more = blocker.origins - keep
+                if self.depth or not self.stacked_arguments or not more or len(keep) > 64:
+                    raise
+                keep |= more
+
+    def _fresh(self, keep: frozenset) -> "CallerAnalysis":
+        if not keep:
+            return self
+        fresh = type(self)(self.function, self.all_sites, self.module)
+        fresh.keep_stacked = keep
+        return fresh
+
+    def _modes(self) -> CallerResult:
         """Per-device results merged where every consumer follows them; if some consumer
         does not, the same function with those results in pmap's stacked layout."""
         try:
@@ -147,6 +170,7 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMix
         stacked = type(self)(self.function, self.all_sites, self.module)
         stacked.merge_outputs = False
         stacked.split_results = split
+        stacked.keep_stacked = self.keep_stacked
         return stacked
 
     def _run(self) -> CallerResult:
@@ -155,13 +179,29 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMix
             raise Blocker(CONSUMER_UNKNOWN, self.function,
                           "the name `mesh` the global style binds is "
                           "already used in this function")
-        self._analyse_body()
+        try:
+            self._analyse_body()
+        except Blocker as blocker:
+            if blocker.origins or blocker.site is not None:
+                raise
+            raise dataclasses.replace(blocker, origins=self._origins_at(blocker.node)) from None
         check_donated_reads(self)
         plan = plan_axes(self, DEFAULT_AXIS)  # several axis names: one mesh each (axes.py)
         layouts = self._layouts()
         return CallerResult(self.specs, self.modes, plan.axis, self.edits, layouts,
                             returns_changed=bool(layouts), site_axes=plan.site_axes,
                             meshes=plan.meshes, stacked=tuple(self.stacked.values()))
+
+    def _origins_at(self, node) -> frozenset:
+        """The producers behind the values `node` reads (names bound to them, producer calls
+        in it): the values that could keep pmap's stacked layout instead."""
+        found = set()
+        for child in ast.walk(node) if node is not None else ():
+            if isinstance(child, ast.Name) and child.id in self.kinds:
+                found |= origins(self.kinds[child.id])
+            elif isinstance(child, ast.Call) and id(child) in self.produced:
+                found.add(id(child))
+        return frozenset(found)
 
     def _assign(self, name: str, kind: Kind, node: ast.AST) -> None:
         """A binding: flow-sensitive, so `params = replicate(params)` is two values."""
@@ -183,13 +223,15 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMix
                         least=min(least_rank(old), least_rank(new)),
                         placed=old.placed and new.placed)
         if old.tag == new.tag == "repl" and old.axis == new.axis:  # one may be a sequence
-            return Kind("repl", old.axis, tree=old.tree or new.tree)
+            return Kind("repl", old.axis, tree=old.tree or new.tree,
+                        origin=old.origin | new.origin)
         if old.tag == "empty_list" and new.tag in ("list", "same"):
             return new
         if new.tag == "empty_list" and old.tag in ("list", "same"):
             return old
         raise Blocker(CONSUMER_UNKNOWN, node, f"`{name}` holds both {describe(old)} and "
-                      f"{describe(new)}, depending on the path taken")
+                      f"{describe(new)}, depending on the path taken",
+                      origins=origins(old, new))
 
     def _merge(self, a: dict, b: dict, node) -> dict:
         return {name: self._join(a.get(name), b.get(name), name, node) for name in {*a, *b}}

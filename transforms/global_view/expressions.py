@@ -12,12 +12,14 @@ from transforms.global_view.values import (
     DEVICE_COUNT,
     DEVICES,
     REPLICATE,
+    ROWS,
     SAME,
     SHARD,
     Kind,
     describe,
     least_rank,
     list_of,
+    with_origin,
 )
 
 
@@ -163,7 +165,16 @@ class ExpressionsMixin:
         produced = self.producer(call, name)
         if produced is not None:
             self.produced[id(call)] = name
-            return produced
+            if id(call) in self.keep_stacked and produced.changed:
+                # pmap's stacked layout, kept: no edit, the device count as leading axis
+                span = self.module.span(call)
+                for key in [k for k in self.edits if span[0] <= k[0] and k[1] <= span[1]]:
+                    del self.edits[key]
+                return ROWS
+            # Only replicated stacks may go back to pmap's layout (a batch's shards would not
+            # match what the migrated consumers read).
+            return with_origin(produced, frozenset({id(call)})) if produced.tag in (
+                "repl", "fields") and "merged" not in repr(produced) else produced
         consumed = self._consumer(call, name)
         if consumed is not None:
             return consumed
@@ -176,12 +187,28 @@ class ExpressionsMixin:
             self.eval(func)
         elif not isinstance(func, ast.Name):
             self._same(func)
+        rows = False
         for argument in [*call.args, *(k.value for k in call.keywords)]:
             kind = self.eval(argument.value if isinstance(argument, ast.Starred) else argument)
             if kind.changed:
                 raise Blocker(CONSUMER_UNKNOWN, argument, f"{describe(kind)} passed to "
                               f"`{ast.unparse(func)}`, which the global style does not follow")
-        return SAME
+            rows = rows or kind.rows
+        # A pmap kept with its calling contract maps every argument on axis 0: given stacked
+        # rows, its results have the device count as leading axis too.
+        return ROWS if rows and self._contract_pmap(func) else SAME
+
+    def _contract_pmap(self, func) -> bool:
+        """`func` is a pmap left to pmap's contract with in_axes and out_axes 0: a blocked site
+        called by name, or `jax.pmap(f)` / `jax.pmap(f, axis_name)` called on the spot."""
+        if isinstance(func, ast.Name):
+            site = next((s for s in self.module.sites.values() if s.name == func.id
+                         and not s.holder and not s.inline), None) if func.id not in self.sites \
+                else None
+            return site is not None and site.out_tree is None and not site.out_none \
+                and all(axis == 0 for axis in site.in_axes) and not site.static
+        return isinstance(func, ast.Call) and self.qualified(func.func) == PMAP \
+            and len(func.args) <= 2 and all(k.arg == "axis_name" for k in func.keywords)
 
     def _helper_call(self, call: ast.Call, helper: ast.FunctionDef) -> Kind:
         """A module function given the device count or stacks (`x, y = make_data(n)`): it is
@@ -315,6 +342,9 @@ class ExpressionsMixin:
     def _binop(self, node: ast.BinOp) -> Kind:
         left, right = self.eval(node.left), self.eval(node.right)
         if not left.changed and not right.changed:
+            for kind, other in ((left, node.right), (right, node.left)):  # stacked rows, a number
+                if kind.rows and isinstance(other, ast.Constant) and type(other.value) in (int, float):
+                    return ROWS
             return SAME
         if isinstance(node.op, ast.MatMult) and left.tag == "merged" and not right.changed:
             if left.rank is not None and left.rank >= 3:

@@ -65,14 +65,17 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
                 try:
                     result = analysis(functions[caller], {s: by_name[s] for s in live},
                                       module).run()
+                    # Module sites a caller may call: the global ones, and with `demote` those
+                    # kept on pmap's contract too (no mesh context is set around them).
+                    callable_sites = {s.name for s in sites if s.owner is None
+                                      and (demote or s.key not in blocked)}
                     faithful_call = faithful_callee(
                         functions[caller], functions, callers, blocked_callers, imported,
-                        {s.name for s in sites if s.owner is None and s.key not in blocked},
-                        barrier_pmaps) or faithful_class_use(
+                        set(callable_sites), barrier_pmaps) or faithful_class_use(
                         functions[caller], tree, imported, sites, blocked,
                         lambda method: faithful_callee(
                             method, functions, callers, blocked_callers, imported,
-                            {s.name for s in sites if s.owner is None and s.key not in blocked}
+                            callable_sites
                             | {s.statement.name for s in sites if s.holder and s.factory},
                             barrier_pmaps))
                     if faithful_call is not None:

@@ -419,6 +419,8 @@ class IdiomsMixin:
 
     def _row_zero(self, call: ast.Call, operand) -> Kind:
         kind = self.eval(operand)
+        if kind.tag == "same" and kind.rows:  # pmap's stacked layout, kept: row 0 as before
+            return SAME
         if kind.tag != "repl" or kind.axis != 0:
             raise Blocker(CONSUMER_UNKNOWN, call, f"row 0 of {describe(kind)}: only a replicated "
                           "output's row 0 becomes direct use")

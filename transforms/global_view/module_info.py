@@ -36,6 +36,7 @@ class ModuleInfo:
         self.constants = string_constants(tree)
         self.functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
         self.callers: set[str] = set()  # set once the callers are known
+        self.sites: dict = {}  # every site of the module, by key (set by the driver)
         self.under_other_mesh: set[str] = set()  # sites run on another axis's mesh (axes.py)
         self._taken = module_names(tree)  # what a new module-level name must not shadow
         self.mesh_function = self.fresh(MESH_FUNCTION)

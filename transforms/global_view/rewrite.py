@@ -99,6 +99,7 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
         module.sometimes_called = module.process_dependence.sometimes_called()
         analysis = MultiProcessCallerAnalysis
     findings = [blocker_finding(b) for b in blockers]
+    module.sites = {s.key: s for s in sites}
     # One site's blocker sends only that site to pmap's contract (single-process modules).
     decision = decide(module, sites, blockers, analysis, barrier_pmaps, demote=not multiprocess)
     callers, results, blocked = decision.callers, decision.results, decision.blocked

@@ -22,6 +22,8 @@ class Blocker(Exception):
     names: list = dataclasses.field(default_factory=list, compare=False)  # sites it keeps faithful
     # Raised by one site's call in a caller: that site alone may fall back (fixpoint.py)
     site: str | None = dataclasses.field(default=None, compare=False)
+    # Producers whose values reached the construct it names: kept stacked, the caller may pass
+    origins: frozenset = dataclasses.field(default=frozenset(), compare=False)
 
 
 @dataclasses.dataclass

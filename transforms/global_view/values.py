@@ -56,6 +56,9 @@ class Kind:
     # same: pmap's stacked layout, kept, with the device count as its leading axis (per-device
     # keys, a step's per-device results): a site takes it as P(axis), squeezed in the body
     rows: bool = False
+    # repl / merged / fields: the producer calls whose edits made it (ids), so that a consumer
+    # the analysis cannot follow can send those producers back to pmap's stacked layout
+    origin: frozenset = dataclasses.field(default=frozenset(), compare=False)
 
     @property
     def changed(self) -> bool:
@@ -195,3 +198,21 @@ def describe(kind: Kind) -> str:
         "fields": "a tree of per-device values of mixed layout",
         "instance": f"a `{kind.holder}` instance (a class holding pmaps)",
     }[kind.tag]
+
+
+def with_origin(kind: Kind, origin: frozenset) -> Kind:
+    """`kind` (and its fields) made by the producers `origin`."""
+    if kind.tag == "fields":
+        return dataclasses.replace(kind, origin=origin, fields=tuple(
+            (step, with_origin(field, origin)) for step, field in kind.fields))
+    return dataclasses.replace(kind, origin=origin) if kind.changed else kind
+
+
+def origins(*kinds: Kind) -> frozenset:
+    """The producers behind changed kinds (and their fields)."""
+    found = set()
+    for kind in kinds:
+        found |= kind.origin
+        for _, field in kind.fields:
+            found |= origins(field)
+    return frozenset(found)
