@@ -12,6 +12,15 @@ else stays faithful, with the reason.
 
 The module gets `_pmap_mesh` and `_per_device_shard_map` once (CONTRACT_TEXT), about 40
 lines, instead of the faithful helper with pmap's argument checks and legacy messages.
+
+In a multi-process module (jax.distributed) pmap took each process's host-local rows, ran over
+every process's devices and gave each process its rows back. There `jax.jit` becomes
+`_across_processes` (MULTIPROCESS_TEXT): with several processes it makes the host-local
+arguments one global array over a mesh of every process's devices grouped by process (as pmap
+orders them), calls the jitted program and gives back the process's own rows; with one
+process, or under another trace, it is the jitted function itself. `.lower()` (AOT) with
+several processes is not offered: a site the module lowers stays faithful, and an unseen
+caller that lowers it gets an error that says so.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from transforms.global_view.values import DEFAULT_AXIS, quoted, tuple_text
 
 ADAPTER = "_per_device_shard_map"
 MESH_OF_SIZE = "_pmap_mesh"
+ACROSS_PROCESSES = "_across_processes"
 _OPTIONS = {"axis_name", "in_axes", "out_axes", "static_broadcasted_argnums", "donate_argnums"}
 
 CONTRACT_TEXT = '''@{functools}.cache
@@ -64,6 +74,69 @@ def {adapter}(function, axis_name, in_specs, out_specs, static_argnums=()):
 
     return {functools}.wraps(function)(call)
 '''
+
+# Multi-process modules: the mesh may span every process, the adapter records its contract for
+# `_across_processes`, and `_across_processes` stands where one process has `jax.jit`.
+MULTIPROCESS_MESH = '''    """The mesh pmap maps an axis of `size` over: this process's first `size` devices, or for a
+    bigger size (several processes) every process's devices grouped by process, as pmap."""
+    devices = {jax}.local_devices()
+    if size > len(devices):
+        devices = [d for p in range({jax}.process_count()) for d in {jax}.local_devices(p)]
+    return {jax}.make_mesh((size,), (axis_name,), devices=devices[:size],
+                         axis_types=(AxisType.Auto,))
+'''
+RECORD = "    call.pmap_contract = (axis_name, in_specs, out_specs, static_argnums)\n"
+MULTIPROCESS_TEXT = '''
+
+def {across}(per_device, **jit_options):
+    """jax.jit(per_device), called as pmap is with several processes (jax.distributed): each
+    process passes its host-local rows and gets its own rows back, and the program runs over
+    every process's devices. With one process, or under another trace, the jitted function."""
+    program = {jax}.jit(per_device, **jit_options)
+    axis_name, in_specs, out_specs, static_argnums = per_device.pmap_contract
+
+    def call(*args, **kwargs):
+        leaves = {jax}.tree.leaves((args, kwargs))
+        if {jax}.process_count() == 1 or any(isinstance(x, {jax}.core.Tracer) for x in leaves):
+            return program(*args, **kwargs)
+        mapped = [i for i in range(len(args)) if i not in static_argnums]
+        specs = in_specs if isinstance(in_specs, tuple) else (in_specs,) * len(mapped)
+        rows = {jax}.tree.leaves(([args[i] for i, s in zip(mapped, specs) if s != P()], kwargs))
+        mesh = {mesh}(rows[0].shape[0] * {jax}.process_count(), axis_name)
+
+        def to_global(tree, spec):
+            tree = {jax}.tree.map(lambda x: x if isinstance(x, {jax}.Array)
+                                else {jax}.numpy.asarray(x), tree)
+            return multihost_utils.host_local_array_to_global_array(tree, mesh, spec)
+
+        args = [to_global(a, specs[mapped.index(i)]) if i in mapped else a
+                for i, a in enumerate(args)]
+        out = program(*args, **to_global(kwargs, P(axis_name)))
+        return multihost_utils.global_array_to_host_local_array(out, mesh, out_specs)
+
+    def lower(*args, **kwargs):
+        if {jax}.process_count() > 1:
+            raise NotImplementedError(
+                "AOT lowering of a migrated pmap with several processes: lower the jitted "
+                "program on global arrays (multihost_utils.host_local_array_to_global_array)")
+        return program.lower(*args, **kwargs)
+
+    call.lower = lower
+    return {functools}.wraps(per_device)(call)
+'''
+
+
+def contract_functions_text(multiprocess: bool, **names) -> str:
+    """The functions a module with contract sites gets (CONTRACT_TEXT), in their multi-process
+    form where the module is one."""
+    text = CONTRACT_TEXT
+    if multiprocess:
+        head, _, rest = text.partition('    """The mesh pmap maps an axis')
+        _, _, rest = rest.partition("axis_types=(AxisType.Auto,))\n")
+        text = head + MULTIPROCESS_MESH + rest
+        last = "    return {functools}.wraps(function)(call)\n"
+        text = text.replace(last, RECORD + last) + MULTIPROCESS_TEXT
+    return text.format(across=ACROSS_PROCESSES, mesh=MESH_OF_SIZE, adapter=ADAPTER, **names)
 
 
 class NotExpressible(Exception):
@@ -154,10 +227,11 @@ def _axes(node, what: str):
     raise NotExpressible(f"{what} {ast.unparse(node)} (the contract form maps axis 0 or nothing)")
 
 
-def contract_text(site: ContractSite, jax: str, partial: str, source_of, indent: str,
+def contract_text(site: ContractSite, jit: str, partial: str, source_of, indent: str,
                   column: int) -> str:
     """The text that replaces the site's node, which starts at `column` of a line indented
-    by `indent`; wrapped as a formatter would, to LINE_LIMIT."""
+    by `indent`; wrapped as a formatter would, to LINE_LIMIT. `jit`: `jax.jit`, or
+    `_across_processes` in a multi-process module."""
     options = [f"in_specs={site.in_specs}", f"out_specs={site.out_specs}"]
     if site.static:
         options.append(f"static_argnums={site.static}")
@@ -165,18 +239,17 @@ def contract_text(site: ContractSite, jax: str, partial: str, source_of, indent:
     if site.donate:
         jit_options.append(f"donate_argnums={site.donate}")
     if site.decorator:
-        jit = _wrapped(partial, [f"{jax}.jit", *jit_options], indent, column) if jit_options \
-            else f"{jax}.jit"
+        jit = _wrapped(partial, [jit, *jit_options], indent, column) if jit_options else jit
         adapter = _wrapped(partial, [ADAPTER, f"axis_name={site.axis}", *options], indent,
                            len(indent) + 1)
         return f"{jit}\n{indent}@{adapter}"
     inner = [source_of(site.function), site.axis, *options]
-    one_line = f"{jax}.jit({ADAPTER}({', '.join(inner)}){''.join(', ' + o for o in jit_options)})"
+    one_line = f"{jit}({ADAPTER}({', '.join(inner)}){''.join(', ' + o for o in jit_options)})"
     if column + len(one_line) <= LINE_LIMIT and "\n" not in one_line:
         return one_line
     pad = indent + "    "
     adapter = _wrapped(ADAPTER, inner, pad, len(pad))
-    return f"{jax}.jit(\n" + "".join(f"{pad}{a},\n" for a in [adapter, *jit_options]) + \
+    return f"{jit}(\n" + "".join(f"{pad}{a},\n" for a in [adapter, *jit_options]) + \
         f"{indent})"
 
 
@@ -240,12 +313,12 @@ class Contract:
 
 
 def contract_sites(module, taken_spans: list[tuple[int, int]], skip: set[int],
-                   findings: list) -> tuple[list[Contract], list, dict]:
+                   findings: list, multiprocess: bool = False) -> tuple[list[Contract], list, dict]:
     """The pmaps the global sites did not take, in the contract form where their options
     allow; returns them and the findings, where each one's PM600 replaces the fallback
     findings on its own lines (their reasons go into it). `skip`: ids of pmap nodes that are
     host barriers. Also returns, per pmap node left faithful, what the contract form could not
-    write."""
+    write. `multiprocess`: the module runs under jax.distributed (see the module docstring)."""
     tree, imported = module.tree, module.imported
     found = pmap_nodes(tree, imported)
     skip = skip | nested(found, tree)
@@ -257,6 +330,9 @@ def contract_sites(module, taken_spans: list[tuple[int, int]], skip: set[int],
             continue
         try:
             site = contract_options(node, imported, source_of)
+            if multiprocess and _lowered(node, function, tree):
+                raise NotExpressible("it is lowered ahead of time (`.lower(...)`), which the "
+                                     "multi-process contract form does not offer")
         except NotExpressible as why:
             notes[node] = str(why)
             continue
@@ -266,23 +342,32 @@ def contract_sites(module, taken_spans: list[tuple[int, int]], skip: set[int],
             line = module.source[module.line_starts[node.lineno - 1]:].split(b"\n", 1)[0]
             indent = " " * (len(line) - len(line.lstrip()))
         column = node.col_offset - 1 if site.decorator else node.col_offset
-        text = contract_text(site, module.jax, module.partial, source_of, indent, column)
+        jit = ACROSS_PROCESSES if multiprocess else f"{module.jax}.jit"
+        text = contract_text(site, jit, module.partial, source_of, indent, column)
         end = function.end_lineno if site.decorator else node.end_lineno
         contracts.append(Contract(site, span, text, range(node.lineno, end + 1)))
+    # With no pmap left faithful, a fallback finding elsewhere (in a caller) says so too.
+    contracted = {id(c.site.node) for c in contracts}
+    none_faithful = all(id(n) in contracted or id(n) in skip or any(
+        a <= module.span(n)[0] and module.span(n)[1] <= b for a, b in taken_spans)
+        for n, _ in found)
     kept, reasons = [], {}
     for finding in findings:
         owner = next((c for c in contracts if finding.line in c.lines
                       and finding.code in _FALLBACK_CODES), None)
         if owner is not None:  # the reason stays, under its code; the site is not faithful
-            finding = dataclasses.replace(finding, message=_contract_reason(finding.message))
             reasons.setdefault(id(owner.site.node), []).append(f"{finding.code}, line {finding.line}")
+        if owner is not None or (none_faithful and contracts and finding.code in _FALLBACK_CODES):
+            finding = dataclasses.replace(finding, message=_contract_reason(finding.message))
         kept.append(finding)
+    jit = f"`{ACROSS_PROCESSES}` ({_ACROSS_NOTE})" if multiprocess else "jax.jit"
     for contract in contracts:
         node = contract.site.node
         why = "; ".join(dict.fromkeys(reasons.get(id(node), []))) or \
             "its callers are not in this module, so their layouts are unknown"
         kept.append(Finding(CONTRACT, node.lineno, node.col_offset + 1, (
-            f"the pmap at line {node.lineno} migrated with pmap's calling contract: jax.jit over shard_map ({ADAPTER}) with in_specs {contract.site.in_specs}"
+            f"the pmap at line {node.lineno} migrated with pmap's calling contract: {jit} over "
+            f"shard_map ({ADAPTER}) with in_specs {contract.site.in_specs}"
             f" and out_specs {contract.site.out_specs}, on the first n devices (n: the mapped "
             "arguments' leading axis at the call, as pmap sizes it); its arguments and results "
             f"keep their device axis and its callers are unchanged (no global layout: {why})")))
@@ -290,6 +375,21 @@ def contract_sites(module, taken_spans: list[tuple[int, int]], skip: set[int],
 
 
 _FALLBACK_CODES = {f"PM60{i}" for i in range(1, 10)}
+_ACROSS_NOTE = ("jax.jit; with several processes each process passes and gets back its "
+                "host-local rows, and the mesh spans every process's devices")
+
+
+def _lowered(node: ast.AST, function: ast.AST, tree: ast.Module) -> bool:
+    """The module lowers this pmap ahead of time: `.lower` read on the pmap call itself, on the
+    decorated def's name, or on a name or attribute the pmap is assigned to."""
+    names = set()
+    if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) and node in function.decorator_list:
+        names.add(function.name)
+    for statement in ast.walk(tree):
+        if isinstance(statement, ast.Assign) and statement.value is node:
+            names.update(ast.unparse(t) for t in statement.targets)
+    return any(isinstance(n, ast.Attribute) and n.attr == "lower" and (
+        n.value is node or ast.unparse(n.value) in names) for n in ast.walk(tree))
 
 
 def _contract_reason(message: str) -> str:

@@ -13,7 +13,7 @@ import libcst as cst
 from transforms.codes.findings import Finding
 from transforms.codes.global_view import SITE
 from transforms.global_view.axes import MESH
-from transforms.global_view.contract import ADAPTER, CONTRACT_TEXT, MESH_OF_SIZE
+from transforms.global_view.contract import contract_functions_text
 from transforms.global_view.dataflow import CallerResult
 from transforms.global_view.hoist import hoist_local_sites, inline_key
 from transforms.global_view.module_info import ModuleInfo
@@ -138,7 +138,8 @@ def _is_docstring(statement) -> bool:
 
 
 def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult],
-                  global_sites: list[Site], findings: list[Finding], contract: bool = False):
+                  global_sites: list[Site], findings: list[Finding], contract: bool = False,
+                  multiprocess: bool = False):
     """The edited module `text` as libcst: each caller's mesh on entry, the `_mesh` function,
     local sites hoisted to module level (their PM600s say so), the imports the style
     names, and no `from jax import pmap` the global sites left unused. Returns (module,
@@ -151,9 +152,9 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
     texts = [MESH_FUNCTION_TEXT.format(functools=functools or "functools",
                                        name=module.mesh_function, jax=module.jax)
              ] if global_sites else []
-    if contract:  # the floor's two functions (contract.py)
-        texts.append(CONTRACT_TEXT.format(functools=functools or "functools", jax=module.jax,
-                                          mesh=MESH_OF_SIZE, adapter=ADAPTER))
+    if contract:  # the floor's functions (contract.py)
+        texts.append(contract_functions_text(multiprocess, functools=functools or "functools",
+                                             jax=module.jax))
     new_module = new_module.visit(MeshFunction("\n\n".join(texts),
                                                import_functools=functools is None))
     keys = [(s, hoist_key(s)) for s in global_sites]
@@ -170,7 +171,7 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
     if "NamedSharding(" in new_module.code:
         add_import(context, "jax.sharding", "NamedSharding")
     add_import(context, "jax.sharding", "PartitionSpec", "P")
-    if "multihost_utils.global_array_to_host_local_array(" in text:
+    if "multihost_utils.global_array_to_host_local_array(" in new_module.code:
         add_import(context, "jax.experimental", "multihost_utils")
     if module.jax == "jax" and "jax" not in module.imported:
         add_import(context, "jax")

@@ -105,11 +105,10 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     callers, results, blocked = decision.callers, decision.results, decision.blocked
     findings += fallback_findings(sites, blocked)
     global_sites = [s for s in sites if s.key not in blocked]
-    contracts = []
-    if not multiprocess:  # the floor: pmap's calling contract for what the analysis left
-        taken = [module.span(s.statement) for s in global_sites] + \
-            [module.span(s.built) for s in global_sites]
-        contracts, findings, _ = contract_sites(module, taken, barrier_pmaps, findings)
+    # The floor: pmap's calling contract for what the analysis left (contract.py).
+    taken = [module.span(s.statement) for s in global_sites] + \
+        [module.span(s.built) for s in global_sites]
+    contracts, findings, _ = contract_sites(module, taken, barrier_pmaps, findings, multiprocess)
     if not global_sites and not contracts:
         return GlobalResult(source, dedupe(findings))
     for caller in sorted(results) if multiprocess else ():
@@ -142,7 +141,7 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
                                     "a caller's edit and this site's edit overlap in a "
                                     "way the rewrite cannot join: the module stays faithful"))]))
     new_module, findings = finish_module(module.render(0, len(source), edits), module, results,
-                                         global_sites, findings, bool(contracts))
+                                         global_sites, findings, bool(contracts), multiprocess)
     layouts = tuple(FunctionLayout(c, r.layouts) for c, r in sorted(results.items()) if r.layouts)
     return GlobalResult(new_module.bytes, dedupe(findings), layouts,
                         tuple(s.key for s in global_sites))

@@ -1,5 +1,5 @@
 """PM607: a replicated stack whose value can differ between processes (it reads
-jax.process_index()) cannot be placed once with P(): the module keeps the faithful style."""
+jax.process_index()) cannot be placed once with P(): the site keeps pmap's contract (PM612)."""
 import functools
 
 import jax
