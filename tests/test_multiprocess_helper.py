@@ -17,7 +17,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
 
 from conftest import legacy_python_or_skip
 from transforms.pipeline import migrate_source

@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 import textwrap
 
-import numpy as np
 import pytest
 
 from conftest import ROOT, legacy_python_or_skip

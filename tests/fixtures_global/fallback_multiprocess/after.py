@@ -5,7 +5,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import AxisType, PartitionSpec as P
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 from jax.experimental import multihost_utils
 
 
@@ -53,38 +53,79 @@ def _per_device_shard_map(function, axis_name, in_specs, out_specs, static_argnu
 def _across_processes(per_device, **jit_options):
     """jax.jit(per_device), called as pmap is with several processes (jax.distributed): each
     process passes its host-local rows and gets its own rows back, and the program runs over
-    every process's devices. With one process, or under another trace, the jitted function."""
+    every process's devices; `.lower(...).compile()` too. With one process, or under another
+    trace, the jitted function itself."""
     program = jax.jit(per_device, **jit_options)
     axis_name, in_specs, out_specs, static_argnums = per_device.pmap_contract
 
-    def call(*args, **kwargs):
+    def one_process(args, kwargs):
         leaves = jax.tree.leaves((args, kwargs))
-        if jax.process_count() == 1 or any(isinstance(x, jax.core.Tracer) for x in leaves):
-            return program(*args, **kwargs)
+        return jax.process_count() == 1 or any(isinstance(x, jax.core.Tracer) for x in leaves)
+
+    def made_global(args, kwargs):
+        """The mesh of every process's devices, and the arguments as global arrays on it
+        (as shapes, where lowering is given shapes)."""
         mapped = [i for i in range(len(args)) if i not in static_argnums]
         specs = in_specs if isinstance(in_specs, tuple) else (in_specs,) * len(mapped)
         rows = jax.tree.leaves(([args[i] for i, s in zip(mapped, specs) if s != P()], kwargs))
         mesh = _pmap_mesh(rows[0].shape[0] * jax.process_count(), axis_name)
 
         def to_global(tree, spec):
-            tree = jax.tree.map(lambda x: x if isinstance(x, jax.Array)
-                                else jax.numpy.asarray(x), tree)
+            def leaf(x):
+                if isinstance(x, jax.ShapeDtypeStruct):
+                    size = x.shape[:1] if spec == P() else (x.shape[0] * jax.process_count(),)
+                    return jax.ShapeDtypeStruct(size + x.shape[1:], x.dtype,
+                                                sharding=NamedSharding(mesh, spec))
+                return x if isinstance(x, jax.Array) else jax.numpy.asarray(x)
+
+            tree = jax.tree.map(leaf, tree)
+            if any(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree.leaves(tree)):
+                return tree
             return multihost_utils.host_local_array_to_global_array(tree, mesh, spec)
 
         args = [to_global(a, specs[mapped.index(i)]) if i in mapped else a
                 for i, a in enumerate(args)]
-        out = program(*args, **to_global(kwargs, P(axis_name)))
-        return multihost_utils.global_array_to_host_local_array(out, mesh, out_specs)
+        return mesh, args, to_global(kwargs, P(axis_name))
+
+    def host_local(run):
+        """`run` (the program, or one compiled from it) called with host-local rows."""
+        def call(*args, **kwargs):
+            mesh, args, kwargs = made_global(args, kwargs)
+            out = run(*args, **kwargs)
+            return multihost_utils.global_array_to_host_local_array(out, mesh, out_specs)
+
+        return call
+
+    def call(*args, **kwargs):
+        if one_process(args, kwargs):
+            return program(*args, **kwargs)
+        return host_local(program)(*args, **kwargs)
 
     def lower(*args, **kwargs):
-        if jax.process_count() > 1:
-            raise NotImplementedError(
-                "AOT lowering of a migrated pmap with several processes: lower the jitted "
-                "program on global arrays (multihost_utils.host_local_array_to_global_array)")
-        return program.lower(*args, **kwargs)
+        if one_process(args, kwargs):
+            return program.lower(*args, **kwargs)
+        _, args, kwargs = made_global(args, kwargs)
+        return _HostLocal(program.lower(*args, **kwargs), host_local)
 
     call.lower = lower
     return functools.wraps(per_device)(call)
+
+
+class _HostLocal:
+    """A lowered or compiled program whose compiled form takes and returns host-local rows, as
+    pmap's did; its other attributes (as_text, cost_analysis, ...) are the program's."""
+
+    def __init__(self, stage, host_local):
+        self.stage, self.host_local = stage, host_local
+
+    def compile(self, *args, **kwargs):
+        return _HostLocal(self.stage.compile(*args, **kwargs), self.host_local)
+
+    def __call__(self, *args, **kwargs):
+        return self.host_local(self.stage)(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.stage, name)
 
 
 @functools.partial(_across_processes, donate_argnums=(0,))
