@@ -21,8 +21,10 @@ PROGRAMS = sorted(p.stem for p in CORPUS.glob("*.py"))
 def migrated_for_old_jax(tmp_path_factory):
     out = tmp_path_factory.mktemp("migrated_0_4_38")
     completed = subprocess.run(
-        [sys.executable, "-m", "migrator.cli", "apply", str(CORPUS), "--out-dir", str(out),
-         "--target-jax", "0.4.38"],
+        # The corpus programs themselves; corpus/real/ is checked by .ci/run (its nested
+        # pmaps need a human, PM206, so `apply` exits 1 there).
+        [sys.executable, "-m", "migrator.cli", "apply", *map(str, sorted(CORPUS.glob("*.py"))),
+         "--out-dir", str(out), "--target-jax", "0.4.38"],
         cwd=ROOT, capture_output=True, text=True,
     )
     assert completed.returncode == 0, completed.stderr
