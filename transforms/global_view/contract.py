@@ -10,12 +10,13 @@ bound methods, factories and pmaps passed around. What this needs is in `contrac
 pmap's options must be literals it can express, and the module single-process; anything
 else stays faithful, with the reason.
 
-The module gets `_pmap_mesh` and `_per_device_shard_map` once (CONTRACT_TEXT), about 40
-lines, instead of the faithful helper with pmap's argument checks and legacy messages.
+The module gets `_pmap_mesh` and `_per_device_shard_map` once (contract_text.py), about 40
+lines, instead of the faithful helper with pmap's argument checks and legacy messages. pmap's
+`devices=` is kept: the mesh is those devices, in their order.
 
 In a multi-process module (jax.distributed) pmap took each process's host-local rows, ran over
 every process's devices and gave each process its rows back. There `jax.jit` becomes
-`_across_processes` (MULTIPROCESS_TEXT): with several processes it makes the host-local
+`_across_processes` (contract_text.py): with several processes it makes the host-local
 arguments one global array over a mesh of every process's devices grouped by process (as pmap
 orders them), calls the jitted program and gives back the process's own rows; with one
 process, or under another trace, it is the jitted function itself; `.lower(...).compile()`
@@ -29,155 +30,13 @@ import dataclasses
 
 from transforms.codes.findings import Finding
 from transforms.codes.global_view import CONTRACT
+from transforms.global_view.contract_text import ACROSS_PROCESSES, ADAPTER
 from transforms.global_view.sites import PARTIAL, PMAP, dotted
 from transforms.global_view.step_text import LINE_LIMIT
 from transforms.global_view.values import DEFAULT_AXIS, quoted, tuple_text
 
-ADAPTER = "_per_device_shard_map"
-MESH_OF_SIZE = "_pmap_mesh"
-ACROSS_PROCESSES = "_across_processes"
-_OPTIONS = {"axis_name", "in_axes", "out_axes", "static_broadcasted_argnums", "donate_argnums"}
-
-CONTRACT_TEXT = '''@{functools}.cache
-def {mesh}(size, axis_name):
-    """The mesh pmap maps an axis of `size` over: the first `size` devices."""
-    devices = {jax}.devices()[:size]
-    return {jax}.make_mesh((size,), (axis_name,), devices=devices, axis_types=(AxisType.Auto,))
-
-
-@{functools}.lru_cache(maxsize=256)
-def {adapter}(function, axis_name, in_specs, out_specs, static_argnums=()):
-    """`function` with pmap's calling contract, for jax.jit: shard_map over the first n devices,
-    n the leading axis of the mapped arguments (jit traces once per n, as pmap compiled once
-    per size). `function` sees one device's row of each mapped argument (keyword arguments are
-    mapped too), and its results get the device axis back unless out_specs is P(). Cached, so
-    a site built again (in a function, a loop) reuses jit's compiled program, as pmap did."""
-    squeeze = lambda tree: {jax}.tree.map(lambda x: {jax}.lax.squeeze(x, (0,)), tree)
-
-    def call(*args, **kwargs):
-        static = {{i: args[i] for i in static_argnums}}
-        mapped = tuple(a for i, a in enumerate(args) if i not in static)
-        specs = in_specs if isinstance(in_specs, tuple) else (in_specs,) * len(mapped)
-
-        def one_device(mapped, kwargs):
-            rows = iter(a if s == P() else squeeze(a) for a, s in zip(mapped, specs))
-            every = [static[i] if i in static else next(rows) for i in range(len(args))]
-            out = function(*every, **squeeze(kwargs))
-            return out if out_specs == P() else {jax}.tree.map(
-                lambda x: {jax}.lax.expand_dims(x, (0,)), out)
-
-        leaves = {jax}.tree.leaves(([a for a, s in zip(mapped, specs) if s != P()], kwargs))
-        mesh = {mesh}(leaves[0].shape[0], axis_name)
-        return {jax}.shard_map(one_device, mesh=mesh, in_specs=(specs, P(axis_name)),
-                             out_specs=out_specs, check_vma=False)(mapped, kwargs)
-
-    return {functools}.wraps(function)(call)
-'''
-
-# Multi-process modules: the mesh may span every process, the adapter records its contract for
-# `_across_processes`, and `_across_processes` stands where one process has `jax.jit`.
-MULTIPROCESS_MESH = '''    """The mesh pmap maps an axis of `size` over: this process's first `size` devices, or for a
-    bigger size (several processes) every process's devices grouped by process, as pmap."""
-    devices = {jax}.local_devices()
-    if size > len(devices):
-        devices = [d for p in range({jax}.process_count()) for d in {jax}.local_devices(p)]
-    return {jax}.make_mesh((size,), (axis_name,), devices=devices[:size],
-                         axis_types=(AxisType.Auto,))
-'''
-RECORD = "    call.pmap_contract = (axis_name, in_specs, out_specs, static_argnums)\n"
-MULTIPROCESS_TEXT = '''
-
-def {across}(per_device, **jit_options):
-    """jax.jit(per_device), called as pmap is with several processes (jax.distributed): each
-    process passes its host-local rows and gets its own rows back, and the program runs over
-    every process's devices; `.lower(...).compile()` too. With one process, or under another
-    trace, the jitted function itself."""
-    program = {jax}.jit(per_device, **jit_options)
-    axis_name, in_specs, out_specs, static_argnums = per_device.pmap_contract
-
-    def one_process(args, kwargs):
-        leaves = {jax}.tree.leaves((args, kwargs))
-        return {jax}.process_count() == 1 or any(isinstance(x, {jax}.core.Tracer) for x in leaves)
-
-    def made_global(args, kwargs):
-        """The mesh of every process's devices, and the arguments as global arrays on it
-        (as shapes, where lowering is given shapes)."""
-        mapped = [i for i in range(len(args)) if i not in static_argnums]
-        specs = in_specs if isinstance(in_specs, tuple) else (in_specs,) * len(mapped)
-        rows = {jax}.tree.leaves(([args[i] for i, s in zip(mapped, specs) if s != P()], kwargs))
-        mesh = {mesh}(rows[0].shape[0] * {jax}.process_count(), axis_name)
-
-        def to_global(tree, spec):
-            def leaf(x):
-                if isinstance(x, {jax}.ShapeDtypeStruct):
-                    size = x.shape[:1] if spec == P() else (x.shape[0] * {jax}.process_count(),)
-                    return {jax}.ShapeDtypeStruct(size + x.shape[1:], x.dtype,
-                                                sharding=NamedSharding(mesh, spec))
-                return x if isinstance(x, {jax}.Array) else {jax}.numpy.asarray(x)
-
-            tree = {jax}.tree.map(leaf, tree)
-            if any(isinstance(x, {jax}.ShapeDtypeStruct) for x in {jax}.tree.leaves(tree)):
-                return tree
-            return multihost_utils.host_local_array_to_global_array(tree, mesh, spec)
-
-        args = [to_global(a, specs[mapped.index(i)]) if i in mapped else a
-                for i, a in enumerate(args)]
-        return mesh, args, to_global(kwargs, P(axis_name))
-
-    def host_local(run):
-        """`run` (the program, or one compiled from it) called with host-local rows."""
-        def call(*args, **kwargs):
-            mesh, args, kwargs = made_global(args, kwargs)
-            out = run(*args, **kwargs)
-            return multihost_utils.global_array_to_host_local_array(out, mesh, out_specs)
-
-        return call
-
-    def call(*args, **kwargs):
-        if one_process(args, kwargs):
-            return program(*args, **kwargs)
-        return host_local(program)(*args, **kwargs)
-
-    def lower(*args, **kwargs):
-        if one_process(args, kwargs):
-            return program.lower(*args, **kwargs)
-        _, args, kwargs = made_global(args, kwargs)
-        return _HostLocal(program.lower(*args, **kwargs), host_local)
-
-    call.lower = lower
-    return {functools}.wraps(per_device)(call)
-
-
-class _HostLocal:
-    """A lowered or compiled program whose compiled form takes and returns host-local rows, as
-    pmap's did; its other attributes (as_text, cost_analysis, ...) are the program's."""
-
-    def __init__(self, stage, host_local):
-        self.stage, self.host_local = stage, host_local
-
-    def compile(self, *args, **kwargs):
-        return _HostLocal(self.stage.compile(*args, **kwargs), self.host_local)
-
-    def __call__(self, *args, **kwargs):
-        return self.host_local(self.stage)(*args, **kwargs)
-
-    def __getattr__(self, name):
-        return getattr(self.stage, name)
-'''
-
-
-def contract_functions_text(multiprocess: bool, **names) -> str:
-    """The functions a module with contract sites gets (CONTRACT_TEXT), in their multi-process
-    form where the module is one."""
-    text = CONTRACT_TEXT
-    if multiprocess:
-        head, _, rest = text.partition('    """The mesh pmap maps an axis')
-        _, _, rest = rest.partition("axis_types=(AxisType.Auto,))\n")
-        text = head + MULTIPROCESS_MESH + rest
-        last = "    return {functools}.wraps(function)(call)\n"
-        text = text.replace(last, RECORD + last) + MULTIPROCESS_TEXT
-    return text.format(across=ACROSS_PROCESSES, mesh=MESH_OF_SIZE, adapter=ADAPTER, **names)
-
+_OPTIONS = {"axis_name", "in_axes", "out_axes", "static_broadcasted_argnums", "donate_argnums",
+            "devices"}
 
 class NotExpressible(Exception):
     """pmap options the contract form cannot write: the site stays faithful."""
@@ -193,6 +52,7 @@ class ContractSite:
     static: str | None  # source text of static_broadcasted_argnums
     donate: str | None  # source text of donate_argnums
     function: ast.AST | None = None  # the mapped function expression of a call
+    devices: str | None = None  # `tuple(...)` of the source text of devices=
 
 
 def contract_options(node: ast.AST, imported: dict[str, str], source_of) -> ContractSite:
@@ -214,9 +74,9 @@ def contract_options(node: ast.AST, imported: dict[str, str], source_of) -> Cont
     keywords = {k.arg: k.value for k in node.keywords}
     unknown = sorted(set(keywords) - _OPTIONS)
     if unknown:
-        raise NotExpressible(f"pmap option {', '.join(unknown)} (devices, backend, axis_size "
-                             "and global_arg_shapes pick the devices; the contract form runs "
-                             "on the first n devices)")
+        raise NotExpressible(f"pmap option {', '.join(unknown)} (backend, axis_size and "
+                             "global_arg_shapes pick the devices; the contract form runs on "
+                             "the first n devices, or those given with devices=)")
     axis_node = arguments[0] if arguments else keywords.get("axis_name")
     axis = source_of(axis_node) if axis_node is not None and not (
         isinstance(axis_node, ast.Constant) and axis_node.value is None) else quoted(DEFAULT_AXIS)
@@ -234,10 +94,14 @@ def contract_options(node: ast.AST, imported: dict[str, str], source_of) -> Cont
     if in_axes is None or (isinstance(in_axes, tuple) and all(a is None for a in in_axes)):
         raise NotExpressible("in_axes maps no argument (pmap sizes its mesh from one)")
     donate = keywords.get("donate_argnums")
+    devices = keywords.get("devices")
+    if isinstance(devices, ast.Constant) and devices.value is None:
+        devices = None
     return ContractSite(node, decorator, axis, in_specs, out_specs,
                         tuple_text([str(i) for i in static]) if static else None,
                         source_of(donate) if donate is not None else None,
-                        None if decorator else node.args[0])
+                        None if decorator else node.args[0],
+                        f"tuple({source_of(devices)})" if devices is not None else None)
 
 
 def _int_tuple(node, what: str) -> tuple[int, ...] | None:
@@ -275,6 +139,8 @@ def contract_text(site: ContractSite, jit: str, partial: str, source_of, indent:
     options = [f"in_specs={site.in_specs}", f"out_specs={site.out_specs}"]
     if site.static:
         options.append(f"static_argnums={site.static}")
+    if site.devices:
+        options.append(f"devices={site.devices}")
     jit_options = [f"static_argnums={site.static}"] if site.static else []
     if site.donate:
         jit_options.append(f"donate_argnums={site.donate}")
@@ -370,6 +236,10 @@ def contract_sites(module, taken_spans: list[tuple[int, int]], skip: set[int],
             continue
         try:
             site = contract_options(node, imported, source_of)
+            if site.devices and _may_be_none(node, tree):
+                raise NotExpressible("devices= is a parameter that defaults to None (pmap's "
+                                     "default devices), which the contract form cannot tell "
+                                     "apart from a list it is given")
         except NotExpressible as why:
             notes[node] = str(why)
             continue
@@ -396,6 +266,12 @@ def contract_sites(module, taken_spans: list[tuple[int, int]], skip: set[int],
             reasons.setdefault(id(owner.site.node), []).append(f"{finding.code}, line {finding.line}")
         if owner is not None or (none_faithful and contracts and finding.code in _FALLBACK_CODES):
             finding = dataclasses.replace(finding, message=_contract_reason(finding.message))
+        why_not = next((why for node, why in notes.items() if node.lineno == finding.line),
+                       None) if finding.code in _FALLBACK_CODES else None
+        if why_not is not None:  # the site stays faithful: say why the floor could not take it
+            finding = dataclasses.replace(finding, message=(
+                f"{finding.message}; nor can it keep pmap's calling contract without the "
+                f"helper: {why_not}"))
         kept.append(finding)
     jit = f"`{ACROSS_PROCESSES}` ({_ACROSS_NOTE})" if multiprocess else "jax.jit"
     for contract in contracts:
@@ -405,13 +281,40 @@ def contract_sites(module, taken_spans: list[tuple[int, int]], skip: set[int],
         kept.append(Finding(CONTRACT, node.lineno, node.col_offset + 1, (
             f"the pmap at line {node.lineno} migrated with pmap's calling contract: {jit} over "
             f"shard_map ({ADAPTER}) with in_specs {contract.site.in_specs}"
-            f" and out_specs {contract.site.out_specs}, on the first n devices (n: the mapped "
-            "arguments' leading axis at the call, as pmap sizes it); its arguments and results "
+            f" and out_specs {contract.site.out_specs}, " + (
+                f"on the devices given with devices= (`{contract.site.devices}`)"
+                if contract.site.devices else "on the first n devices (n: the mapped "
+                "arguments' leading axis at the call, as pmap sizes it)") +
+            "; its arguments and results "
             f"keep their device axis and its callers are unchanged (no global layout: {why})")))
     return contracts, kept, notes
 
 
 _FALLBACK_CODES = {f"PM60{i}" for i in range(1, 10)}
+
+
+def _may_be_none(node: ast.AST, tree: ast.Module) -> bool:
+    """The pmap's `devices=` is a name that is a parameter of its function with the default
+    None, never bound again there."""
+    devices = next((k.value for k in getattr(node, "keywords", ()) if k.arg == "devices"), None)
+    if not isinstance(devices, ast.Name):
+        return False
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) or \
+                not any(n is node for n in ast.walk(function)):
+            continue
+        arguments = function.args
+        positional = [*arguments.posonlyargs, *arguments.args]
+        defaults = dict(zip([a.arg for a in positional[len(positional) - len(arguments.defaults):]],
+                            arguments.defaults))
+        defaults.update({a.arg: d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults)
+                         if d is not None})
+        default = defaults.get(devices.id)
+        rebound = any(isinstance(n, ast.Name) and n.id == devices.id
+                      and isinstance(n.ctx, ast.Store) for n in ast.walk(function))
+        if isinstance(default, ast.Constant) and default.value is None and not rebound:
+            return True
+    return False
 _ACROSS_NOTE = ("jax.jit; with several processes each process passes and gets back its "
                 "host-local rows, and the mesh spans every process's devices")
 

@@ -9,11 +9,12 @@ import re
 import sys
 
 import libcst as cst
+import libcst.matchers as matchers
 
 from transforms.codes.findings import Finding
 from transforms.codes.global_view import SITE
 from transforms.global_view.axes import MESH
-from transforms.global_view.contract import contract_functions_text
+from transforms.global_view.contract_text import contract_functions_text
 from transforms.global_view.dataflow import CallerResult
 from transforms.global_view.hoist import hoist_local_sites, inline_key
 from transforms.global_view.module_info import ModuleInfo
@@ -82,7 +83,9 @@ class MeshOnEntry(cst.CSTTransformer):
 
 
 class MeshFunction(cst.CSTTransformer):
-    """The module's `_mesh(axis_name)`, once, above its first function or class."""
+    """The module's `_mesh(axis_name)` (and the contract functions), once, above its first
+    function or class, or above the first statement that uses them (a module-level
+    `step = jax.jit(_per_device_shard_map(...))` runs them at import)."""
 
     def __init__(self, text: str, import_functools: bool):
         super().__init__()
@@ -93,7 +96,10 @@ class MeshFunction(cst.CSTTransformer):
         body = list(updated.body)
         if self.import_functools:
             body = _with_functools(body)
-        at = next((i for i, s in enumerate(body) if isinstance(s, (cst.FunctionDef, cst.ClassDef))),
+        names = {s.name.value for s in self.statements
+                 if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
+        at = next((i for i, s in enumerate(body) if isinstance(s, (cst.FunctionDef, cst.ClassDef))
+                   or any(n.value in names for n in matchers.findall(s, matchers.Name()))),
                   len(body))
         first = self.statements[0]
         first = first.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()]) if at else first
@@ -138,11 +144,12 @@ def _is_docstring(statement) -> bool:
 
 
 def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult],
-                  global_sites: list[Site], findings: list[Finding], contract: bool = False,
-                  multiprocess: bool = False):
+                  global_sites: list[Site], findings: list[Finding],
+                  contract: frozenset[str] | None = None):
     """The edited module `text` as libcst: each caller's mesh on entry, the `_mesh` function,
     local sites hoisted to module level (their PM600s say so), the imports the style
-    names, and no `from jax import pmap` the global sites left unused. Returns (module,
+    names, the contract functions with the features `contract` names (None: no site keeps
+    pmap's contract), and no `from jax import pmap` the global sites left unused. Returns (module,
     findings)."""
     new_module = cst.parse_module(text.encode("utf-8"))
     new_module = new_module.visit(MeshOnEntry({c: r.axis for c, r in results.items()},
@@ -152,8 +159,8 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
     texts = [MESH_FUNCTION_TEXT.format(functools=functools or "functools",
                                        name=module.mesh_function, jax=module.jax)
              ] if global_sites else []
-    if contract:  # the floor's functions (contract.py)
-        texts.append(contract_functions_text(multiprocess, functools=functools or "functools",
+    if contract is not None:  # the floor's functions, with the features its sites use
+        texts.append(contract_functions_text(contract, functools=functools or "functools",
                                              jax=module.jax))
     new_module = new_module.visit(MeshFunction("\n\n".join(texts),
                                                import_functools=functools is None))

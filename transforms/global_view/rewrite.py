@@ -109,6 +109,11 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
     taken = [module.span(s.statement) for s in global_sites] + \
         [module.span(s.built) for s in global_sites]
     contracts, findings, _ = contract_sites(module, taken, barrier_pmaps, findings, multiprocess)
+    # What the contract functions need (contract_text.py); None: the module has no such site.
+    contract_features = frozenset(
+        ({"multiprocess"} if multiprocess else set())
+        | ({"devices"} if any(c.site.devices for c in contracts) else set())
+    ) if contracts else None
     if not global_sites and not contracts:
         return GlobalResult(source, dedupe(findings))
     for caller in sorted(results) if multiprocess else ():
@@ -141,7 +146,7 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
                                     "a caller's edit and this site's edit overlap in a "
                                     "way the rewrite cannot join: the module stays faithful"))]))
     new_module, findings = finish_module(module.render(0, len(source), edits), module, results,
-                                         global_sites, findings, bool(contracts), multiprocess)
+                                         global_sites, findings, contract_features)
     layouts = tuple(FunctionLayout(c, r.layouts) for c, r in sorted(results.items()) if r.layouts)
     return GlobalResult(new_module.bytes, dedupe(findings), layouts,
                         tuple(s.key for s in global_sites))

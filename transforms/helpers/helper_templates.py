@@ -58,12 +58,19 @@ def helper_text(
         raise ValueError(f"templates/{name.lstrip('_')}.py has no line {MARKER_LINE!r}")
     text = text[start:]
 
+    return resolve_blocks(text, target, features, f"templates/{name.lstrip('_')}.py")
+
+
+def resolve_blocks(text: str, target: TargetJax, features: frozenset[str], where: str) -> str:
+    """`text` with each `# pmap-migrate: if ...` block resolved for `target` and `features`
+    (`where` names the text in errors)."""
+
     def resolve(block: re.Match[str]) -> str:
         if block["features"]:
             terms = [(term.startswith("not "), term.removeprefix("not "))
                      for term in block["features"].split(" and ")]
             if {feature for _, feature in terms} - FEATURES:
-                raise ValueError(f"templates/{name.lstrip('_')}.py: {block['features']}: unknown")
+                raise ValueError(f"{where}: {block['features']}: unknown")
             chosen = all((feature in features) != negated for negated, feature in terms)
         else:
             chosen = target >= TargetJax.parse(block["version"])
@@ -71,5 +78,5 @@ def helper_text(
 
     text = _BLOCK.sub(resolve, text)
     if "# pmap-migrate: if" in text or "# pmap-migrate: else" in text:
-        raise ValueError(f"templates/{name.lstrip('_')}.py: an unclosed block")
+        raise ValueError(f"{where}: an unclosed block")
     return text

@@ -1,5 +1,5 @@
-"""PM602: devices= a sub-list runs the site on fewer devices than the caller's mesh, and
-backend= picks a platform the default mesh may not be on: both stay faithful."""
+"""PM602: devices= a sub-list runs the site on fewer devices than the caller's mesh (it keeps
+pmap's contract on those devices, PM612), and backend= picks a platform: it stays faithful."""
 import jax
 import jax.numpy as jnp
 import numpy as np
