@@ -9,7 +9,6 @@ import re
 import sys
 
 import libcst as cst
-import libcst.matchers as matchers
 
 from transforms.codes.findings import Finding
 from transforms.codes.global_view import SITE
@@ -99,14 +98,29 @@ class MeshFunction(cst.CSTTransformer):
         names = {s.name.value for s in self.statements
                  if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
         at = next((i for i, s in enumerate(body) if isinstance(s, (cst.FunctionDef, cst.ClassDef))
-                   or any(n.value in names for n in matchers.findall(s, matchers.Name()))),
-                  len(body))
+                   or _names_in(s) & names), len(body))
         first = self.statements[0]
         first = first.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()]) if at else first
         moved = body[at].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(),
                                                       *_comments(body[at])]) if at < len(body) else None
         rest = [moved, *body[at + 1:]] if moved is not None else []
         return updated.with_changes(body=[*body[:at], first, *self.statements[1:], *rest])
+
+
+class _Names(cst.CSTVisitor):
+    def __init__(self):
+        super().__init__()
+        self.found: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.found.add(node.value)
+
+
+def _names_in(statement: cst.CSTNode) -> set[str]:
+    """The names a statement reads or binds (not the words in its strings)."""
+    visitor = _Names()
+    statement.visit(visitor)
+    return visitor.found
 
 
 def _with_functools(body: list) -> list:
