@@ -126,13 +126,15 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMix
         values it reads back to pmap's stacked layout (no edit, leading axis the device
         count), and the function is analysed again, until nothing more can be kept stacked."""
         keep: frozenset = frozenset()
+        first = None  # what failed before any value was kept stacked: the cause to report
         while True:
             try:
                 return self._fresh(keep)._modes()
             except Blocker as blocker:
+                first = first or blocker
                 more = blocker.origins - keep
                 if self.depth or not self.stacked_arguments or not more or len(keep) > 64:
-                    raise
+                    raise first if first.code != blocker.code else blocker from None
                 keep |= more
 
     def _fresh(self, keep: frozenset) -> "CallerAnalysis":

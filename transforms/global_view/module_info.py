@@ -38,6 +38,8 @@ class ModuleInfo:
         self.callers: set[str] = set()  # set once the callers are known
         self.sites: dict = {}  # every site of the module, by key (set by the driver)
         self.under_other_mesh: set[str] = set()  # sites run on another axis's mesh (axes.py)
+        # Producer call id -> why the multi-process analysis keeps its value in pmap's layout.
+        self.process_stacked: dict[int, str] = {}
         self._taken = module_names(tree)  # what a new module-level name must not shadow
         self.mesh_function = self.fresh(MESH_FUNCTION)
         self.loads: dict[str, int] = {}

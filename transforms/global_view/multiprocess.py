@@ -8,10 +8,13 @@ devices (`jax.device_count()`, as in one process) and these edits in the callers
   and becomes one global array at the step call with
   `jax.make_array_from_process_local_data(NamedSharding(mesh, P(axis)), local_batch)`;
 - a replicated value is placed with `jax.device_put(value, P())`. That is exact only when every
-  process places the same value, so a value that can differ between processes (it reads
+  process places the same value, so a stack whose value can differ between processes (it reads
   `jax.process_index()`, a device's `process_index`, a clock, the global numpy / stdlib random
   state, the environment, a parameter, or a module function or name that does; see
-  process_dependence.py) keeps the function faithful (PM607), never a guess;
+  process_dependence.py) keeps pmap's stacked layout instead (PM611): each process's own rows,
+  made global at the call with `multihost_utils.host_local_array_to_global_array` (on the
+  buffers they have, so a donated stack is consumed as pmap consumed it) and squeezed in the
+  body; where it cannot, the function keeps pmap's contract (PM607), never a guess;
 - replicated results are fully replicated global arrays: host reads stay plain reads;
 - per-device results (out_specs P(axis)) are global arrays of every process's rows, so they
   are turned back into the process's own rows at the call with
@@ -40,6 +43,7 @@ from transforms.global_view.values import (
     MESH_PLACEHOLDER,
     REPLICATED_OUT,
     STACKED_OUT,
+    STACKED_SPEC,
     Kind,
     placed,
 )
@@ -128,7 +132,9 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
     # batches stay host-local until the step's call makes them global.
     merge_outputs = False
     per_device_scalars = False
-    stacked_arguments = False  # a host-local stack is not yet made one global array here
+    # A stack (pmap's layout, leading axis the local device count) is the process's own rows,
+    # made one global array at the step's call, as a batch is; the body squeezes its row.
+    stacked_arguments = True
     batches_placed = False
 
     def __init__(self, function, sites, module, parameters=None, depth=0):
@@ -167,8 +173,14 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
     # -- producers ------------------------------------------------------------------------
     def producer(self, call: ast.Call, name: str) -> Kind | None:
         kind = super().producer(call, name)
-        if kind is not None and kind.tag == "repl":
-            self._same_on_every_process(call)
+        if kind is not None and kind.tag == "repl" and id(call) not in self.keep_stacked:
+            differing = self._differing(call)
+            if differing is not None:  # it may stay each process's own rows: pmap's layout
+                self.module.process_stacked[id(call)] = (
+                    f"`{shorten(ast.unparse(call))}` (line {call.lineno}) is replicated in the "
+                    f"original, but `{ast.unparse(differing)}` can differ between processes, so "
+                    "each process's own rows are kept rather than one value placed with P()")
+                self._same_on_every_process(call, origins=frozenset({id(call)}))
             text = self.render(call)
             if not text.startswith(f"{self.module.jax}.device_put("):
                 self._edit(call, placed(self.module.jax, text, "P()"))
@@ -177,8 +189,19 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
     def placed_batch(self, text: str) -> str:
         return text  # host-local rows; made global where the step is called
 
-    def _same_on_every_process(self, node, what="is replicated in the original") -> None:
-        """`device_put(value, P())` assumes every process passes the same value."""
+    def _same_on_every_process(self, node, what="is replicated in the original",
+                               origins: frozenset = frozenset()) -> None:
+        """`device_put(value, P())` assumes every process passes the same value. `origins`:
+        the producers that may keep pmap's stacked layout instead (dataflow.run)."""
+        child = self._differing(node)
+        if child is not None:
+            raise Blocker(UNAVAILABLE, node, f"`{ast.unparse(node)}` {what}, but "
+                          f"`{ast.unparse(child)}` can differ between "
+                          "processes, so one value placed with P() is not proven: kept "
+                          "in the faithful style (multi-process)", origins=origins)
+
+    def _differing(self, node) -> ast.AST | None:
+        """The first part of `node` whose value can differ between processes, or None."""
         for child in ast.walk(node):
             if isinstance(child, ast.Call) and dotted(child.func, self.module.imported) in (
                     DEVICE_COUNT | DEVICES):
@@ -190,10 +213,11 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                     and self.kinds[child.id].tag == "repl":
                 continue  # already placed, the same everywhere
             if self.dependence._source(child, self.tainted):
-                raise Blocker(UNAVAILABLE, node, f"`{ast.unparse(node)}` {what}, but "
-                              f"`{ast.unparse(child)}` can differ between "
-                              "processes, so one value placed with P() is not proven: kept "
-                              "in the faithful style (multi-process)")
+                return child
+        return None
+
+    def kept_stacked_reason(self, producer) -> str | None:
+        return self.module.process_stacked.get(id(producer))
 
     # -- the step -------------------------------------------------------------------------
     def site_call(self, call: ast.Call, site: Site) -> Kind:
@@ -213,7 +237,8 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
         kind = super().site_call(call, site)
         mode, specs = self.modes[site.key], self.specs[site.key]
         if getattr(site, "static", ()) or mode not in (REPLICATED_OUT, STACKED_OUT) or any(
-                spec not in ("P()", f"P({AXIS_PLACEHOLDER})") for spec in specs):
+                spec.replace(STACKED_SPEC, "") not in ("P()", f"P({AXIS_PLACEHOLDER})")
+                for spec in specs):
             raise Blocker(UNAVAILABLE, call,
                           f"{site.label} has static arguments, mapped axes other "
                           "than 0 or results of mixed layouts: not handled in multi-process "
@@ -228,7 +253,13 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                         argument, "is given to every device (in_axes None) in the original")
                     if self.eval(argument).tag != "repl":
                         text = placed(jax, text, "P()")
-            else:
+            elif STACKED_SPEC in spec:
+                # A stack: the process's own rows, one per local device. Made global on the
+                # buffers it has where it is already spread over them (a step's result), so a
+                # donated stack is consumed as pmap consumed it.
+                text = (f"multihost_utils.host_local_array_to_global_array({text}, "
+                        f"{MESH_PLACEHOLDER}, P({AXIS_PLACEHOLDER}))")
+            else:  # a batch: the process's own rows, merged
                 text = (f"{jax}.make_array_from_process_local_data("
                         f"NamedSharding({MESH_PLACEHOLDER}, {spec}), {text})")
             arguments.append(text)
@@ -239,9 +270,11 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
             # The process's own rows of every per-device result, as pmap returned them.
             inner = _call_text(self.render(call.func), arguments, indent + "    ",
                                len(indent) + 4, 1)
-            text = _call_text("multihost_utils.global_array_to_host_local_array",
-                              [inner, MESH_PLACEHOLDER, f"P({AXIS_PLACEHOLDER})"], indent,
-                              call.col_offset, tail)
+            outer = [inner, MESH_PLACEHOLDER, f"P({AXIS_PLACEHOLDER})"]
+            function = "multihost_utils.global_array_to_host_local_array"
+            text = _call_text(function, outer, indent, call.col_offset, tail) \
+                if "\n" not in inner else \
+                f"{function}(\n" + "".join(f"{indent}    {a},\n" for a in outer) + f"{indent})"
         else:
             text = _call_text(self.render(call.func), arguments, indent, call.col_offset,
                               tail)
@@ -289,8 +322,8 @@ def process_idiom_findings(function: ast.FunctionDef, module) -> list[tuple[ast.
                 and len(node.args) == 2 and mentions(node.args[1]):
             found.append((node, "per-process RNG", (
                 "each process still draws its own stream; what it draws stays host-local "
-                "(a batch's rows), and a replicated value built from it keeps its function "
-                "faithful (PM607)")))
+                "(a batch's rows), and a value it makes differ between processes keeps pmap's "
+                "stacked layout, each process's own rows (PM611)")))
         elif isinstance(node, ast.Subscript) and mentions(node.slice) or (
                 isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr == "shard" and any(mentions(a) for a in node.args)):

@@ -192,7 +192,8 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
     if "NamedSharding(" in new_module.code:
         add_import(context, "jax.sharding", "NamedSharding")
     add_import(context, "jax.sharding", "PartitionSpec", "P")
-    if "multihost_utils.global_array_to_host_local_array(" in new_module.code:
+    if re.search(r"multihost_utils\.(global_array_to_host_local|host_local_array_to_global)_array\(",
+                 new_module.code):
         add_import(context, "jax.experimental", "multihost_utils")
     if module.jax == "jax" and "jax" not in module.imported:
         add_import(context, "jax")

@@ -239,9 +239,16 @@ class SiteCallsMixin:
                                       f"the body): {self._stacked_reason(argument)}")
         return f"P({AXIS_PLACEHOLDER}){STACKED_SPEC}"
 
+    def kept_stacked_reason(self, producer) -> str | None:
+        """Why the analysis kept `producer`'s value in pmap's layout, if it says (the
+        multi-process analysis: a value that can differ between processes)."""
+        return None
+
     def _stacked_reason(self, argument) -> str:
         """Why a stacked argument has no global layout, naming its producer and line."""
         producer = self.producers.get(argument.id) if isinstance(argument, ast.Name) else argument
+        if self.kept_stacked_reason(producer) is not None:
+            return self.kept_stacked_reason(producer)
         if isinstance(producer, ast.Call) and self.qualified(producer.func) in AS_ARRAY \
                 and len(producer.args) == 1:  # np.asarray(x): x's reason
             return self._stacked_reason(producer.args[0])

@@ -158,8 +158,12 @@ def _multiline(module: ModuleInfo, value, edits: dict, indent: str, whole_axis: 
             opening, closing = "{", "}"
         text = opening + "\n" + "".join(f"{inner}{line},\n" for line in lines) + indent + closing
     elif (start, end) in edits and whole_axis is not None:
-        text = (f"{module.jax}.tree.map(\n{inner}lambda y: {module.numpy}.expand_dims(y, "
-                f"{whole_axis}), {_argument_text(module, value)}\n{indent})")
+        expand = f"lambda y: {module.numpy}.expand_dims(y, {whole_axis})"
+        argument = _argument_text(module, value)
+        if len(inner) + len(expand) + len(argument) + 2 <= LINE_LIMIT or "\n" in argument:
+            text = f"{module.jax}.tree.map(\n{inner}{expand}, {argument}\n{indent})"
+        else:  # the results on a line of their own
+            text = f"{module.jax}.tree.map(\n{inner}{expand},\n{inner}{argument},\n{indent})"
     else:
         return None
     return text

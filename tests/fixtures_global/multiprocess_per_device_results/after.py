@@ -18,7 +18,8 @@ def _mesh(axis_name):
 
 def _scale(x, w):
     return jax.tree.map(
-        lambda y: jnp.expand_dims(y, 0), (jnp.tanh(x @ w) + jax.lax.axis_index("i"), jax.lax.psum(jnp.sum(x), "i"))
+        lambda y: jnp.expand_dims(y, 0),
+        (jnp.tanh(x @ w) + jax.lax.axis_index("i"), jax.lax.psum(jnp.sum(x), "i")),
     )
 
 
