@@ -127,8 +127,9 @@ def {across}(per_device, **jit_options):
 # pmap-migrate: if multiprocess
 
     def one_process(args, kwargs):
-        leaves = {jax}.tree.leaves((args, kwargs))
-        return {jax}.process_count() == 1 or any(isinstance(x, {jax}.core.Tracer) for x in leaves)
+        if {jax}.process_count() == 1:
+            return True
+        return any(isinstance(x, {jax}.core.Tracer) for x in {jax}.tree.leaves((args, kwargs)))
 
     def made_global(args, kwargs):
         """The mesh of every process's devices, and the arguments as global arrays on it

@@ -59,8 +59,9 @@ def _across_processes(per_device, **jit_options):
     axis_name, in_specs, out_specs, static_argnums = per_device.pmap_contract
 
     def one_process(args, kwargs):
-        leaves = jax.tree.leaves((args, kwargs))
-        return jax.process_count() == 1 or any(isinstance(x, jax.core.Tracer) for x in leaves)
+        if jax.process_count() == 1:
+            return True
+        return any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args, kwargs)))
 
     def made_global(args, kwargs):
         """The mesh of every process's devices, and the arguments as global arrays on it
