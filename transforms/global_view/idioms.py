@@ -234,16 +234,18 @@ class IdiomsMixin:
 
     _rows: dict = {}
 
-    def _replicated(self, text: str, value: ast.AST) -> str:
+    def _replicated(self, text: str, value: ast.AST, tree: bool = True) -> str:
         """A replicated placement (`device_put_replicated`, flax `replicate`): `P()`, of a
         copy when a step of the module donates and `value` may be the user's own array (the
         original's replicas were copies, so donating them never deleted it). The copy is
         spelled out: `device_put(x, P(), may_alias=False)` of an array on one device (a
         module constant, a value made before the mesh) reuses its buffer there on jax 0.10.2,
-        and the donating step then deleted `x`."""
+        and the donating step then deleted `x`. `tree`: `value` may be a pytree (else one
+        array, copied with `jnp.copy` itself)."""
         jax = self.module.jax
         if self.module.donating and not self._made_here(value):
-            text = f"{jax}.tree.map({self.module.numpy}.copy, {text})"
+            text = f"{jax}.tree.map({self.module.numpy}.copy, {text})" if tree \
+                else f"{self.module.numpy}.copy({text})"
         return placed(jax, text, "P()")
 
     def _made_here(self, value: ast.AST) -> bool:
@@ -287,7 +289,7 @@ class IdiomsMixin:
                 return text
             return f"{self.module.jax}.tree.map({numpy}.asarray, {text})" if tree \
                 else f"{numpy}.asarray({text})"
-        return self._replicated(text, value)
+        return self._replicated(text, value, tree)
 
     def placed_batch(self, text: str) -> str:
         """A merged batch placed where the original placed its rows (`shard`,
