@@ -119,6 +119,10 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMix
     # (0, 0, ...), so a replicated state can loop while a per-device result stays stacked.
     split_results = False
     keep_stacked: frozenset = frozenset()  # producer calls (ids) left in pmap's layout
+    # When keeping values stacked does not rescue the function: report what failed first (the
+    # cause) rather than the last attempt's blocker. Off where the fixpoint demotes one site
+    # by the last blocker's site (single-process modules).
+    report_first_cause = False
 
     # -- driver ---------------------------------------------------------------------------
     def run(self) -> CallerResult:
@@ -126,7 +130,7 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMix
         values it reads back to pmap's stacked layout (no edit, leading axis the device
         count), and the function is analysed again, until nothing more can be kept stacked."""
         keep: frozenset = frozenset()
-        first = None  # what failed before any value was kept stacked: the cause to report
+        first = None  # what failed before any value was kept stacked
         while True:
             try:
                 return self._fresh(keep)._modes()
@@ -134,7 +138,9 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMix
                 first = first or blocker
                 more = blocker.origins - keep
                 if self.depth or not self.stacked_arguments or not more or len(keep) > 64:
-                    raise first if first.code != blocker.code else blocker from None
+                    if self.report_first_cause and first.code != blocker.code:
+                        raise first from None
+                    raise
                 keep |= more
 
     def _fresh(self, keep: frozenset) -> "CallerAnalysis":

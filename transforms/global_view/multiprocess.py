@@ -135,6 +135,7 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
     # A stack (pmap's layout, leading axis the local device count) is the process's own rows,
     # made one global array at the step's call, as a batch is; the body squeezes its row.
     stacked_arguments = True
+    report_first_cause = True  # no per-site demotion here: the cause is the better finding
     batches_placed = False
 
     def __init__(self, function, sites, module, parameters=None, depth=0):
