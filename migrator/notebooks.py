@@ -313,15 +313,15 @@ def _run_pipeline(
         raise CellFailed("PM001", f"syntax error: {error.message}", line, error.raw_column + 1)
     except RecursionError:
         raise CellFailed("PM005", "cell too deeply nested for the parser") from None
-    statements = wrapper.module.body
+    top = wrapper.module.body
     header = 0
-    while header < len(statements) and _is_header_statement(statements[header]):
+    while header < len(top) and _is_header_statement(top[header]):
         header += 1
     lines = [c + n for c, n in split(body)]
     context_lines: list[str] = []
     insert_at = len(lines)  # 0-based index of the first line of the first non-header statement
-    if header < len(statements):
-        first = statements[header]
+    if header < len(top):
+        first = top[header]
         decorators = getattr(first, "decorators", ())
         insert_at = positions[decorators[0] if decorators else first].start.line - 1
         context_lines = _context_lines(context, keep, tag, own_imports)
