@@ -163,9 +163,9 @@ def _helper_texts() -> list[tuple[str, str]]:
 @pytest.mark.parametrize("newline", ["\n", "\r\n"])
 @pytest.mark.parametrize("indent", ["    ", "  ", "\t"])
 def test_printed_helper_is_libcsts_codegen(name, text, newline, indent):
-    from transforms.module_helpers import _helper_statements, printed_helper
+    from transforms.module_helpers import helper_statements, printed_helper
 
-    statements = _helper_statements(text, newline)
+    statements = helper_statements(text, newline)
     expected = cst.Module(body=statements, default_newline=newline, default_indent=indent).code
     assert printed_helper(text, newline, indent) == expected
 

@@ -98,7 +98,7 @@ def insert_helpers(
         if as_text:
             new_statements.append(_helper_text(text, module.default_newline, module.default_indent))
         else:
-            new_statements.extend(_helper_statements(text, module.default_newline))
+            new_statements.extend(helper_statements(text, module.default_newline))
     statements = list(module.body)
     if index < len(statements):
         following = statements[index]
@@ -111,7 +111,7 @@ def insert_helpers(
 
 
 @functools.lru_cache(maxsize=64)
-def _helper_statements(text: str, newline: str) -> tuple[cst.BaseStatement, ...]:
+def helper_statements(text: str, newline: str) -> tuple[cst.BaseStatement, ...]:
     """A helper's statements, marker comment first; parsed once per process (nodes are
     immutable, so every module can share them)."""
     parsed = cst.parse_module(text.replace("\n", newline))
@@ -124,7 +124,7 @@ def _helper_statements(text: str, newline: str) -> tuple[cst.BaseStatement, ...]
 @dataclasses.dataclass(frozen=True)
 class HelperText(cst.BaseStatement):
     """A helper's statements as the code they print, for a module that is only turned into
-    code: `code` is what codegen of `_helper_statements` prints at the top level of a module
+    code: `code` is what codegen of `helper_statements` prints at the top level of a module
     with the same newline and indentation, so the output is byte for byte the same. Codegen of
     the ~200 lines of helpers in every migrated file was more than half of its output's codegen.
     Never seen by a rule, a visitor or libcst's codemod (transforms/codemod.py inserts the
@@ -145,16 +145,16 @@ def _helper_text(text: str, newline: str, indent: str) -> HelperText:
 
 
 def printed_helper(text: str, newline: str, indent: str) -> str:
-    """What the statements of `_helper_statements(text, newline)` print at the top level of a
+    """What the statements of `helper_statements(text, newline)` print at the top level of a
     module indented with `indent`. A helper's text is a marker comment line followed by a
     `def` and written with 4-space indentation; libcst prints its parse unchanged, so in a
-    4-space module it is the text itself after the two blank lines `_helper_statements` puts
+    4-space module it is the text itself after the two blank lines `helper_statements` puts
     before the marker (tests/test_traversal.py checks every helper against libcst's codegen).
     Parsing and printing a helper costs each worker process ~50 ms."""
     marker, _, rest = text.partition("\n")
     if indent == "    " and marker.startswith("#") and rest.startswith("def "):
         return newline * 2 + text.replace("\n", newline)
-    statements = _helper_statements(text, newline)
+    statements = helper_statements(text, newline)
     return cst.Module(body=statements, default_newline=newline, default_indent=indent).code
 
 

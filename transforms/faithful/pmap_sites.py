@@ -38,7 +38,7 @@ from transforms.helpers.nested_pmap_helper import NESTED_HELPER_NAME, nested_hel
 from transforms.helpers.pmap_compat_helper import COMPAT_HELPER_NAME, compat_helper_source
 from transforms.helpers.runtime_helper import HELPER_MARKER, HELPER_NAME
 from transforms.imports import RuleContext, add_import, remove_import
-from transforms.module_helpers import _helper_statements, request_helper
+from transforms.module_helpers import helper_statements, request_helper
 from transforms.reading.pmap_bindings import PmappedNames
 from transforms.reading.snippets import find_all, one_line
 from transforms.reporting import ReportingTransformer
@@ -169,7 +169,7 @@ class PmapToShardMap(SiteRewrite, NestedSites, ValueUses, ReportingTransformer):
         request_helper(self.context, HELPER_NAME, text)
         if not existing or features_of(text) <= have:
             return module
-        new = _helper_statements(text, module.default_newline)[0]
+        new = helper_statements(text, module.default_newline)[0]
         return module.with_changes(body=[
             new.with_changes(leading_lines=s.leading_lines)
             if isinstance(s, cst.FunctionDef) and s.name.value == HELPER_NAME else s
