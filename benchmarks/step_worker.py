@@ -237,6 +237,9 @@ SETUPS = {
 GLOBAL_SETUPS = {
     "train_step_pmean_donate": _setup_global_train_step_pmean_donate,
     "numpy_batch_training_loop": _setup_global_numpy_batch_training_loop,
+    # Sites on pmap's calling contract (PM612) take what pmap took: the original's setup.
+    "class_held_step": _setup_class_held_step,
+    "multiproc_big_vision_style": _setup_multiproc_big_vision_style,
 }
 
 
