@@ -172,6 +172,24 @@ def _setup_multiproc_big_vision_style(module):
     return step
 
 
+def _setup_multiproc_acme_learner(module):
+    """The acme learner's step as its run() calls it: a class-held pmap with devices= over
+    the learner's state and a fresh host batch (one process here)."""
+    import jax
+    import numpy as np
+
+    learner = module.Learner(seed=11)
+    n = jax.local_device_count()
+    obs = np.random.RandomState(0).normal(size=(n, 4, 3)).astype(np.float32)
+    batch = {"obs": obs, "reward": obs.sum(-1)}
+
+    def step():
+        learner.step(batch)
+        return learner._state
+
+    return step
+
+
 def _setup_global_train_step_pmean_donate(module):
     """The --style global migration of train_step_pmean_donate: unstacked params placed on
     the module's mesh and merged batches, as its run() makes them."""
@@ -231,6 +249,7 @@ SETUPS = {
     "train_step_pmean_donate": _setup_train_step_pmean_donate,
     "class_held_step": _setup_class_held_step,
     "multiproc_big_vision_style": _setup_multiproc_big_vision_style,
+    "multiproc_acme_learner": _setup_multiproc_acme_learner,
     "numpy_batch_training_loop": _setup_numpy_batch_training_loop,
 }
 # --style global: the migrated side's inputs have no device axis.
@@ -240,6 +259,7 @@ GLOBAL_SETUPS = {
     # Sites on pmap's calling contract (PM612) take what pmap took: the original's setup.
     "class_held_step": _setup_class_held_step,
     "multiproc_big_vision_style": _setup_multiproc_big_vision_style,
+    "multiproc_acme_learner": _setup_multiproc_acme_learner,
 }
 
 
