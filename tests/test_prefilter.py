@@ -195,6 +195,7 @@ def project_sources() -> list[Path]:
     return files
 
 
+@pytest.mark.slow  # reads every file of the project (40 s); .ci/run runs it
 def test_every_fixture_corpus_program_and_project_file():
     passed = 0
     for path in project_sources():

@@ -12,6 +12,8 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from conftest import ROOT, legacy_python_or_skip
 from equivalence.check import CheckOptions, check, exit_code
 
@@ -92,6 +94,7 @@ def roots(tmp_path, original, migrated):
     return tmp_path / "original", tmp_path / "migrated"
 
 
+@pytest.mark.slow  # a minute each: waits out stalls; .ci/run runs it
 def test_a_stalled_side_is_a_harness_stall_never_a_difference(tmp_path):
     original, migrated = roots(tmp_path, FINE, STALLING)
     entries = ["prog:aborts", "prog:hangs", "prog:fine"]
@@ -146,6 +149,7 @@ def test_stalls_in_text_json_and_junit_reports(tmp_path):
     assert not list(suite.iter("failure"))
 
 
+@pytest.mark.slow  # a minute each: waits out stalls; .ci/run runs it
 def test_legacy_runtime_stall_is_recognised_and_the_pool_size_cures_it(tmp_path):
     """The real thing under jax 0.4.38 at 8 devices: with XLA's default pool the loop deadlocks
     (the runtime warns every 5 s and never returns); with the harness's pool it completes."""
