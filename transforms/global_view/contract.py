@@ -7,8 +7,8 @@ None), the mesh is the first n devices with n the mapped arguments' leading axis
 results get the device axis back (out_axes 0) or come back unstacked (out_axes None). The
 callers are not touched, so this holds for callers in other modules, values of unknown layout,
 bound methods, factories and pmaps passed around. What this needs is in `contract_options`:
-pmap's options must be literals it can express, and the module single-process; anything
-else stays faithful, with the reason.
+pmap's options must be literals it can express; anything else stays faithful, with the
+reason on the site's fallback finding.
 
 The module gets `_pmap_mesh` and `_per_device_shard_map` once (contract_text.py), about 40
 lines, instead of the faithful helper with pmap's argument checks and legacy messages. pmap's
@@ -37,6 +37,7 @@ from transforms.global_view.values import DEFAULT_AXIS, quoted, tuple_text
 
 _OPTIONS = {"axis_name", "in_axes", "out_axes", "static_broadcasted_argnums", "donate_argnums",
             "devices"}
+
 
 class NotExpressible(Exception):
     """pmap options the contract form cannot write: the site stays faithful."""
