@@ -181,7 +181,8 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                     f"`{shorten(ast.unparse(call))}` (line {call.lineno}) is replicated in the "
                     f"original, but `{ast.unparse(differing)}` can differ between processes, so "
                     "each process's own rows are kept rather than one value placed with P()")
-                self._same_on_every_process(call, origins=frozenset({id(call)}))
+                self._same_on_every_process(call, origins=frozenset({id(call)}),
+                                            differing=differing)
             text = self.render(call)
             if not text.startswith(f"{self.module.jax}.device_put("):
                 self._edit(call, placed(self.module.jax, text, "P()"))
@@ -191,10 +192,11 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
         return text  # host-local rows; made global where the step is called
 
     def _same_on_every_process(self, node, what="is replicated in the original",
-                               origins: frozenset = frozenset()) -> None:
+                               origins: frozenset = frozenset(), differing=None) -> None:
         """`device_put(value, P())` assumes every process passes the same value. `origins`:
-        the producers that may keep pmap's stacked layout instead (dataflow.run)."""
-        child = self._differing(node)
+        the producers that may keep pmap's stacked layout instead (dataflow.run);
+        `differing`: what `_differing(node)` gave, where the caller has it already."""
+        child = differing if differing is not None else self._differing(node)
         if child is not None:
             raise Blocker(UNAVAILABLE, node, f"`{ast.unparse(node)}` {what}, but "
                           f"`{ast.unparse(child)}` can differ between "
