@@ -291,6 +291,9 @@ def run():
 @pytest.mark.parametrize("option, goes_global", [
     ("devices=jax.local_devices()", True),
     ("devices=jax.devices()", True),
+    ("devices=list(jax.devices())", True),
+    ("devices=tuple(jax.local_devices())", True),
+    ("devices=list(jax.local_devices()[:1])", False),
     ("axis_size=n", True),
     ("axis_size=4", False),
     ("devices=jax.local_devices()[:1]", False),
@@ -309,6 +312,29 @@ def run():
     text, codes, _ = _global(source)
     assert ("PM600" in codes) == goes_global
     assert ("devices=" in text or "axis_size" in text or "backend" in text) != goes_global
+
+
+@pytest.mark.parametrize("devices, goes_global", [
+    ("jax.devices()", True), ("list(jax.devices())", True), ("tuple(jax.local_devices())", True),
+    ("list(jax.devices())[:2]", False), ("sorted(jax.devices())", False),
+])
+def test_device_put_replicated_onto_every_device_is_replicated(devices, goes_global):
+    source = f"""import jax
+import jax.numpy as jnp
+
+
+@jax.pmap
+def double(w):
+    return w * 2
+
+
+def run():
+    w = jax.device_put_replicated(jnp.arange(3.0), {devices})
+    return double(w)[0]
+"""
+    text, codes, _ = _global(source)
+    assert ("PM600" in codes) == goes_global
+    assert ("device_put_replicated" in text) != goes_global
 
 
 def test_in_axes_one_squeezes_in_the_body_and_checks_the_axis_size():

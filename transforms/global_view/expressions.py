@@ -162,6 +162,12 @@ class ExpressionsMixin:
         if name == "builtins.len" or (isinstance(func, ast.Name) and func.id == "len"):
             if len(call.args) == 1 and self.eval(call.args[0]).tag == "devices":
                 return Kind("devcount")
+        if (name in ("builtins.list", "builtins.tuple") or (
+                isinstance(func, ast.Name) and func.id in ("list", "tuple")
+                and func.id not in self.module.table.bound_otherwise)) \
+                and len(call.args) == 1 and not call.keywords \
+                and self.eval(call.args[0]).tag == "devices":
+            return Kind("devices")  # `list(jax.devices())`: the same devices, in their order
         produced = self.producer(call, name)
         if produced is not None:
             self.produced[id(call)] = name
