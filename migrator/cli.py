@@ -24,13 +24,12 @@ from migrator.config import ConfigError, load_config
 from migrator.diffing import colorize, notebook_cell_headers, unified_diff
 from migrator.files import display_name
 from migrator.formats import WRITERS
-from migrator.helper_module import HelperModule, HelperModuleError
+from migrator.helper_module import HelperModule, HelperModuleError, written_text
 from migrator.options import MigrationOptions
 from migrator.runner import (
     FileResult, copy_other_files, process_all, process_files, tune_gc, write_result,
 )
 from migrator.textio import atomic_write
-from transforms.helpers.helper_templates import helper_text
 from transforms.target import NEWEST, TargetJax
 
 app = typer.Typer(
@@ -286,7 +285,7 @@ def _shared_helpers(
             continue
         target = options.for_file(result.file.path).target
         for name in sorted(names):
-            if texts.setdefault(name, helper_text(name, target)) != helper_text(name, target):
+            if texts.setdefault(name, written_text(name, target)) != written_text(name, target):
                 problems.append(
                     f"{result.file.display}: needs {name} written for jax {target}, and another "
                     f"file for jax {needed[name]}; one helper module holds one text per helper"

@@ -16,7 +16,8 @@ parent of its top package; a file outside any package has its own directory) is 
 module's.
 
 The module's text: a new module gets a short docstring and the helpers the run needs, in
-`HELPER_ORDER`. An existing one keeps what it has, and gets the missing helpers appended, so a
+`HELPER_ORDER`, after the global style's contract functions (`_per_device_shard_map` and the
+functions it uses, with their imports) when a migrated file calls them. An existing one keeps what it has, and gets the missing helpers appended, so a
 second run writes nothing. Which helpers a run needs is read from the migrated files' own
 `from pkg.mod import ...` lines, so `apply --interactive` writes only what accepted hunks use.
 Notebooks keep their own copy of the helpers (a notebook often runs where the project's
@@ -108,6 +109,7 @@ class HelperModule:
 
     def imported_names(self, source: bytes) -> set[str]:
         """The helper names a migrated file imports from this module."""
+        from transforms.global_view.contract_text import CONTRACT_NAMES
         from transforms.module_helpers import HELPER_NAMES  # (it imports libcst: see _order)
 
         try:
@@ -117,27 +119,41 @@ class HelperModule:
         return {
             alias.name for node in tree.body
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == self.name
-            for alias in node.names if alias.name in HELPER_NAMES
+            for alias in node.names if alias.name in HELPER_NAMES or alias.name in CONTRACT_NAMES
         }
 
     def updated_text(self, needed: dict[str, TargetJax]) -> tuple[bytes, bytes | None]:
         """(current bytes, new bytes or None when nothing changes) for helpers `needed`
-        (name -> the target its first user is written for)."""
+        (name -> the target its first user is written for). The global style's contract
+        functions (`_per_device_shard_map`, ...) are one block, with its imports, written first."""
+        from transforms.global_view.contract_text import CONTRACT_NAMES, contract_module_text
+
         current = self.path.read_bytes() if self.path.is_file() else b""
         text = current.decode("utf-8")
         defined = _defined_functions(text, self.path)
+        contract = any(n in needed for n in CONTRACT_NAMES) and not defined & set(CONTRACT_NAMES)
         missing = [n for n in _order() if n in needed and n not in defined]
         if "_pmap_compat" in missing and "_pmap_style_shard_map" not in defined | set(missing):
             missing.insert(0, "_pmap_style_shard_map")  # the drop-in calls it
             needed = {**needed, "_pmap_style_shard_map": needed["_pmap_compat"]}
-        if not missing:
+        if not missing and not contract:
             return current, None
         newline = "\r\n" if "\r\n" in text else "\n"
         pieces = [text.replace("\r\n", "\n").rstrip("\n") + "\n" if text.strip() else DOCSTRING]
+        if contract:
+            pieces.append(("\n" if not text.strip() else "\n\n") + contract_module_text())
         pieces += ["\n\n" + helper_text(name, needed[name]) for name in missing]
         new = "".join(pieces).replace("\n", newline).encode("utf-8")
         ast.parse(new)  # refuse to write a module that does not parse
         return current, new
+
+
+def written_text(name: str, target: TargetJax) -> str:
+    """What the helper module holds for `name`: its helper for `target`, or for a contract
+    function the contract functions' block (the same for every target the global style has)."""
+    from transforms.global_view.contract_text import CONTRACT_NAMES, contract_module_text
+
+    return contract_module_text() if name in CONTRACT_NAMES else helper_text(name, target)
 
 
 def import_root(directory: Path) -> Path:

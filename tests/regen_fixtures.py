@@ -8,8 +8,9 @@ snapshots are always rewritten).
 
 The fixtures are migrated as with `--helper-module _pmap_helpers`: each after.py imports the
 helpers it calls (`from _pmap_helpers import _pmap_style_shard_map`) instead of carrying their
-text, and tests/fixtures/_pmap_helpers.py is what that helper module holds (every helper, with
-every feature). A change to a helper template changes the snapshots, not every fixture.
+text, global fixtures the contract functions (`_per_device_shard_map`) too, and
+tests/fixtures/_pmap_helpers.py is what that helper module holds (every helper, with every
+feature). A change to a helper template changes the snapshots, not every fixture.
 tests/fixtures/_pmap_style_shard_map.no_features.py is the helper a module carries whose sites
 use no optional feature (transforms/helpers/helper_features.py). The equivalence runs
 (`pytest -m equivalence`) run the migration a module gets without a helper module, with its
@@ -23,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from migrator.helper_module import HelperModule  # noqa: E402
+from transforms.global_view.contract_text import CONTRACT_NAMES  # noqa: E402
 from transforms.helpers.helper_templates import helper_text  # noqa: E402
 from transforms.module_helpers import HELPER_ORDER  # noqa: E402
 from transforms.pipeline import migrate_source  # noqa: E402
@@ -50,7 +52,8 @@ def migrate_fixture(source: bytes, style: str = "faithful"):
 def helper_module_text() -> bytes:
     """What `--helper-module _pmap_helpers` writes for every helper (migrator/helper_module.py)."""
     module = HelperModule(HELPER_MODULE, HELPER_SNAPSHOT.with_name("(none).py"), FIXTURES)
-    _, text = module.updated_text({name: DEFAULT_TARGET for name in HELPER_ORDER})
+    needed = {name: DEFAULT_TARGET for name in (*HELPER_ORDER, *CONTRACT_NAMES)}
+    _, text = module.updated_text(needed)
     return text
 
 

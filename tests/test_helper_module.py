@@ -199,3 +199,30 @@ def test_interactive_apply_writes_only_the_helpers_accepted_hunks_use(tmp_path):
     assert b"from trainpkg._pmap_helpers import _pmap_style_shard_map\n" in after["trainpkg/model.py"]
     for name in ("trainpkg/parallel.py", "trainpkg/train.py", "trainpkg/entry.py"):
         assert after[name] == before[name], name
+
+
+def test_global_style_imports_the_contract_functions_and_runs_equivalent(tmp_path):
+    """--style global: sites kept on pmap's calling contract import `_per_device_shard_map`
+    from the helper module, which holds the contract functions once, above the faithful
+    helpers; the second run changes nothing and the package checks equivalent."""
+    legacy = legacy_python_or_skip()
+    original = project(tmp_path, "original")
+    root = project(tmp_path, "migrated")
+    result = cli("apply", "trainpkg", "--style", "global", "--helper-module", MODULE, cwd=root)
+    assert result.returncode == 0, result.stderr
+    files = snapshot(root)
+    shared = files["trainpkg/_pmap_helpers.py"]
+    assert functions(shared)[:3] == ["_pmap_mesh", "_per_device_shard_map", "_across_processes"]
+    for name in ("trainpkg/model.py", "trainpkg/train.py"):
+        imported = {a.name for node in ast.parse(files[name]).body
+                    if isinstance(node, ast.ImportFrom) and node.module == MODULE for a in node.names}
+        assert "_per_device_shard_map" in imported, name
+        assert "_across_processes" not in imported and "_pmap_mesh" not in imported
+        assert b"def _per_device_shard_map" not in files[name] and b"jax.pmap" not in files[name]
+    again = cli("apply", "trainpkg", "--style", "global", "--helper-module", MODULE, cwd=root)
+    assert again.returncode == 0, again.stderr
+    assert b"0 changed" in again.stderr and snapshot(root) == files
+    result = cli("check", original, root, "--entry", "trainpkg.entry:run", "--devices", "8",
+                 "--reference-python", legacy)
+    assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
+    assert b"trainpkg.entry:run [8 devices]: equivalent" in result.stdout

@@ -161,7 +161,7 @@ def migrate_source(
         from transforms.global_view.pipeline_hook import migrate_global_then_faithful
 
         faithful = functools.partial(migrate_source, helper_module=helper_module)
-        return migrate_global_then_faithful(source, target, ignored, faithful)
+        return migrate_global_then_faithful(source, target, ignored, faithful, helper_module)
     module = cst.parse_module(source)
     context = RuleContext()
     module, findings = run_rules(

@@ -13,12 +13,14 @@ the functions' names.
 
 from __future__ import annotations
 
-from transforms.helpers.helper_templates import resolve_blocks
+from transforms.helpers.helper_templates import MARKER_LINE, resolve_blocks
 from transforms.target import DEFAULT_TARGET
 
 ADAPTER = "_per_device_shard_map"
 MESH_OF_SIZE = "_pmap_mesh"
 ACROSS_PROCESSES = "_across_processes"
+# What a site's text may call; a helper module (`--helper-module`) defines them all.
+CONTRACT_NAMES = (MESH_OF_SIZE, ADAPTER, ACROSS_PROCESSES)
 
 _TEMPLATE = '''@{functools}.cache
 # pmap-migrate: if devices
@@ -212,3 +214,19 @@ def contract_functions_text(features: frozenset[str], **names) -> str:
     {"multiprocess", "devices"}); `names`: `jax` and `functools` as the module names them."""
     text = resolve_blocks(_TEMPLATE, DEFAULT_TARGET, features, "the contract template")
     return text.format(across=ACROSS_PROCESSES, mesh=MESH_OF_SIZE, adapter=ADAPTER, **names)
+
+
+_HELPER_MODULE_IMPORTS = '''import functools
+
+import jax
+from jax.experimental import multihost_utils
+from jax.sharding import AxisType, PartitionSpec as P
+'''
+
+
+def contract_module_text() -> str:
+    """The contract functions as a helper module (`--helper-module`) holds them: every
+    feature (each is a no-op where a site does not use it), after the imports they need."""
+    return (f"{MARKER_LINE}\n{_HELPER_MODULE_IMPORTS}\n\n"
+            + contract_functions_text(frozenset({"multiprocess", "devices"}),
+                                      jax="jax", functools="functools"))

@@ -13,7 +13,7 @@ import libcst as cst
 from transforms.codes.findings import Finding
 from transforms.codes.global_view import SITE
 from transforms.global_view.axes import MESH
-from transforms.global_view.contract_text import contract_functions_text
+from transforms.global_view.contract_text import CONTRACT_NAMES, contract_functions_text
 from transforms.global_view.dataflow import CallerResult
 from transforms.global_view.hoist import hoist_local_sites, inline_key
 from transforms.global_view.module_info import ModuleInfo
@@ -159,12 +159,12 @@ def _is_docstring(statement) -> bool:
 
 def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult],
                   global_sites: list[Site], findings: list[Finding],
-                  contract: frozenset[str] | None = None):
+                  contract: frozenset[str] | None = None, helper_module: str | None = None):
     """The edited module `text` as libcst: each caller's mesh on entry, the `_mesh` function,
     local sites hoisted to module level (their PM600s say so), the imports the style
     names, the contract functions with the features `contract` names (None: no site keeps
-    pmap's contract), and no `from jax import pmap` the global sites left unused. Returns (module,
-    findings)."""
+    pmap's contract; with `helper_module`, imported from there), and no `from jax import pmap`
+    the global sites left unused. Returns (module, findings)."""
     new_module = cst.parse_module(text.encode("utf-8"))
     new_module = new_module.visit(MeshOnEntry({c: r.axis for c, r in results.items()},
                                               module.mesh_function,
@@ -173,11 +173,12 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
     texts = [MESH_FUNCTION_TEXT.format(functools=functools or "functools",
                                        name=module.mesh_function, jax=module.jax)
              ] if global_sites else []
-    if contract is not None:  # the floor's functions, with the features its sites use
+    if contract is not None and helper_module is None:  # the floor's functions, as its sites use them
         texts.append(contract_functions_text(contract, functools=functools or "functools",
                                              jax=module.jax))
-    new_module = new_module.visit(MeshFunction("\n\n".join(texts),
-                                               import_functools=functools is None))
+    if texts:
+        new_module = new_module.visit(MeshFunction("\n\n".join(texts),
+                                                   import_functools=functools is None))
     keys = [(s, hoist_key(s)) for s in global_sites]
     assigned = {k for s, k in keys if k is not None and not s.inline}
     inline = {k for s, k in keys if k is not None and s.inline}
@@ -188,7 +189,13 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
         new_module = cst.parse_module(hoisted.encode("utf-8"))
         findings = with_hoisting_noted(findings, global_sites, moved)
     context = RuleContext()
-    add_import(context, "jax.sharding", "AxisType")
+    if texts:  # the mesh functions name it
+        add_import(context, "jax.sharding", "AxisType")
+    if contract is not None and helper_module is not None:
+        used = _names_in(new_module)
+        for name in CONTRACT_NAMES:
+            if name in used:
+                add_import(context, helper_module, name)
     if "NamedSharding(" in new_module.code:
         add_import(context, "jax.sharding", "NamedSharding")
     add_import(context, "jax.sharding", "PartitionSpec", "P")

@@ -70,9 +70,11 @@ class GlobalResult:
     global_sites: tuple[str, ...] = ()
 
 
-def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
+def migrate_global(source: bytes, target: TargetJax, helper_module: str | None = None
+                   ) -> GlobalResult:
     """The module with every recognised program rewritten to the global view; findings say
-    which sites went global (PM600) and why each other one did not (PM601-PM608)."""
+    which sites went global (PM600) and why each other one did not (PM601-PM612).
+    `helper_module`: the contract functions are imported from there instead of defined here."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError):
@@ -146,7 +148,8 @@ def migrate_global(source: bytes, target: TargetJax) -> GlobalResult:
                                     "a caller's edit and this site's edit overlap in a "
                                     "way the rewrite cannot join: the module stays faithful"))]))
     new_module, findings = finish_module(module.render(0, len(source), edits), module, results,
-                                         global_sites, findings, contract_features)
+                                         global_sites, findings, contract_features,
+                                         helper_module)
     layouts = tuple(FunctionLayout(c, r.layouts) for c, r in sorted(results.items()) if r.layouts)
     return GlobalResult(new_module.bytes, dedupe(findings), layouts,
                         tuple(s.key for s in global_sites))
