@@ -20,6 +20,7 @@ from typing import Callable, List, Optional
 import typer
 
 from migrator import report
+from migrator.check_command import run_check
 from migrator.config import ConfigError, load_config
 from migrator.diffing import colorize, notebook_cell_headers, unified_diff
 from migrator.files import display_name
@@ -27,7 +28,7 @@ from migrator.formats import WRITERS
 from migrator.helper_module import HelperModule, HelperModuleError, written_text
 from migrator.options import MigrationOptions
 from migrator.runner import (
-    FileResult, copy_other_files, process_all, process_files, tune_gc, write_result,
+    FileResult, copy_other_files, process_files, tune_gc, write_result,
 )
 from migrator.textio import atomic_write
 from transforms.target import NEWEST, TargetJax
@@ -412,118 +413,11 @@ def check(
 ) -> None:
     """Run original and migrated entries on N fake CPU devices and compare them.
     With --style global, outputs are compared through the migration's layout map."""
-    import tempfile
-
-    from rich.console import Console
-
-    from equivalence import reports as check_reports
-    from equivalence.check import CheckOptions, exit_code
-    from equivalence.check import check as run_check
-
-    if len(paths) not in (1, 2):
-        raise typer.BadParameter("give ORIGINAL MIGRATED, or a single ORIGINAL", param_hint="PATHS")
-    for path in paths:
-        if not path.exists():
-            raise typer.BadParameter(f"{path} does not exist", param_hint="PATHS")
-    if not entry and not function:
-        raise typer.BadParameter(
-            "give --entry MODULE:FUNCTION (or --function with --inputs)", param_hint="--entry"
-        )
-    if bool(function) != bool(inputs):
-        raise typer.BadParameter("--function and --inputs go together", param_hint="--function")
-    for name in [*entry, *(x for x in (function, inputs) if x)]:
-        if ":" not in name:
-            raise typer.BadParameter(f"{name!r} is not MODULE:FUNCTION", param_hint="--entry")
-    try:
-        counts = tuple(int(d) for d in devices.split(",") if d.strip())
-    except ValueError:
-        raise typer.BadParameter(f"{devices!r} is not a list of numbers", param_hint="--devices") from None
-    if not counts or min(counts) < 1:
-        raise typer.BadParameter("device counts must be positive", param_hint="--devices")
-    if any(count % processes for count in counts):
-        raise typer.BadParameter(
-            f"every device count must be a multiple of --processes {processes}",
-            param_hint="--devices")
-    if processes > 1 and function:
-        raise typer.BadParameter("property mode runs one process", param_hint="--processes")
-    # Built once, from the original's project. The migrated copy carries its own helpers: a
-    # helper module is written by `apply`, never into check's temporary copy.
     migration = _options(paths[:1], target_jax, style=style)
-    migration = dataclasses.replace(migration, helper_module=None)
-    options = CheckOptions(devices=counts, timeout=timeout, rng_compat=rng_compat,
-                           processes=processes, repeat=repeat)
-    if reference_python:
-        # Workers run with the program's folder as working directory: resolve the path here.
-        options.reference_python = (
-            os.path.abspath(reference_python) if os.sep in reference_python else reference_python
-        )
-    roots = [_as_root(p) for p in paths]
-    console = Console(width=None if sys.stdout.isatty() else 160)
-    with tempfile.TemporaryDirectory(prefix="pmap-migrate-check-") as scratch:
-        layouts = {}
-        if len(roots) == 1:
-            layouts = _migrate_copy(roots[0], Path(scratch) / "migrated", migration)
-            roots.append(Path(scratch) / "migrated")
-        elif migration.style == "global":  # MIGRATED given: the layout map of migrating ORIGINAL
-            layouts = _entry_layouts(process_all([roots[0]], migration), roots[0])
-        if migration.style == "global":
-            options.layouts = layouts
-        if function:
-            from equivalence.properties_cli import run_properties
-
-            raise typer.Exit(run_properties(
-                roots[0], roots[1], function, inputs, options, max_examples, console, report_json
-            ))
-        found = []
-        for result in run_check(roots[0], roots[1], list(entry), options):
-            found.append(result)
-            console.print(
-                f"{result.entry} {result.where}: {result.verdict} ({result.seconds:.1f} s)",
-                highlight=False,
-            )
-    check_reports.print_terminal(found, console)
-    if report_json:
-        check_reports.write_json(found, report_json)
-    if junit:
-        check_reports.write_junit(found, junit)
-    raise typer.Exit(exit_code(found))
-
-
-def _migrate_copy(root: Path, destination: Path, options: MigrationOptions) -> dict:
-    """The single-path form of check: migrate a temporary copy, say what it could not do.
-    Returns the migration's layout map (`_entry_layouts`)."""
-    copy_other_files([root], destination, options)
-
-    def written(results):
-        for result in results:
-            write_result(result, destination)
-            for finding in result.findings:
-                if finding.severity != "info":
-                    typer.echo(finding.to_text(), err=True)
-            yield result
-
-    return _entry_layouts(written(process_all([root], options)), root)
-
-
-def _entry_layouts(results, root: Path) -> dict:
-    """entry "module:function" -> its output layouts (transforms/global_view/layout.py), from
-    the `FileResult.layouts` of a migration of the tree at `root`."""
-    found = {}
-    for result in results:
-        try:
-            relative = result.file.path.absolute().relative_to(root.absolute())
-        except ValueError:
-            continue
-        module = ".".join(relative.with_suffix("").parts)
-        for function in result.layouts:
-            found[f"{module}:{function.function}"] = function.outputs
-    return found
-
-
-def _as_root(path: Path) -> Path:
-    """A file's root is its folder (its module is then the file's stem)."""
-    path = path.absolute()
-    return path if path.is_dir() else path.parent
+    raise typer.Exit(run_check(
+        paths, entry, function, inputs, max_examples, devices, processes, reference_python,
+        report_json, junit, timeout, rng_compat, repeat, migration,
+    ))
 
 
 # Set once diff, apply or scan has handed every result on: what is left is the interpreter's
