@@ -25,12 +25,11 @@ from migrator.config import ConfigError, load_config
 from migrator.diffing import colorize, notebook_cell_headers, unified_diff
 from migrator.files import display_name
 from migrator.formats import WRITERS
-from migrator.helper_module import HelperModule, HelperModuleError, written_text
+from migrator.helper_module_run import helper_module_for_run, shared_helpers, write_helper_module
 from migrator.options import MigrationOptions
 from migrator.runner import (
     FileResult, copy_other_files, process_files, tune_gc, write_result,
 )
-from migrator.textio import atomic_write
 from transforms.target import NEWEST, TargetJax
 
 app = typer.Typer(
@@ -176,7 +175,7 @@ def diff(
         paths, target_jax, helper_module=helper_module, respect_gitignore=respect_gitignore,
         style=style,
     )
-    helper = _helper_module(paths, options)
+    helper = helper_module_for_run(paths, options)
 
     def write_diff(old: bytes, new: bytes, encoding: str, display: str, **options) -> None:
         text = unified_diff(old.decode(encoding), new.decode(encoding), display, context, **options)
@@ -195,7 +194,7 @@ def diff(
     else:  # every file is checked before anything is shown: the diff is whole or absent
         full: list[FileResult] = []
         results = _run(paths, options, jobs, progress, full.append)
-        current, new = _shared_helpers(helper, full, options)
+        current, new = shared_helpers(helper, full, options)
         if new is not None:
             write_diff(current, new, "utf-8", display_name(helper.path), new_file=not current)
         for result in full:
@@ -226,7 +225,7 @@ def apply(
         paths, target_jax, helper_module=helper_module, respect_gitignore=respect_gitignore,
         style=style,
     )
-    helper = _helper_module(paths, options)
+    helper = helper_module_for_run(paths, options)
     if interactive:
         _apply_interactively(paths, options, helper, out_dir, jobs)
 
@@ -240,9 +239,9 @@ def apply(
     else:  # every file is checked before anything is written
         full: list[FileResult] = []
         results = _run(paths, options, jobs, progress, full.append)
-        shared = _shared_helpers(helper, full, options)
+        shared = shared_helpers(helper, full, options)
         _prepare_out_dir(paths, out_dir, options)
-        _write_helper_module(helper, shared, paths, out_dir)
+        write_helper_module(helper, shared, paths, out_dir)
         for result in full:
             write(result)
     typer.echo(report.summary_line(results, "changed"), err=True)
@@ -254,77 +253,6 @@ def _prepare_out_dir(paths: list[Path], out_dir: Path | None, options: Migration
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         copy_other_files(paths, out_dir, options)
-
-
-def _helper_module(paths: list[Path], options: MigrationOptions) -> HelperModule | None:
-    """The --helper-module (or config helper-module) of this run, checked; exit 2 if unusable."""
-    if options.helper_module is None:
-        return None
-    try:
-        return HelperModule.resolve(options.helper_module, paths, options.config)
-    except HelperModuleError as error:
-        typer.echo(f"pmap-migrate: --helper-module {error}", err=True)
-        raise typer.Exit(report.EXIT_ERROR) from None
-
-
-def _shared_helpers(
-    helper: HelperModule, results: list[FileResult], options: MigrationOptions
-) -> tuple[bytes, bytes | None]:
-    """The helper module's current and new bytes (None: unchanged) for what `results`
-    import from it. Exit 2, before anything is written, when a file could not import it or
-    two files need one helper written for different targets."""
-    needed: dict[str, TargetJax] = {}
-    texts: dict[str, str] = {}
-    problems = []
-    for result in results:
-        names = helper.imported_names(result.migrated) if result.changed else set()
-        if not names:
-            continue
-        why = helper.cannot_import(result.file.path)
-        if why:
-            problems.append(f"{result.file.display}: {why}")
-            continue
-        target = options.for_file(result.file.path).target
-        for name in sorted(names):
-            if texts.setdefault(name, written_text(name, target)) != written_text(name, target):
-                problems.append(
-                    f"{result.file.display}: needs {name} written for jax {target}, and another "
-                    f"file for jax {needed[name]}; one helper module holds one text per helper"
-                )
-            needed.setdefault(name, target)
-    try:
-        shared = helper.updated_text(needed)
-    except HelperModuleError as error:
-        problems.append(str(error))
-    if problems:
-        for problem in problems:
-            typer.echo(f"pmap-migrate: --helper-module {helper.name}: {problem}", err=True)
-        typer.echo("pmap-migrate: nothing written", err=True)
-        raise typer.Exit(report.EXIT_ERROR)
-    return shared
-
-
-def _write_helper_module(
-    helper: HelperModule, shared: tuple[bytes, bytes | None], paths: list[Path],
-    out_dir: Path | None,
-) -> None:
-    """Create or update the helper module (atomically), before the files that import it."""
-    current, new = shared
-    if new is None:
-        return
-    destination = helper.path
-    if out_dir is not None:
-        root = next(Path(os.path.abspath(p)) for p in paths
-                    if helper.path.is_relative_to(Path(os.path.abspath(p))))
-        destination = out_dir / helper.path.relative_to(root)
-        destination.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        atomic_write(destination, new, expected_original=current if out_dir is None else None)
-    except OSError as error:
-        typer.echo(f"pmap-migrate: {display_name(destination)}: not written: {error}", err=True)
-        raise typer.Exit(report.EXIT_ERROR) from None
-    verb = "updated" if current else "created"
-    typer.echo(f"{display_name(destination)}: helper module {helper.name} {verb}", err=True)
 
 
 def _apply_interactively(paths, options, helper, out_dir, jobs) -> None:
@@ -342,10 +270,10 @@ def _apply_interactively(paths, options, helper, out_dir, jobs) -> None:
     except KeyboardInterrupt:
         typer.echo("\npmap-migrate: interrupted, nothing written", err=True)
         raise typer.Exit(130) from None
-    shared = _shared_helpers(helper, chosen, options) if helper is not None else None
+    shared = shared_helpers(helper, chosen, options) if helper is not None else None
     _prepare_out_dir(paths, out_dir, options)
     if shared is not None:
-        _write_helper_module(helper, shared, paths, out_dir)
+        write_helper_module(helper, shared, paths, out_dir)
     for result in chosen:
         write_result(result, out_dir)
         report.write_text([result], sys.stderr)
