@@ -21,8 +21,12 @@ from pathlib import Path
 
 from equivalence.compare import compare_outputs
 from equivalence.runner import RunOutcome, run_entry, worker_threads
+from equivalence.sections import (
+    DIFFERENT, EQUIVALENT, Section, collectives_section, donation_section, outputs_section,
+    sharding_section, side_summary, through_layouts,
+)
 
-EQUIVALENT, DIFFERENT, STALLED, ERROR = "equivalent", "different", "stalled", "error"
+STALLED, ERROR = "stalled", "error"
 NONDETERMINISTIC = "nondeterministic"
 VERDICTS = (EQUIVALENT, DIFFERENT, NONDETERMINISTIC, STALLED, ERROR)
 SIDES = ("original", "migrated")
@@ -37,14 +41,6 @@ ATTRIBUTIONS = {
 }
 # Values shown per run for a leaf that disagrees with itself.
 SHOWN_VALUES = 4
-
-
-@dataclasses.dataclass
-class Section:
-    verdict: str  # equivalent | different | skipped
-    differences: list[str] = dataclasses.field(default_factory=list)
-    notes: list[str] = dataclasses.field(default_factory=list)
-    details: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -274,15 +270,15 @@ def attribute(report: EntryReport, old: RunOutcome, upgraded: list[RunOutcome] |
         why = upgraded.stall or upgraded.error
         report.attribution = _attribution(
             UNKNOWN, f"the original does not run on jax {version}: {why}"[:1000],
-            upgraded=_side(upgraded))
+            upgraded=side_summary(upgraded))
         return
     upgrade = {d.path: d for d in compare_outputs(old.output, upgraded.output)}
     converted = upgraded
     if layouts is not None:
-        converted, _ = _through_layouts(upgraded, layouts)
+        converted, _ = through_layouts(upgraded, layouts)
     migration = {d.path: d for d in compare_outputs(converted.output, migrated.output)}
     differing = [d.path for d in compare_outputs(
-        (_through_layouts(old, layouts)[0] if layouts is not None else old).output,
+        (through_layouts(old, layouts)[0] if layouts is not None else old).output,
         migrated.output)]
     leaves = []
     for path in differing:
@@ -301,7 +297,7 @@ def attribute(report: EntryReport, old: RunOutcome, upgraded: list[RunOutcome] |
            UPGRADE: f"already differs from jax {old.jax_version} as the migrated run does",
            BOTH: f"differs from jax {old.jax_version}, and the migrated run differs from it "
                  "too"}[overall],
-        leaves=leaves, upgraded=_side(upgraded))
+        leaves=leaves, upgraded=side_summary(upgraded))
 
 
 def _attribution(verdict: str, why: str, **more) -> dict:
@@ -313,7 +309,7 @@ def compare_runs(
     seconds: float = 0.0, layouts=None,
 ) -> EntryReport:
     """`layouts`: with --style global, the entry's output layouts (possibly empty)."""
-    sides = {"original": _side(original), "migrated": _side(migrated)}
+    sides = {"original": side_summary(original), "migrated": side_summary(migrated)}
     if not original.ok:
         # A stalled original proves nothing either way; any other failure is the original's own.
         verdict = STALLED if original.stall else ERROR
@@ -323,106 +319,17 @@ def compare_runs(
         return EntryReport(entry, devices, verdict, seconds, **sides, sections={})
     layout_section = None
     if layouts is not None:
-        original, layout_section = _through_layouts(original, layouts)
+        original, layout_section = through_layouts(original, layouts)
     sections = {
-        "outputs": _outputs(original, migrated),
-        "collectives": _collectives(original, migrated, same_jax),
-        "donation": _donation(original, migrated),
-        "sharding": _sharding(original, migrated),
+        "outputs": outputs_section(original, migrated),
+        "collectives": collectives_section(original, migrated, same_jax),
+        "donation": donation_section(original, migrated),
+        "sharding": sharding_section(original, migrated),
     }
     if layout_section is not None:
         sections["layout"] = layout_section
     verdict = DIFFERENT if any(s.verdict == DIFFERENT for s in sections.values()) else EQUIVALENT
     return EntryReport(entry, devices, verdict, seconds, **sides, sections=sections)
-
-
-def _through_layouts(original: RunOutcome, layouts) -> tuple[RunOutcome, Section]:
-    """The original's outputs in the migrated layout, and what that took (--style global)."""
-    from equivalence.layouts import to_migrated_layout
-
-    output, problems, done = to_migrated_layout(original.output, layouts)
-    section = Section(_verdict([str(p) for p in problems]), [str(p) for p in problems], done,
-                      details={"layouts": [layout.to_dict() for layout in layouts]})
-    return dataclasses.replace(original, output=output), section
-
-
-def _side(outcome: RunOutcome) -> dict:
-    return {"ok": outcome.ok, "seconds": round(outcome.seconds, 3),
-            "jax_version": outcome.jax_version, "error": outcome.error, "stall": outcome.stall}
-
-
-def _verdict(differences: list[str]) -> str:
-    return DIFFERENT if differences else EQUIVALENT
-
-
-def _outputs(original: RunOutcome, migrated: RunOutcome) -> Section:
-    found = compare_outputs(original.output, migrated.output)
-    leaves = len(original.output["leaves"])
-    # "values": per differing leaf, expected (original) and got (migrated) at the first
-    # differing positions, the max abs / rel difference and the tolerance (compare.py).
-    return Section(_verdict(found), [str(d) for d in found],
-                   details={"leaves": leaves, "values": [d.to_dict() for d in found]})
-
-
-def _collectives(original: RunOutcome, migrated: RunOutcome, same_jax: bool) -> Section:
-    """Same JAX and the same lowering on both sides: counts must match exactly. Across JAX
-    versions, or between the legacy pmap's replica lowering and jit + shard_map (XLA merges
-    identical replica collectives but, before JAX 0.5, not channel ones), XLA combines and
-    folds collectives differently, so only the kinds and device groups must match and count
-    changes are notes."""
-    exact = same_jax and original.compiled.replica_lowered == migrated.compiled.replica_lowered
-    why = "different JAX versions" if not same_jax else "legacy pmap vs jit lowering"
-    before = original.compiled.program_collectives()
-    after = migrated.compiled.program_collectives()
-    differences, notes = [], []
-    for label in sorted(set(before) | set(after)):
-        old, new = before.get(label, 0), after.get(label, 0)
-        if old == new:
-            continue
-        if not old or not new:
-            differences.append(f"{label}: {'added' if not old else 'removed'} ({old} -> {new} operands)")
-        elif exact:
-            differences.append(f"{label}: {old} -> {new} operands")
-        else:
-            notes.append(f"{label}: {old} -> {new} operands ({why}; kinds match)")
-    extra = migrated.compiled.data_movement_collectives() - original.compiled.data_movement_collectives()
-    for label, count in sorted(extra.items()):
-        notes.append(
-            f"extra data movement in the migrated run: {label} x{count} in eager operations "
-            "(e.g. x[0] on a sharded output compiles a gather; prefer out_axes=None or "
-            "x.addressable_shards[0].data)"
-        )
-    extra = (migrated.compiled.eager_reduction_collectives()
-             - original.compiled.eager_reduction_collectives())
-    for label, count in sorted(extra.items()):
-        notes.append(
-            f"extra collectives in eager reductions of the migrated run: {label} x{count} (a "
-            "reduction of a value spread over devices, e.g. np.mean(x), which calls x.mean(), "
-            "runs on all of them; np.mean(np.asarray(x)) reduces on the host)"
-        )
-    details = {"original": original.compiled.to_dict(), "migrated": migrated.compiled.to_dict()}
-    return Section(_verdict(differences), differences, notes, details)
-
-
-def _donation(original: RunOutcome, migrated: RunOutcome) -> Section:
-    before, after = original.compiled.donations(), migrated.compiled.donations()
-    differences = []
-    if before != after:
-        differences.append(
-            f"aliased (donated) parameters per program: original {before}, migrated {after}"
-        )
-    return Section(_verdict(differences), differences, details={"original": before, "migrated": after})
-
-
-def _sharding(original: RunOutcome, migrated: RunOutcome) -> Section:
-    differences, compared = [], 0
-    for a, b in zip(original.output["leaves"], migrated.output["leaves"]):
-        if "sharding" in a and "sharding" in b:
-            compared += 1
-            if a["sharding"] != b["sharding"]:
-                differences.append(f"{a['path']}: {a['sharding']} != {b['sharding']}")
-    verdict = _verdict(differences) if compared else "skipped"
-    return Section(verdict, differences, details={"compared_leaves": compared})
 
 
 def summary(reports: list[EntryReport]) -> dict:
