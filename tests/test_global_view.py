@@ -771,3 +771,26 @@ def test_from_jax_import_pmap_stays_while_a_kept_pmap_uses_it():
     assert {"PM600", "PM205"} <= codes
     assert "from jax import pmap\n" not in text  # p_f went global
     assert "from jax import pmap as pm\n" in text and "{'pmap': pm}" in text
+
+
+@pytest.mark.parametrize("unpack, goes_global", [
+    ("key, *rest = jax.random.split(jax.random.PRNGKey(0), 3)", True),
+    ("first, *rest = [1.0, 2.0, 3.0]", True),
+    ("first, *rest = jnp.stack([w] * n)", False),  # a list of device rows: no layout for it
+    ("first, *rest = w, jnp.stack([w] * n)", False),
+])
+def test_a_starred_target_takes_plain_values_only(unpack, goes_global):
+    source = f"""import jax
+import jax.numpy as jnp
+
+
+def run():
+    n = jax.local_device_count()
+    w = jnp.arange(3.0)
+    {unpack}
+    return jax.pmap(lambda v: v * 2)(jnp.stack([w] * n))
+"""
+    text, codes, findings = _global(source)
+    assert ("PM600" in codes) == goes_global
+    if not goes_global:
+        assert any("starred target" in f.message for f in findings)

@@ -332,6 +332,17 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMix
     def _bind(self, target, kind: Kind, value) -> None:
         if isinstance(target, ast.Name):
             self._assign(target.id, kind, target)
+        elif isinstance(target, (ast.Tuple, ast.List)) and any(
+                isinstance(e, ast.Starred) for e in target.elts):
+            # `key, *rest = random.split(key, 3)`: only plain values; a starred name gets a
+            # list of the parts, which no layout here describes
+            elements = value.elts if isinstance(value, (ast.Tuple, ast.List)) else []
+            if kind.changed or any(self.eval(e).changed for e in elements):
+                raise Blocker(CONSUMER_UNKNOWN, target,
+                              f"unpacking {describe(kind)} into a starred target")
+            for element_target in target.elts:
+                self._bind(element_target.value if isinstance(element_target, ast.Starred)
+                           else element_target, SAME, value)
         elif isinstance(target, (ast.Tuple, ast.List)):
             if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
                 for element_target, element in zip(target.elts, value.elts):
