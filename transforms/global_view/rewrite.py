@@ -134,8 +134,9 @@ def migrate_global(source: bytes, target: TargetJax, helper_module: str | None =
         _, mode, axis = site_usage(first_caller, site.key)
         out_specs = out_specs_text(site, mode, axis)
         site_edits.update(global_site_edits(site, specs, out_specs, mode, module, axis, stacked))
-        findings.append(migrated_finding(site, specs, out_specs, mode, axis, decision, module,
-                                         multiprocess))
+        findings.append(migrated_finding(
+            site, specs, out_specs, mode, axis, decision, module, multiprocess,
+            vmapped=bool(stacked) and isinstance(site.body, ast.Lambda)))
     findings += stacked_findings(results)
     site_edits.update({contract.span: contract.text for contract in contracts})
     conflict = compose(edits, site_edits, module)

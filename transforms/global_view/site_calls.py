@@ -109,6 +109,12 @@ class SiteCallsMixin:
         specs = tuple(specs)
         if self.specs.setdefault(site.key, specs) != specs:
             raise Blocker(PRODUCER_UNKNOWN, call, f"{site.label} is called with different layouts")
+        vmapped = vmapped_lambda(site, specs)
+        if vmapped and (scalars or site.out_tree is not None or site.static or any(
+                s == f"P({AXIS_PLACEHOLDER})" for s in specs)):
+            raise Blocker(PRODUCER_UNKNOWN, call, f"{site.label} maps a lambda over stacked "
+                          "rows (jax.vmap over each device's block) and also over a batch, "
+                          "per-device numbers, static arguments or an out_axes tree")
         if scalars:
             if site.out_tree is not None:
                 raise Blocker(OPTIONS, site.node, f"{site.label} has out_axes and takes one "
@@ -141,6 +147,11 @@ class SiteCallsMixin:
             raise Blocker(OUTPUT_NOT_REPLICATED, call,
                           f"{site.label} returns replicated results for some "
                           "calls and per-device results for others")
+        if vmapped and mode != STACKED_OUT:
+            raise Blocker(OUTPUT_NOT_REPLICATED, varying if varying is not None else call,
+                          f"{site.label} maps a lambda over stacked rows (jax.vmap over each "
+                          "device's block), which gives every result a device axis, but a "
+                          "result is the same on every device")
         if mode == STACKED_OUT:
             return ROWS  # the original's layout: stacked per-device rows
         if site.out_none:
@@ -228,15 +239,17 @@ class SiteCallsMixin:
         keys, a step's per-device results), so shard_map hands each device a (1, ...) block
         of it and the body's first statement squeezes that axis, as pmap's slice had none."""
         if not (self.stacked_arguments and self.module.can_stack_results(site)
-                and self.module.starts_a_line(site.body)):
+                and (self.module.starts_a_line(site.body) or isinstance(site.body, ast.Lambda))):
             why = self._unmergeable(argument) or "it keeps pmap's stacked layout"
             raise Blocker(PRODUCER_UNKNOWN, argument, f"{what} (`{ast.unparse(argument)}`): "
                           f"{why}, and its function is a lambda, shared with other code or "
                           "starts on its `def` line, so the body cannot be given the statement "
                           "that squeezes the device axis")
+        how = "mapped by jax.vmap over each device's block" if isinstance(
+            site.body, ast.Lambda) else "squeezed in the body"
         self.stacked[id(argument)] = (argument, f"{what} (`{_short(argument)}`) stays in "
-                                      f"pmap's stacked layout (in_specs P(axis), squeezed in "
-                                      f"the body): {self._stacked_reason(argument)}")
+                                      f"pmap's stacked layout (in_specs P(axis), {how}): "
+                                      f"{self._stacked_reason(argument)}")
         return f"P({AXIS_PLACEHOLDER}){STACKED_SPEC}"
 
     def kept_stacked_reason(self, producer) -> str | None:
@@ -414,3 +427,11 @@ def _all_replicated(kind: Kind) -> bool:
 def _short(node) -> str:
     text = ast.unparse(node)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def vmapped_lambda(site: Site, specs) -> bool:
+    """A lambda given stacked rows runs as `jax.vmap(lambda ...)` over each device's (1, ...)
+    block: vmap drops that axis on the way in and gives every result it back, as pmap's slice
+    and stacked output had them (its other arguments are replicated: in_axes None)."""
+    return isinstance(site.body, ast.Lambda) and any(s.endswith(STACKED_SPEC) for s in specs)
+

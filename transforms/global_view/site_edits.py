@@ -85,6 +85,9 @@ def global_site_edits(site: Site, specs, out_specs: str, mode: str, module: Modu
     """The edits of one global site: its pmap expression, and with per-device results an
     expand of every value the body returns (pmap's stacked output layout, kept)."""
     body_edits = {}
+    if stacked and isinstance(site.body, ast.Lambda):  # site_calls.vmapped_lambda
+        body_edits[module.span(site.body)] = _vmapped(site, specs, module)
+        return _site_edits(site, _options(specs, out_specs, module, axis), module, body_edits)
     values = [site.body.body] if isinstance(site.body, ast.Lambda) else [
         node.value for node in own_returns(site.body) if node.value is not None]
     for value in values:
@@ -101,7 +104,21 @@ def global_site_edits(site: Site, specs, out_specs: str, mode: str, module: Modu
             _fit_return(module, value, body_edits, stacked_axis(mode) if isinstance(mode, str)
                         else None)
     body_edits.update(_squeeze_edits(site, module, stacked))
-    options = _options(specs, out_specs, module, axis)
+    return _site_edits(site, _options(specs, out_specs, module, axis), module, body_edits)
+
+
+def _vmapped(site: Site, specs, module: ModuleInfo) -> str:
+    """`jax.vmap(lambda ...)` over each device's block of its stacked rows; a replicated
+    argument (P()) is passed whole (in_axes None)."""
+    text = _source(module, site.body)
+    if all(spec != "P()" for spec in specs):
+        return f"{module.jax}.vmap({text})"
+    axes = tuple_text(["None" if spec == "P()" else "0" for spec in specs])
+    return f"{module.jax}.vmap({text}, in_axes={axes})"
+
+
+def _site_edits(site: Site, options: list[str], module: ModuleInfo, body_edits: dict) -> dict:
+    """The site's own text, with the `body_edits` inside what it builds made in it."""
     if site.decorated:
         return {**body_edits, **_decorated_def_edits(site, options, module)}
     at_module_level = site.owner is None and not site.holder and not site.factory
