@@ -794,3 +794,29 @@ def run():
     assert ("PM600" in codes) == goes_global
     if not goes_global:
         assert any("starred target" in f.message for f in findings)
+
+
+@pytest.mark.parametrize("call, vmapped", [
+    ("jax.pmap(jnp.add)(jnp.linspace(0.0, 1.0, n), jnp.linspace(1.0, 2.0, num=n))", True),
+    ("jax.pmap(jnp.add)(jnp.linspace(0.0, 1.0, n), keys[:, 0].astype(jnp.float32))", False),
+    ("jax.pmap(jnp.add, axis_name='i')(jnp.linspace(0.0, 1.0, n), jnp.linspace(1.0, 2.0, n))",
+     False),  # an axis name: the function might use a collective over it
+    ("jax.pmap(jnp.linalg.norm)(jax.random.normal(keys[0], (n, 3)))", False),  # a batch
+    ("jax.pmap(lambda k: jnp.sum(jax.random.uniform(k, (2,))))(keys)", True),
+])
+def test_functions_whose_body_is_not_read_run_as_vmap_over_stacked_rows(call, vmapped):
+    source = f"""import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def run():
+    n = jax.local_device_count()
+    keys = jax.random.split(jax.random.PRNGKey(0), n)
+    return np.asarray({call})
+"""
+    text, codes, findings = _global(source)
+    assert ("PM600" in codes) == vmapped
+    assert ("jax.vmap(" in text) == vmapped
+    if not vmapped:
+        assert "PM612" in codes  # pmap's calling contract, without the helper

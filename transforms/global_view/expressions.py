@@ -299,6 +299,8 @@ class ExpressionsMixin:
         index = node.slice
         if kind.tag == "same":
             self._need_same(index)
+            if kind.rows and isinstance(index, ast.Constant) and isinstance(index.value, str):
+                return ROWS  # a leaf of a dict of stacked rows (a string key is no device row)
             return SAME
         if id(node) in self.container_rows and kind.tag in ("repl", "merged"):
             return kind  # one tree of a list of trees: the same layout

@@ -136,7 +136,7 @@ def migrate_global(source: bytes, target: TargetJax, helper_module: str | None =
         site_edits.update(global_site_edits(site, specs, out_specs, mode, module, axis, stacked))
         findings.append(migrated_finding(
             site, specs, out_specs, mode, axis, decision, module, multiprocess,
-            vmapped=bool(stacked) and isinstance(site.body, ast.Lambda)))
+            vmapped=bool(stacked) and isinstance(site.body, ast.Lambda)))  # site_calls.vmapped_lambda
     findings += stacked_findings(results)
     site_edits.update({contract.span: contract.text for contract in contracts})
     conflict = compose(edits, site_edits, module)

@@ -115,6 +115,11 @@ class SiteCallsMixin:
             raise Blocker(PRODUCER_UNKNOWN, call, f"{site.label} maps a lambda over stacked "
                           "rows (jax.vmap over each device's block) and also over a batch, "
                           "per-device numbers, static arguments or an out_axes tree")
+        if site.opaque and (scalars or any(s == f"P({AXIS_PLACEHOLDER})" for s in specs)):
+            raise Blocker(OPTIONS, call, f"{site.label} maps a function whose body is not read "
+                          "(not a lambda, a module-level def or functools.partial of one) over "
+                          "a batch or per-device numbers: it can run only as jax.vmap over "
+                          "stacked rows, or on replicated values")
         if scalars:
             if site.out_tree is not None:
                 raise Blocker(OPTIONS, site.node, f"{site.label} has out_axes and takes one "
@@ -147,6 +152,9 @@ class SiteCallsMixin:
             raise Blocker(OUTPUT_NOT_REPLICATED, call,
                           f"{site.label} returns replicated results for some "
                           "calls and per-device results for others")
+        if site.opaque and not vmapped and mode != REPLICATED_OUT:
+            raise Blocker(OUTPUT_NOT_REPLICATED, call, f"{site.label} maps a function whose "
+                          "body is not read, on values that are not stacked rows")
         if vmapped and mode != STACKED_OUT:
             raise Blocker(OUTPUT_NOT_REPLICATED, varying if varying is not None else call,
                           f"{site.label} maps a lambda over stacked rows (jax.vmap over each "
@@ -288,13 +296,18 @@ class SiteCallsMixin:
     def _sized_by_devcount(self, node, axis: int) -> bool:
         """`node` is built here with the device count at `axis` of its shape: a numpy draw
         `size=(..., n, ...)`, a fill `np.zeros((..., n, ...))`, `broadcast_to(x, (..., n, ...))`
-        or `x.reshape(..., n, ...)`,
+        or `x.reshape(..., n, ...)`, or at axis 0 `linspace(a, b, n)`,
         possibly followed by `.astype(...)`."""
         while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr == "astype":
             node = node.func.value
         if not isinstance(node, ast.Call):
             return False
+        if self.qualified(node.func) in ("numpy.linspace", "jax.numpy.linspace"):
+            num = node.args[2] if len(node.args) >= 3 else next(
+                (k.value for k in node.keywords if k.arg == "num"), None)
+            return axis == 0 and num is not None and self._is_devcount(num) and not any(
+                k.arg in ("axis", "retstep") for k in node.keywords)
         size = next((k.value for k in node.keywords if k.arg in ("size", "shape")), None)
         if size is None and isinstance(node.func, ast.Attribute) and node.func.attr == "reshape":
             size = node.args[0] if len(node.args) == 1 else ast.Tuple(elts=node.args)

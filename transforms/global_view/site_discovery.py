@@ -190,8 +190,11 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Call) \
                 and dotted(node.func.func, imported) == PMAP:
             try:
+                arity = None if node.keywords or any(
+                    isinstance(a, ast.Starred) for a in node.args) else len(node.args)
                 site = assigned_site(f"{function.name}:{node.lineno}:{node.col_offset}", node.func,
-                                     node, imported, functions, constants, owner=function.name)
+                                     node, imported, functions, constants, owner=function.name,
+                                     arity=arity)
                 if site.static:
                     raise Blocker(OPTIONS, node.func, "static_broadcasted_argnums on a pmap "
                                   "called where it is built: assign it to a name first")

@@ -58,11 +58,13 @@ def fallback_findings(sites: list[Site], blocked: dict[str, Blocker]) -> list[Fi
 def migrated_finding(site: Site, specs, out_specs: str, mode, axis: str, decision: Decision,
                      module: ModuleInfo, multiprocess: bool, vmapped: bool = False) -> Finding:
     """The PM600 of a global site: its specs, its callers and what changed for them.
-    `vmapped`: a lambda over stacked rows, run as jax.vmap over each device's block."""
+    `vmapped`: a lambda or a function whose body is not read, over stacked rows, run as
+    jax.vmap over each device's block."""
     callers, results = decision.callers, decision.results
     modes = mode if isinstance(mode, tuple) else (mode,)
     if vmapped:
-        kept = ("; the lambda runs as jax.vmap over each device's (1, ...) block, so its "
+        what = "the mapped function (its body not read)" if site.opaque else "the lambda"
+        kept = (f"; {what} runs as jax.vmap over each device's (1, ...) block, so its "
                 "results keep their device axis (P(axis))")
     elif any(stacked_axis(m) is not None for m in modes):
         kept = "; per-device results keep their device axis (expanded in the body, P(axis))"

@@ -79,11 +79,14 @@ def _class_constants(cls: ast.ClassDef, tree: ast.Module) -> dict[str, str]:
     return found
 
 
-def assigned_site(name, call, statement, imported, functions, constants, owner=None) -> Site:
+def assigned_site(name, call, statement, imported, functions, constants, owner=None,
+                  arity: int | None = None) -> Site:
     """The site of `name = jax.pmap(f, ...)` (module-level, local, inline or a factory's): `f`
-    is a lambda, a module-level def, or functools.partial of one with keywords."""
+    is a lambda, a module-level def, or functools.partial of one with keywords. `arity`: an
+    inline site's number of positional arguments, where any other function `f` (its body not
+    read) gets the stand-in body of `opaque_lambda`."""
     function, positional, keywords = pmap_call_options(call, imported)
-    bound = []
+    bound, opaque = [], False
     if isinstance(function, ast.Lambda):
         body = function
     elif isinstance(function, ast.Name) and function.id in functions:
@@ -97,12 +100,35 @@ def assigned_site(name, call, statement, imported, functions, constants, owner=N
             if not isinstance(keyword.value, (ast.Constant, ast.Name, ast.UnaryOp)):
                 raise Blocker(OPTIONS, keyword.value, "a functools.partial keyword that is not "
                               "a constant or a name")
+    elif arity is not None and function is not None and not positional and not call.keywords \
+            and not isinstance(function, ast.Starred):
+        body, opaque = opaque_lambda(function, arity), True
     else:
         raise Blocker(OPTIONS, call, "the mapped function is not a lambda, a module-level def "
                       "or functools.partial of one with keywords")
     site = make_site(name, call, statement, body, positional, keywords, False, constants, bound)
     site.owner, site.function_node = owner, function
+    site.opaque = opaque
     return site
+
+
+def opaque_lambda(function: ast.AST, arity: int) -> ast.Lambda:
+    """`lambda _x0, ..., _xk: function(_x0, ..., _xk)`, every node at `function`'s place in
+    the source (so its span, and the text the rewrite copies, is `function`'s). Only for a
+    pmap without options: it names no axis, so `function` uses no collective over it."""
+    names = [f"_x{i}" for i in range(arity)]
+    call = ast.Call(func=function, args=[ast.Name(n, ast.Load()) for n in names], keywords=[])
+    body = ast.Lambda(args=ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in names],
+                                         kwonlyargs=[], kw_defaults=[], defaults=[]), body=call)
+    for node in ast.walk(body):
+        if node is not function and not _inside(node, function):
+            ast.copy_location(node, function)
+            node.end_lineno, node.end_col_offset = function.end_lineno, function.end_col_offset
+    return body
+
+
+def _inside(node: ast.AST, function: ast.AST) -> bool:
+    return any(node is child for child in ast.walk(function))
 
 
 def make_site(name, node, statement, body, positional, keywords, decorated, constants,

@@ -61,6 +61,9 @@ class Site:
     enclosing: ast.FunctionDef | None = None
     bound_self: str | None = None  # a bound method `self.m`: the name of its `self` parameter
     passed: int | None = None  # callers pass only the first `passed` parameters (defaults fill)
+    # `jax.pmap(f)(x, ...)` of a function whose body is not read (`jnp.dot`, `env.reset`): its
+    # body is a stand-in `lambda _x0, ...: f(_x0, ...)` at f's place (opaque_lambda)
+    opaque: bool = False
 
     @property
     def called_params(self) -> list[str]:
