@@ -801,7 +801,8 @@ def run():
     ("jax.pmap(jnp.add)(jnp.linspace(0.0, 1.0, n), keys[:, 0].astype(jnp.float32))", False),
     ("jax.pmap(jnp.add, axis_name='i')(jnp.linspace(0.0, 1.0, n), jnp.linspace(1.0, 2.0, n))",
      False),  # an axis name: the function might use a collective over it
-    ("jax.pmap(jnp.linalg.norm)(jax.random.normal(keys[0], (n, 3)))", False),  # a batch
+    ("jax.pmap(jnp.linalg.norm)(jax.random.normal(keys[0], (n, 3)))", True),  # n rows
+    ("jax.pmap(jnp.linalg.norm)(np.arange(n * 6.0).reshape(n, 6))", False),  # a batch
     ("jax.pmap(lambda k: jnp.sum(jax.random.uniform(k, (2,))))(keys)", True),
 ])
 def test_functions_whose_body_is_not_read_run_as_vmap_over_stacked_rows(call, vmapped):
@@ -820,3 +821,24 @@ def run():
     assert ("jax.vmap(" in text) == vmapped
     if not vmapped:
         assert "PM612" in codes  # pmap's calling contract, without the helper
+
+
+@pytest.mark.parametrize("body, goes_global", [
+    ("step = jax.pmap(jnp.tanh)\n    return step(x), step(jax.random.uniform(key, (n, 2)))", True),
+    ("step = jax.pmap(jnp.tanh)\n    return step(x), step(x, x)", False),  # calls disagree
+    ("step = jax.pmap(jnp.tanh)\n    return step(x=x)", False),  # a keyword call
+])
+def test_an_assigned_function_whose_body_is_not_read_takes_its_calls_arity(body, goes_global):
+    source = f"""import jax
+import jax.numpy as jnp
+
+
+def run():
+    n = jax.local_device_count()
+    key = jax.random.PRNGKey(0)
+    x = jax.random.normal(key, (n, 3))
+    {body}
+"""
+    text, codes, _ = _global(source)
+    assert ("PM600" in codes) == goes_global
+    assert ("jax.vmap(jnp.tanh)" in text) == goes_global

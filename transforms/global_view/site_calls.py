@@ -296,7 +296,8 @@ class SiteCallsMixin:
     def _sized_by_devcount(self, node, axis: int) -> bool:
         """`node` is built here with the device count at `axis` of its shape: a numpy draw
         `size=(..., n, ...)`, a fill `np.zeros((..., n, ...))`, `broadcast_to(x, (..., n, ...))`
-        or `x.reshape(..., n, ...)`, or at axis 0 `linspace(a, b, n)`,
+        or `x.reshape(..., n, ...)`, a jax.random draw of shape `(..., n, ...)`, or at axis 0
+        `linspace(a, b, n)`,
         possibly followed by `.astype(...)`."""
         while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr == "astype":
@@ -315,6 +316,8 @@ class SiteCallsMixin:
             size = node.args[0]
         elif size is None and self.qualified(node.func) in BROADCAST_TO and len(node.args) == 2:
             size = node.args[1]
+        elif size is None and self.qualified(node.func) in _SHAPE_SECOND and len(node.args) >= 2:
+            size = node.args[1]  # jax.random.normal(key, (n, ...))
         return isinstance(size, ast.Tuple) and len(size.elts) > axis \
             and not any(isinstance(e, ast.Starred) for e in size.elts[:axis + 1]) \
             and self._is_devcount(size.elts[axis])
@@ -440,6 +443,12 @@ def _all_replicated(kind: Kind) -> bool:
 def _short(node) -> str:
     text = ast.unparse(node)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+# jax.random draws whose second positional argument is the shape.
+_SHAPE_SECOND = frozenset(f"jax.random.{name}" for name in (
+    "normal", "uniform", "randint", "bits", "gumbel", "laplace", "logistic", "cauchy",
+    "exponential", "rademacher"))
 
 
 def vmapped_lambda(site: Site, specs) -> bool:

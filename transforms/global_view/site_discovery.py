@@ -182,7 +182,8 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
                     raise Blocker(PMAP_AS_VALUE, pmapped,
                                   "pmap assigned to a name bound more than once")
                 site = assigned_site(target.id, pmapped, node, imported, functions,
-                                     constants, owner=function.name)
+                                     constants, owner=function.name,
+                                     arity=_call_arity(function, target.id))
                 site.replaced = node.value if node.value is not pmapped else None
                 sites.append(site)
             except Blocker as blocker:
@@ -256,3 +257,17 @@ def _is_pmap_decorator(decorator, imported) -> bool:
         return dotted(decorator.func, imported) == PARTIAL and pmap_call_options(
             decorator, imported) is not None
     return dotted(decorator, imported) == PMAP
+
+
+def _call_arity(function: ast.FunctionDef, name: str) -> int | None:
+    """How many positional arguments every use of `name` in `function` passes, when each is
+    a call `name(a, b, ...)` (no keywords, no *args); None otherwise."""
+    calls = {id(n.func): n for n in ast.walk(function) if isinstance(n, ast.Call)}
+    counts = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load):
+            call = calls.get(id(node))
+            if call is None or call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
+                return None
+            counts.add(len(call.args))
+    return counts.pop() if len(counts) == 1 else None
