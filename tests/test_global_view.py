@@ -842,3 +842,24 @@ def run():
     text, codes, _ = _global(source)
     assert ("PM600" in codes) == goes_global
     assert ("jax.vmap(jnp.tanh)" in text) == goes_global
+
+
+def test_a_pmap_called_on_the_spot_inside_an_assert_keeps_pmaps_contract():
+    """The caller analysis does not follow an assert: a pmap built and called there keeps
+    pmap's calling contract, by itself (was an internal error, KeyError in site_usage, on
+    flashbax's tests)."""
+    source = """import jax
+import jax.numpy as jnp
+
+
+def run():
+    n = jax.local_device_count()
+    keys = jax.random.split(jax.random.PRNGKey(0), n)
+    assert (jax.pmap(lambda k: jax.random.uniform(k))(keys) >= 0).all()
+    return jax.pmap(jnp.abs)(jax.random.normal(keys[0], (n, 2)))
+"""
+    text, codes, findings = _global(source)
+    assert "PM005" not in codes
+    assert [f.line for f in findings if f.code == "PM612"] == [8]
+    assert [f.line for f in findings if f.code == "PM600"] == [9]
+    assert any(f.code == "PM603" and "Assert" in f.message for f in findings)

@@ -408,6 +408,10 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMix
         """A construct this module does not model: fine only if no per-device value or
         site reaches it."""
         for child in ast.walk(node):
+            if isinstance(child, ast.Call) and id(child.func) in self.inline:
+                raise Blocker(CALLERS_UNSEEN, child, "a pmap called on the spot in a construct "
+                              f"the global style does not follow (a {type(node).__name__})",
+                              site=self.inline[id(child.func)].key)
             if isinstance(child, ast.Name):
                 if child.id in self.sites:
                     raise Blocker(CALLERS_UNSEEN, child, f"`{child.id}` used in a construct the "
