@@ -110,12 +110,12 @@ class SiteCallsMixin:
         if self.specs.setdefault(site.key, specs) != specs:
             raise Blocker(PRODUCER_UNKNOWN, call, f"{site.label} is called with different layouts")
         vmapped = vmapped_lambda(site, specs)
-        if vmapped and (scalars or site.out_tree is not None or site.static or any(
-                s == f"P({AXIS_PLACEHOLDER})" for s in specs)):
+        batch = f"P({AXIS_PLACEHOLDER})" in specs  # a merged batch (not stacked rows)
+        if vmapped and (scalars or site.out_tree is not None or site.static or batch):
             raise Blocker(PRODUCER_UNKNOWN, call, f"{site.label} maps a lambda over stacked "
                           "rows (jax.vmap over each device's block) and also over a batch, "
                           "per-device numbers, static arguments or an out_axes tree")
-        if site.opaque and (scalars or any(s == f"P({AXIS_PLACEHOLDER})" for s in specs)):
+        if site.opaque and (scalars or batch):
             raise Blocker(OPTIONS, call, f"{site.label} maps a function whose body is not read "
                           "(not a lambda, a module-level def or functools.partial of one) over "
                           "a batch or per-device numbers: it can run only as jax.vmap over "

@@ -82,9 +82,10 @@ def _class_constants(cls: ast.ClassDef, tree: ast.Module) -> dict[str, str]:
 def assigned_site(name, call, statement, imported, functions, constants, owner=None,
                   arity: int | None = None) -> Site:
     """The site of `name = jax.pmap(f, ...)` (module-level, local, inline or a factory's): `f`
-    is a lambda, a module-level def, or functools.partial of one with keywords. `arity`: an
-    inline site's number of positional arguments, where any other function `f` (its body not
-    read) gets the stand-in body of `opaque_lambda`."""
+    is a lambda, a module-level def, or functools.partial of one with keywords. `arity`: the
+    number of positional arguments every call passes (an inline site, or a local name only
+    called); with it, any other function `f` (its body not read) of a pmap without options
+    gets the stand-in body of `opaque_lambda`."""
     function, positional, keywords = pmap_call_options(call, imported)
     bound, opaque = [], False
     if isinstance(function, ast.Lambda):
@@ -116,19 +117,15 @@ def opaque_lambda(function: ast.AST, arity: int) -> ast.Lambda:
     """`lambda _x0, ..., _xk: function(_x0, ..., _xk)`, every node at `function`'s place in
     the source (so its span, and the text the rewrite copies, is `function`'s). Only for a
     pmap without options: it names no axis, so `function` uses no collective over it."""
-    names = [f"_x{i}" for i in range(arity)]
-    call = ast.Call(func=function, args=[ast.Name(n, ast.Load()) for n in names], keywords=[])
-    body = ast.Lambda(args=ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in names],
-                                         kwonlyargs=[], kw_defaults=[], defaults=[]), body=call)
-    for node in ast.walk(body):
-        if node is not function and not _inside(node, function):
-            ast.copy_location(node, function)
-            node.end_lineno, node.end_col_offset = function.end_lineno, function.end_col_offset
+    names = [ast.Name(f"_x{i}", ast.Load()) for i in range(arity)]
+    parameters = [ast.arg(name.id) for name in names]
+    call = ast.Call(func=function, args=names, keywords=[])
+    body = ast.Lambda(args=ast.arguments(posonlyargs=[], args=parameters, kwonlyargs=[],
+                                         kw_defaults=[], defaults=[]), body=call)
+    for node in (body, call, *names, *parameters):
+        ast.copy_location(node, function)
+        node.end_lineno, node.end_col_offset = function.end_lineno, function.end_col_offset
     return body
-
-
-def _inside(node: ast.AST, function: ast.AST) -> bool:
-    return any(node is child for child in ast.walk(function))
 
 
 def make_site(name, node, statement, body, positional, keywords, decorated, constants,
