@@ -1,7 +1,7 @@
 """Which names hold pmap outputs, for the Unreplicate rule (transforms/faithful/unreplicate.py).
 
-It is decided lexically, per scope, conservatively. Each scope's
-bindings are collected from its statements when the scope is entered (syntax only); a name is a
+It is decided lexically, per scope, conservatively. Each scope's bindings are collected from
+its statements when the scope is entered (syntax only, read by scope_syntax.py); a name is a
 pmap output only if every binding of it in its scope is the result of calling a pmapped function
 whose `out_axes` is absent or 0, and a binding textually precedes the use. Bindings are
 classified on first use, so files without the idioms pay for no name lookups.
@@ -14,6 +14,18 @@ import dataclasses
 import libcst as cst
 
 from transforms.faithful.pmap_sites import PARTIAL, PMAP
+from transforms.faithful.scope_syntax import (
+    assignments,
+    block,
+    bound_by_compound,
+    def_returns_sequence,
+    is_self,
+    names_in_target,
+    other_bound_names,
+    small_statements,
+    statements,
+    unpacked_names,
+)
 from transforms.reading.snippets import parameters as _all_params
 
 OUTPUT, CALLABLE, OTHER = "output", "callable", "other"
@@ -90,15 +102,15 @@ class PmapOutputs:
         scope = _Scope(parent=self._scope)
         for param in _all_params(node.params):
             scope.bind(param.name.value, None)
-        self._enter(self._collect(scope, _block(node)))
+        self._enter(self._collect(scope, block(node)))
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        scope = self._collect(_Scope(parent=self._scope, is_class=True), _block(node))
-        for method in _statements(_block(node)):
+        scope = self._collect(_Scope(parent=self._scope, is_class=True), block(node))
+        for method in statements(block(node)):
             if isinstance(method, cst.FunctionDef):
-                for small in _small_statements(_block(method)):
-                    for target, value in _assignments(small):
-                        if isinstance(target, cst.Attribute) and _is_self(target.value):
+                for small in small_statements(block(method)):
+                    for target, value in assignments(small):
+                        if isinstance(target, cst.Attribute) and is_self(target.value):
                             scope.self_attrs.setdefault(target.attr.value, []).append(value)
         self._enter(scope)
 
@@ -112,7 +124,7 @@ class PmapOutputs:
         scope = _Scope(parent=self._scope, comprehension=True)
         clause = node.for_in
         while clause is not None:
-            for name in _names_in_target(clause.target):
+            for name in names_in_target(clause.target):
                 scope.bind(name.value, None)
             clause = clause.inner_for_in
         self._enter(scope)
@@ -123,43 +135,43 @@ class PmapOutputs:
 
     def _collect(self, scope: _Scope, body) -> _Scope:
         """Every name the statements of one scope bind, with what they bind (syntax only)."""
-        for stmt in _statements(body):
+        for stmt in statements(body):
             if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
                 scope.bind(stmt.name.value, stmt if isinstance(stmt, cst.FunctionDef) else None)
-            for name in _bound_by_compound(stmt):
+            for name in bound_by_compound(stmt):
                 scope.bind(name.value, None)
             for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
-                for target, value in _assignments(small):
+                for target, value in assignments(small):
                     if value is not None:
                         self._scope_of[value] = scope
                     if isinstance(target, cst.Name):
                         scope.bind(target.value, value)
                     elif isinstance(target, (cst.Tuple, cst.List)):
                         # A starred name holds a list of parts, which `[0]` indexes as a list.
-                        for name, starred in _unpacked_names(target):
+                        for name, starred in unpacked_names(target):
                             unpacked = None if starred or value is None else _Unpacked(value)
                             scope.bind(name.value, unpacked)
-                for name in _other_bound_names(small):
+                for name in other_bound_names(small):
                     scope.bind(name.value, None)
         return scope
 
     def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
         """A name is trusted as a pmap output only after (in source order) it was bound."""
         for target in original_node.targets:
-            self._scope.bound.update(n.value for n in _names_in_target(target.target))
+            self._scope.bound.update(n.value for n in names_in_target(target.target))
         return updated_node
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
         """`(out := ...)`: expressions are not collected, so the binding is added when met."""
         scope = next(s for s in reversed(self._scopes) if not s.comprehension)
-        for name in _names_in_target(node.target):
+        for name in names_in_target(node.target):
             scope.bind(name.value, None)
             scope.kinds.pop(name.value, None)
 
     def leave_AnnAssign(
         self, original_node: cst.AnnAssign, updated_node: cst.AnnAssign
     ) -> cst.AnnAssign:
-        self._scope.bound.update(n.value for n in _names_in_target(original_node.target))
+        self._scope.bound.update(n.value for n in names_in_target(original_node.target))
         return updated_node
 
     # -- kinds: classified on first use -----------------------------------------------------------
@@ -255,7 +267,7 @@ class PmapOutputs:
         if isinstance(node, cst.Name):
             owner = scope.lookup(node.value)
             return owner is not None and self._kinds(owner, node.value) == {CALLABLE}
-        if isinstance(node, cst.Attribute) and _is_self(node.value):
+        if isinstance(node, cst.Attribute) and is_self(node.value):
             owner = scope.enclosing_class() if not scope.is_class else None
             return owner is not None and self._self_kinds(owner, node.attr.value) == {CALLABLE}
         return self._is_pmap_function_value(node)  # `jax.pmap(f)(x)` on the spot
@@ -266,7 +278,7 @@ class PmapOutputs:
             owner = scope.lookup(pmapped.value)
             sites = owner.names[pmapped.value] if owner else []
             return any(self._site_returns_sequence(s, owner) for s in sites)
-        if isinstance(pmapped, cst.Attribute) and _is_self(pmapped.value):
+        if isinstance(pmapped, cst.Attribute) and is_self(pmapped.value):
             owner = scope.enclosing_class() if not scope.is_class else None
             sites = owner.self_attrs.get(pmapped.attr.value, []) if owner else []
             return any(self._site_returns_sequence(s, owner) for s in sites)
@@ -274,7 +286,7 @@ class PmapOutputs:
 
     def _site_returns_sequence(self, site: Binding, scope: _Scope) -> bool:
         if isinstance(site, cst.FunctionDef):
-            return _returns_sequence(site)
+            return def_returns_sequence(site)
         args = self._pmap_arguments(site) if isinstance(site, cst.CSTNode) else None
         if isinstance(site, cst.Call) and isinstance(site.func, cst.Call):
             args = site.args  # `functools.partial(jax.pmap, ...)(f)`: f is the callee
@@ -284,7 +296,7 @@ class PmapOutputs:
         if isinstance(callee, cst.Name):
             owner = scope.lookup(callee.value)
             defs = owner.names[callee.value] if owner else []
-            return any(isinstance(d, cst.FunctionDef) and _returns_sequence(d) for d in defs)
+            return any(isinstance(d, cst.FunctionDef) and def_returns_sequence(d) for d in defs)
         return False
 
     def _is_pmap_output(self, node: cst.CSTNode) -> bool:
@@ -308,107 +320,3 @@ class PmapOutputs:
                 and self._is_pmap_output(node.value)
             )
         return False
-
-
-# -- syntax only -------------------------------------------------------------------------------
-
-
-def _is_self(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.Name) and node.value == "self"
-
-
-def _returns_sequence(fn: cst.FunctionDef) -> bool:
-    """A `return a, b` / `return [a, b]` in the function's own body."""
-    returns = [s for s in _small_statements(_block(fn)) if isinstance(s, cst.Return)]
-    return any(isinstance(r.value, (cst.Tuple, cst.List)) for r in returns)
-
-
-def _block(stmt: cst.CSTNode) -> list[cst.CSTNode]:
-    body = getattr(stmt, "body", None)
-    if isinstance(body, cst.IndentedBlock):
-        return list(body.body)
-    if isinstance(body, cst.SimpleStatementSuite):
-        return [cst.SimpleStatementLine(body=body.body)]
-    return []
-
-
-def _statements(body) -> list[cst.CSTNode]:
-    """Every statement of a scope, into if/for/while/with/try/match blocks (and their else,
-    except, finally and case parts) but not into nested functions or classes: their bodies
-    are other scopes."""
-    out: list[cst.CSTNode] = []
-    for stmt in body:
-        out.append(stmt)
-        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef, cst.SimpleStatementLine)):
-            continue
-        parts = [*_block(stmt), *getattr(stmt, "handlers", ()), *getattr(stmt, "cases", ())]
-        parts += [p for p in (getattr(stmt, "orelse", None), getattr(stmt, "finalbody", None)) if p]
-        out.extend(_statements(parts))
-    return out
-
-
-def _small_statements(body) -> list[cst.BaseSmallStatement]:
-    lines = [s for s in _statements(body) if isinstance(s, cst.SimpleStatementLine)]
-    return [small for line in lines for small in line.body]
-
-
-def _assignments(small: cst.CSTNode) -> list[tuple[cst.BaseExpression, cst.BaseExpression | None]]:
-    """(target, value) of an assignment; value None when it is not a plain `=`."""
-    if isinstance(small, cst.Assign):
-        return [(t.target, small.value) for t in small.targets]
-    if isinstance(small, cst.AnnAssign) and small.value is not None:
-        return [(small.target, small.value)]
-    if isinstance(small, cst.AugAssign):
-        return [(small.target, None)]
-    return []
-
-
-def _unpacked_names(target: cst.Tuple | cst.List) -> list[tuple[cst.Name, bool]]:
-    """(name, starred) for each name a tuple or list target binds."""
-    out = []
-    for element in target.elements:
-        starred = isinstance(element, cst.StarredElement)
-        if isinstance(element.value, cst.Name):
-            out.append((element.value, starred))
-        elif isinstance(element.value, (cst.Tuple, cst.List)):
-            out.extend((name, starred or s) for name, s in _unpacked_names(element.value))
-    return out
-
-
-def _names_in_target(target: cst.CSTNode) -> list[cst.Name]:
-    if isinstance(target, cst.Name):
-        return [target]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [name for name, _ in _unpacked_names(target)]
-    return []
-
-
-def _other_bound_names(small: cst.CSTNode) -> list[cst.Name]:
-    """Names a small statement binds to something that is not a pmap output."""
-    if isinstance(small, (cst.Global, cst.Nonlocal)):
-        return [item.name for item in small.names]
-    if isinstance(small, cst.Del):
-        return _names_in_target(small.target)
-    if isinstance(small, (cst.Import, cst.ImportFrom)):
-        if isinstance(small.names, cst.ImportStar):
-            return []
-        bound = [alias.asname.name if alias.asname else alias.name for alias in small.names]
-        return [name if isinstance(name, cst.Name) else _root(name) for name in bound]
-    return []
-
-
-def _root(node: cst.BaseExpression) -> cst.Name:
-    while isinstance(node, cst.Attribute):  # `import a.b` binds `a`
-        node = node.value
-    return node
-
-
-def _bound_by_compound(stmt: cst.CSTNode) -> list[cst.Name]:
-    """Loop targets, `with ... as`, `except ... as`: never pmap outputs."""
-    if isinstance(stmt, cst.For):
-        return _names_in_target(stmt.target)
-    if isinstance(stmt, cst.With):
-        return [n for item in stmt.items if item.asname for n in _names_in_target(item.asname.name)]
-    if isinstance(stmt, cst.ExceptHandler) and stmt.name is not None:
-        return _names_in_target(stmt.name.name)
-    return []
