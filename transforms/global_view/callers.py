@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 
 from transforms.codes.global_view import CALLERS_UNSEEN
-from transforms.global_view.classes import class_callers
+from transforms.global_view.class_uses import class_callers
 from transforms.global_view.sites import Blocker, Site, dotted
 
 

@@ -19,7 +19,7 @@ from transforms.global_view.callers import (
     faithful_callee,
     find_callers,
 )
-from transforms.global_view.classes import faithful_class_use
+from transforms.global_view.class_uses import faithful_class_use
 from transforms.global_view.dataflow import CallerResult
 from transforms.global_view.module_info import ModuleInfo
 from transforms.global_view.site_edits import site_usage
