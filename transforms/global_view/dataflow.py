@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from transforms.codes.global_view import CALLERS_UNSEEN, CONSUMER_UNKNOWN
 from transforms.global_view.axes import plan_axes
+from transforms.global_view.consumers import ConsumersMixin
 from transforms.global_view.donation import check_donated_reads
 from transforms.global_view.expressions import ExpressionsMixin
 from transforms.global_view.idioms import IdiomsMixin
@@ -56,7 +57,8 @@ class CallerResult:
 
 
 
-class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMixin):
+class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMixin,
+                     ConsumersMixin):
     """One module-level function that calls global sites.
 
     The class is put together from mixins, one concern each, that share this object's state.
@@ -66,7 +68,8 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMix
     - statements, here: _statement, _block, _loop, _assign, _bind, _join; _edit and render;
     - expressions.py: eval(node) -> Kind, qualified(func) -> str, _need_same, _helper_call;
     - site_calls.py: site_call(call, site) -> Kind, the kind of a site's results;
-    - idioms.py: producer(call, name) -> Kind | None, placed_batch(text), _consumer;
+    - idioms.py: producer(call, name) -> Kind | None, placed_batch(text);
+    - consumers.py: _consumer(call, name) -> Kind | None;
     - instances.py: _analyse_body (the entry point of run) and the calls through instances.
     The public hooks site_call, producer and placed_batch are what MultiProcessCallerAnalysis
     (multiprocess.py) overrides.

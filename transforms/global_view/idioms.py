@@ -1,35 +1,26 @@
 """The pmap-era idioms a caller of global sites uses around them: producers of stacks and
-batches (replicate, stack, broadcast_to, reshapes, device_put_sharded, shard) and consumers of
-outputs (x[0], unreplicate, tree_map(lambda a: a[0], ...), host reductions)."""
+batches (replicate, stack, broadcast_to, reshapes, device_put_sharded, shard). The consumers
+of outputs (x[0], unreplicate, tree_map(lambda a: a[0], ...), host reductions) are
+consumers.py."""
 
 from __future__ import annotations
 
 import ast
 import dataclasses
 
-from transforms.codes.global_view import CONSUMER_UNKNOWN, PRODUCER_UNKNOWN
+from transforms.codes.global_view import PRODUCER_UNKNOWN
 from transforms.global_view.sites import Blocker
 from transforms.global_view.values import (
-    AS_ARRAY,
     AXIS_PLACEHOLDER,
     CONSTANT_FILLS,
-    REDUCTIONS,
     REPL,
     REPLICATE,
     RNG_DRAWS,
     ROWS,
-    SAME,
-    SHAPED_LIKE,
     SHARD,
-    STACK,
-    TO_SCALAR,
     TREE_MAP,
-    UNREPLICATE,
     Kind,
-    describe,
     is_minus_one,
-    is_row_zero_lambda,
-    list_of,
     operand_text,
     placed,
     replicated_operand,
@@ -43,7 +34,7 @@ _ALLOCATING = frozenset({"zeros", "ones", "full", "empty", "arange", "linspace",
 
 
 class IdiomsMixin:
-    """`CallerAnalysis`'s producers and consumers (dataflow.py holds the state they read)."""
+    """`CallerAnalysis`'s producers (dataflow.py holds the state they read)."""
 
     def producer(self, call: ast.Call, name: str) -> Kind | None:
         if name in REPLICATE and call.args and not any(k.arg == "devices" for k in call.keywords):
@@ -296,138 +287,6 @@ class IdiomsMixin:
         `device_put_sharded`); multi-process callers leave it host-local (see
         global_view/multiprocess.py)."""
         return placed(self.module.jax, text, f"P({AXIS_PLACEHOLDER})")
-
-    def _consumer(self, call: ast.Call, name: str) -> Kind | None:
-        func = call.func
-        unreplicated = name in UNREPLICATE or (
-            isinstance(func, ast.Name) and func.id in self.module.unreplicate_helpers)
-        if unreplicated and len(call.args) == 1 and not call.keywords:
-            return self._row_zero(call, call.args[0])
-        if name in TREE_MAP and len(call.args) == 2 and isinstance(call.args[0], ast.Lambda) \
-                and is_row_zero_lambda(call.args[0]):
-            return self._row_zero(call, call.args[1])
-        if name in TREE_MAP and len(call.args) == 2 and not call.keywords \
-                and isinstance(call.args[0], ast.Lambda):
-            per_leaf = self._tree_map_lambda(call.args[0], call.args[1])
-            if per_leaf is not None:
-                return per_leaf
-        if name in CONSTANT_FILLS and call.args and isinstance(call.args[0], ast.Tuple) \
-                and not call.args[0].elts:
-            for argument in [*call.args[1:], *(k.value for k in call.keywords)]:
-                self._need_same(argument)
-            return Kind("same", rank=0)
-        if name in SHAPED_LIKE and len(call.args) == 1 and all(
-                k.arg == "dtype" for k in call.keywords):
-            kind = self.eval(call.args[0])  # filled rows of the same shapes: the same layout
-            for argument in call.keywords:
-                self._need_same(argument.value)
-            if kind.tag in ("repl", "merged"):
-                return kind
-            return None
-        if name in AS_ARRAY and call.args:
-            kind = self.eval(call.args[0])
-            for argument in [*call.args[1:], *(k.value for k in call.keywords)]:
-                self._need_same(argument)
-            if name == "jax.device_get":
-                return kind  # keeps the tree: a list stays a list
-            if kind.tag == "fields" and all(step.startswith("[") and step[1:-1].isdigit()
-                                            for step, _ in kind.fields):
-                elements = {field for _, field in kind.fields}  # np.asarray((a, b)) stacks them
-                kind = Kind("list", element=elements.pop()) if len(elements) == 1 else None
-                if kind is None:
-                    raise Blocker(CONSUMER_UNKNOWN, call,
-                                  "an array of per-device values of mixed layout")
-            if kind.tag == "list":
-                element = kind.element
-                if element.tag not in ("repl", "merged"):
-                    raise Blocker(CONSUMER_UNKNOWN, call,
-                                  "an array of per-device values of mixed layout")
-                return dataclasses.replace(element, axis=element.axis + 1,
-                                           rank=None if element.rank is None else element.rank + 1)
-            return kind
-        if name in STACK and len(call.args) == 1 and not call.keywords:
-            kind = self.eval(call.args[0])
-            if kind.tag == "list" and kind.element.tag in ("repl", "merged"):
-                element = kind.element
-                return dataclasses.replace(element, axis=element.axis + 1,
-                                           rank=None if element.rank is None else element.rank + 1)
-        if name in TO_SCALAR or (isinstance(func, ast.Name) and func.id in ("float", "int", "bool")):
-            for argument in call.args:
-                self._need_same(argument)
-            return SAME
-        if name in ("jax.tree_util.tree_leaves", "jax.tree.leaves") and len(call.args) == 1:
-            kind = self.eval(call.args[0])
-            return list_of(kind) if kind.tag in ("repl", "merged") else self._need_same(call.args[0])
-        if isinstance(func, ast.Attribute):
-            receiver = self.eval(func.value)
-            if receiver.tag in ("repl", "merged"):
-                if func.attr == "is_deleted" and not call.args:
-                    return SAME
-                if func.attr == "block_until_ready" and not call.args:
-                    return receiver
-                if func.attr == "astype" and receiver.tag == "merged":
-                    for argument in call.args:
-                        self._need_same(argument)
-                    return receiver
-                if func.attr in ("sum", "mean", "max", "min") and receiver.tag == "merged" \
-                        and len(call.args) == 1 and not call.keywords:
-                    return self._trailing_reduction(call, receiver, call.args[0])
-        if name in ("numpy.where", "jax.numpy.where") and len(call.args) == 3 \
-                and not call.keywords:
-            return self._elementwise(call, call.args)
-        if name in REDUCTIONS and len(call.args) == 1:
-            kind = self.eval(call.args[0])
-            if kind.tag == "merged":
-                axis = next((k.value for k in call.keywords if k.arg == "axis"), None)
-                if len(call.keywords) != 1:
-                    raise Blocker(CONSUMER_UNKNOWN, call,
-                                  "a reduction over the batch or device axis of "
-                                  "a per-device batch")
-                return self._trailing_reduction(call, kind, axis)
-        return None
-
-    def _trailing_reduction(self, call: ast.Call, kind: Kind, axis) -> Kind:
-        """A reduction of a per-device batch over a trailing axis (`axis=-k`, k at most its
-        rank - 2): merged batch in, merged batch out, row for row."""
-        if (kind.rank is not None and isinstance(axis, ast.UnaryOp)
-                and isinstance(axis.op, ast.USub) and isinstance(axis.operand, ast.Constant)
-                and type(axis.operand.value) is int
-                and 1 <= axis.operand.value <= kind.rank - 2 and kind.rank - 1 >= 2):
-            return Kind("merged", rank=kind.rank - 1)
-        raise Blocker(CONSUMER_UNKNOWN, call, "a reduction over the batch or device axis of a "
-                      "per-device batch")
-
-    def _tree_map_lambda(self, function: ast.Lambda, tree) -> Kind | None:
-        """`tree_map(lambda x: ..., stacks)`: the lambda sees one leaf, an array of the tree's
-        layout, and is followed as code on that leaf (its `x[0]` is row 0, its edits kept);
-        the result is a tree of what it gives back."""
-        arguments = function.args
-        if len(arguments.args) != 1 or arguments.defaults or arguments.vararg or arguments.kwarg \
-                or arguments.kwonlyargs or arguments.posonlyargs:
-            return None
-        kind = self.eval(tree)
-        if kind.tag not in ("repl", "merged"):
-            return None
-        saved = dict(self.kinds)
-        try:
-            self.kinds[arguments.args[0].arg] = dataclasses.replace(kind, tree=False)  # a leaf
-            leaf = self.eval(function.body)
-        finally:
-            self.kinds = saved
-        if leaf.tag not in ("same", "repl", "merged"):
-            raise Blocker(CONSUMER_UNKNOWN, function, f"a tree_map whose function gives back "
-                          f"{describe(leaf)}")
-        return SAME if leaf.tag == "same" else leaf
-
-    def _row_zero(self, call: ast.Call, operand) -> Kind:
-        kind = self.eval(operand)
-        if kind.tag == "same" and kind.rows:  # pmap's stacked layout, kept: row 0 as before
-            return SAME
-        if kind.tag != "repl" or kind.axis != 0:
-            raise Blocker(CONSUMER_UNKNOWN, call, f"row 0 of {describe(kind)}: only a replicated "
-                          "output's row 0 becomes direct use")
-        self._edit(call, self.render(operand))
-        return SAME
 
 
 def _replicated_tree(tree) -> Kind:
