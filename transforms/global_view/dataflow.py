@@ -19,6 +19,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from transforms.codes.global_view import CALLERS_UNSEEN, CONSUMER_UNKNOWN
+from transforms.global_view.argument_specs import ArgumentSpecsMixin
 from transforms.global_view.axes import plan_axes
 from transforms.global_view.consumers import ConsumersMixin
 from transforms.global_view.donation import check_donated_reads
@@ -57,8 +58,8 @@ class CallerResult:
 
 
 
-class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMixin,
-                     ConsumersMixin):
+class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, ArgumentSpecsMixin,
+                     IdiomsMixin, ConsumersMixin):
     """One module-level function that calls global sites.
 
     The class is put together from mixins, one concern each, that share this object's state.
@@ -68,6 +69,7 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, IdiomsMix
     - statements, here: _statement, _block, _loop, _assign, _bind, _join; _edit and render;
     - expressions.py: eval(node) -> Kind, qualified(func) -> str, _need_same, _helper_call;
     - site_calls.py: site_call(call, site) -> Kind, the kind of a site's results;
+    - argument_specs.py: _argument_spec, the in_specs of one argument of a site's call;
     - idioms.py: producer(call, name) -> Kind | None, placed_batch(text);
     - consumers.py: _consumer(call, name) -> Kind | None;
     - instances.py: _analyse_body (the entry point of run) and the calls through instances.

@@ -1,7 +1,7 @@
-"""Calls of the global sites themselves in a caller: the in_specs of each argument, where the
-site runs (devices= / axis_size=), and the kind of its results (merged, stacked, replicated).
-A mixin of `CallerAnalysis` (dataflow.py holds the state it reads); `multiprocess.py`
-overrides `site_call`."""
+"""Calls of the global sites themselves in a caller: the in_specs of the arguments (one
+argument's spec: argument_specs.py), where the site runs (devices= / axis_size=), and the kind
+of its results (merged, stacked, replicated). A mixin of `CallerAnalysis` (dataflow.py holds
+the state it reads); `multiprocess.py` overrides `site_call`."""
 
 from __future__ import annotations
 
@@ -24,10 +24,7 @@ from transforms.global_view.replication import NotProvable
 from transforms.global_view.site_shapes import closed_over, defaults_fill, tuple_of_results
 from transforms.global_view.sites import Blocker, Site
 from transforms.global_view.values import (
-    AS_ARRAY,
     AXIS_PLACEHOLDER,
-    BROADCAST_TO,
-    CONSTANT_FILLS,
     MERGED_OUT,
     NONE_OUT,
     REPL,
@@ -40,7 +37,6 @@ from transforms.global_view.values import (
     Kind,
     describe,
     least_rank,
-    quoted,
     stacked_at,
 )
 
@@ -176,152 +172,6 @@ class SiteCallsMixin:
         shown = arrays is not None and all(arrays)
         return self._site_output(site, REPL if shown else Kind("repl", tree=True), arrays)
 
-    def _argument_spec(self, argument, kind: Kind, axis, what: str,
-                       site: Site | None = None) -> tuple[str, bool]:
-        """(in_specs text, the same on every device) of one argument whose in_axes entry is
-        `axis`: 0 / None, or a dict / tuple tree of them matched against the argument's
-        fields (a dict or tuple literal of values of known layouts). `site`: given for a
-        whole argument, which may stay stacked (`_stacked_spec`)."""
-        if axis == 0 and _all_replicated(kind):  # a tuple / list of replicated stacks
-            return "P()", True
-        if isinstance(axis, (dict, tuple)):
-            if isinstance(axis, dict):
-                steps = [(f"[{key!r}]", key, sub) for key, sub in axis.items()]
-            else:
-                steps = [(f"[{i}]", i, sub) for i, sub in enumerate(axis)]
-            fields = dict(kind.fields) if kind.tag == "fields" else None
-            if fields is not None and sorted(fields) != sorted(step for step, _, _ in steps):
-                raise Blocker(PRODUCER_UNKNOWN, argument,
-                              f"{what}: its fields do not match the in_axes "
-                              "tree")
-            if fields is None and kind.tag == "fields":
-                raise Blocker(PRODUCER_UNKNOWN, argument, f"{what}: not a tree the tool can match")
-            parts, whole = [], True
-            for step, key, sub in steps:
-                spec, same = self._argument_spec(argument, fields[step] if fields else kind,
-                                                 sub, what)
-                parts.append(f"{quoted(key)}: {spec}" if isinstance(axis, dict) else spec)
-                whole = whole and same
-            text = "{" + ", ".join(parts) + "}" if isinstance(axis, dict) else \
-                "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
-            return text, whole
-        if kind.tag == "fields":  # one axis for a tuple / dict of values of mixed layouts
-            steps = [step for step, _ in kind.fields]
-            if steps == [f"[{i}]" for i in range(len(steps))]:
-                axis = tuple(axis for _ in steps)
-            elif all(step.startswith("['") for step in steps):
-                axis = {ast.literal_eval(step[1:-1]): axis for step in steps}
-            else:
-                raise Blocker(PRODUCER_UNKNOWN, argument, f"{what}: not a tree the tool can match")
-            return self._argument_spec(argument, kind, axis, what)
-        if axis is None:
-            if kind.changed:
-                raise Blocker(PRODUCER_UNKNOWN, argument,
-                              f"{what} is not mapped (in_axes None) but "
-                              "holds a per-device value")
-            return "P()", True
-        if kind.tag == "repl" and kind.axis == 0 and axis == 0:
-            return "P()", True
-        if kind.tag == "merged" and kind.axis == 0 and axis == 0:
-            return f"P({AXIS_PLACEHOLDER})", False
-        if type(axis) is int and axis >= 1 and not kind.changed:
-            # A value the migration leaves in pmap's layout, mapped on axis k: shard_map
-            # splits the same axis (the body's first statement squeezes it, see rewrite),
-            # one slice per device only if that axis is the device count.
-            if not self._sized_by_devcount(argument, axis):
-                raise Blocker(PRODUCER_UNKNOWN, argument,
-                              f"{what} is mapped on axis {axis}, which is "
-                              "not provably the device count (the mesh's size)")
-            return f"P({'None, ' * axis}{AXIS_PLACEHOLDER})", False
-        if site is not None and axis == 0 and kind.tag == "same" and (
-                kind.rows or self._sized_by_devcount(self._only_producer(argument), 0)):
-            return self._stacked_spec(argument, site, what), False
-        why = self._unmergeable(argument)
-        raise Blocker(PRODUCER_UNKNOWN, argument, f"{what} (`{ast.unparse(argument)}`): " + (
-            why or "its producer is not recognised as a replicated value or a per-device batch, "
-            "and its leading axis is not provably the device count (the mesh's size), which "
-            "keeping pmap's stacked layout needs"))
-
-    def _stacked_spec(self, argument, site: Site, what: str) -> str:
-        """pmap's own layout, kept: the argument's leading axis is the device count (per-device
-        keys, a step's per-device results), so shard_map hands each device a (1, ...) block
-        of it and the body's first statement squeezes that axis, as pmap's slice had none."""
-        if not (self.stacked_arguments and self.module.can_stack_results(site)
-                and (self.module.starts_a_line(site.body) or isinstance(site.body, ast.Lambda))):
-            why = self._unmergeable(argument) or "it keeps pmap's stacked layout"
-            raise Blocker(PRODUCER_UNKNOWN, argument, f"{what} (`{ast.unparse(argument)}`): "
-                          f"{why}, and its function is a lambda, shared with other code or "
-                          "starts on its `def` line, so the body cannot be given the statement "
-                          "that squeezes the device axis")
-        how = "mapped by jax.vmap over each device's block" if isinstance(
-            site.body, ast.Lambda) else "squeezed in the body"
-        self.stacked[id(argument)] = (argument, f"{what} (`{_short(argument)}`) stays in "
-                                      f"pmap's stacked layout (in_specs P(axis), {how}): "
-                                      f"{self._stacked_reason(argument)}")
-        return f"P({AXIS_PLACEHOLDER}){STACKED_SPEC}"
-
-    def kept_stacked_reason(self, producer) -> str | None:
-        """Why the analysis kept `producer`'s value in pmap's layout, if it says (the
-        multi-process analysis: a value that can differ between processes)."""
-        return None
-
-    def _stacked_reason(self, argument) -> str:
-        """Why a stacked argument has no global layout, naming its producer and line."""
-        producer = self.producers.get(argument.id) if isinstance(argument, ast.Name) else argument
-        if self.kept_stacked_reason(producer) is not None:
-            return self.kept_stacked_reason(producer)
-        if isinstance(producer, ast.Call) and self.qualified(producer.func) in AS_ARRAY \
-                and len(producer.args) == 1:  # np.asarray(x): x's reason
-            return self._stacked_reason(producer.args[0])
-        if isinstance(producer, ast.Call) and id(producer) in self.site_calls:
-            return (f"it holds per-device results of {self.site_calls[id(producer)].label} "
-                    f"(line {producer.lineno}), which keep their device axis")
-        if isinstance(producer, ast.Call) and self.qualified(producer.func) in (
-                "jax.random.split", "jax.random.key_split", "numpy.arange", "jax.numpy.arange"):
-            return self._unmergeable(argument) or "its leading axis is the device count"
-        if producer is None:
-            return "its leading axis is the device count"
-        return (f"`{_short(producer)}` (line {producer.lineno}) has the device count as its "
-                "leading axis, but is not a replicated value or a batch the tool recognises")
-
-    def _only_producer(self, node):
-        """The expression a name was bound to, if it is bound once in this function (so
-        every path reaching here holds that value); any other node itself."""
-        if not isinstance(node, ast.Name):
-            return node
-        stores = sum(isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store)
-                     for n in ast.walk(self.function))
-        return self.producers.get(node.id) if stores == 1 else None
-
-    def _sized_by_devcount(self, node, axis: int) -> bool:
-        """`node` is built here with the device count at `axis` of its shape: a numpy draw
-        `size=(..., n, ...)`, a fill `np.zeros((..., n, ...))`, `broadcast_to(x, (..., n, ...))`
-        or `x.reshape(..., n, ...)`, a jax.random draw of shape `(..., n, ...)`, or at axis 0
-        `linspace(a, b, n)`,
-        possibly followed by `.astype(...)`."""
-        while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr == "astype":
-            node = node.func.value
-        if not isinstance(node, ast.Call):
-            return False
-        if self.qualified(node.func) in ("numpy.linspace", "jax.numpy.linspace"):
-            num = node.args[2] if len(node.args) >= 3 else next(
-                (k.value for k in node.keywords if k.arg == "num"), None)
-            return axis == 0 and num is not None and self._is_devcount(num) and not any(
-                k.arg in ("axis", "retstep") for k in node.keywords)
-        size = next((k.value for k in node.keywords if k.arg in ("size", "shape")), None)
-        if size is None and isinstance(node.func, ast.Attribute) and node.func.attr == "reshape":
-            size = node.args[0] if len(node.args) == 1 else ast.Tuple(elts=node.args)
-        elif size is None and self.qualified(node.func) in CONSTANT_FILLS and node.args:
-            size = node.args[0]
-        elif size is None and self.qualified(node.func) in BROADCAST_TO and len(node.args) == 2:
-            size = node.args[1]
-        elif size is None and self.qualified(node.func) in _SHAPE_SECOND and len(node.args) >= 2:
-            size = node.args[1]  # jax.random.normal(key, (n, ...))
-        return isinstance(size, ast.Tuple) and len(size.elts) > axis \
-            and not any(isinstance(e, ast.Starred) for e in size.elts[:axis + 1]) \
-            and self._is_devcount(size.elts[axis])
-
     def _placement(self, site: Site) -> None:
         """pmap's devices= and axis_size= are exact under the caller's mesh only when they
         are every device (jax.devices() / jax.local_devices(): one process) and the device
@@ -431,24 +281,6 @@ class SiteCallsMixin:
                     for i, shown in enumerate(arrays)))
             return Kind("fields", fields=tuple((f"[{i}]", leaf) for i in range(len(value.elts))))
         return leaf
-
-
-
-def _all_replicated(kind: Kind) -> bool:
-    """A tuple or list of replicated stacks (`replicate((w, b))`, a step's tuple result)."""
-    return kind.tag == "fields" and all(
-        field.tag == "repl" and field.axis == 0 or _all_replicated(field) for _, field in kind.fields)
-
-
-def _short(node) -> str:
-    text = ast.unparse(node)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-# jax.random draws whose second positional argument is the shape.
-_SHAPE_SECOND = frozenset(f"jax.random.{name}" for name in (
-    "normal", "uniform", "randint", "bits", "gumbel", "laplace", "logistic", "cauchy",
-    "exponential", "rademacher"))
 
 
 def vmapped_lambda(site: Site, specs) -> bool:
