@@ -1,8 +1,8 @@
 """The in_specs of one argument of a global site's call: in_axes 0 / None, or a dict / tuple
 tree of them matched against the argument's fields, and pmap's stacked layout kept (P(axis),
-squeezed in the body) where the argument's leading axis is provably the device count. A
-mixin of `CallerAnalysis` (dataflow.py holds the state it reads); site_calls.py reads each
-call's arguments with it."""
+squeezed in the body) where the argument's leading axis is provably the device count, and
+why an argument built from the device count cannot be merged. A mixin of `CallerAnalysis`
+(dataflow.py holds the state it reads); site_calls.py reads each call's arguments with it."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
     BROADCAST_TO,
     CONSTANT_FILLS,
+    SAME,
     STACKED_SPEC,
     Kind,
     quoted,
@@ -169,6 +170,27 @@ class ArgumentSpecsMixin:
         return isinstance(size, ast.Tuple) and len(size.elts) > axis \
             and not any(isinstance(e, ast.Starred) for e in size.elts[:axis + 1]) \
             and self._is_devcount(size.elts[axis])
+
+    def _unmergeable(self, argument) -> str | None:
+        """Why a mapped argument built from the device count cannot be merged, if it is:
+        `jax.random.split(key, n)` or `np.arange(n)` give one key or one scalar per device,
+        and a per-device key or scalar has no batch axis to merge the device axis into."""
+        producer = self.producers.get(argument.id) if isinstance(argument, ast.Name) else argument
+        if not isinstance(producer, ast.Call) or not any(
+                isinstance(n, ast.Name) and self.kinds.get(n.id, SAME).tag == "devcount"
+                for a in producer.args for n in ast.walk(a)):
+            return None
+        text = ast.unparse(producer)
+        text = text if len(text) <= 60 else text[:57] + "..."
+        if self.qualified(producer.func) in ("jax.random.split", "jax.random.key_split"):
+            return (f"per-device RNG keys (`{text}`, line {producer.lineno}): a key per device "
+                    "has no batch axis to merge the device axis into")
+        if self.qualified(producer.func) in ("numpy.arange", "jax.numpy.arange"):
+            return (f"per-device scalars (`{text}`, line {producer.lineno}): one number per "
+                    "device has no batch axis to merge the device axis into")
+        return (f"`{text}` (line {producer.lineno}) is built from the device count, but not by "
+                "a producer the tool recognises as a per-device batch (a reshape to "
+                "(n, -1, ...), shard, device_put_sharded, a random draw of size (n, ...))")
 
 
 def _all_replicated(kind: Kind) -> bool:

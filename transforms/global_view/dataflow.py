@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from transforms.codes.global_view import CALLERS_UNSEEN, CONSUMER_UNKNOWN
 from transforms.global_view.argument_specs import ArgumentSpecsMixin
 from transforms.global_view.axes import plan_axes
+from transforms.global_view.call_kinds import CallKindsMixin
 from transforms.global_view.consumers import ConsumersMixin
 from transforms.global_view.donation import check_donated_reads
 from transforms.global_view.expressions import ExpressionsMixin
@@ -58,8 +59,8 @@ class CallerResult:
 
 
 
-class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, ArgumentSpecsMixin,
-                     IdiomsMixin, ConsumersMixin):
+class CallerAnalysis(InstancesMixin, ExpressionsMixin, CallKindsMixin, SiteCallsMixin,
+                     ArgumentSpecsMixin, IdiomsMixin, ConsumersMixin):
     """One module-level function that calls global sites.
 
     The class is put together from mixins, one concern each, that share this object's state.
@@ -67,7 +68,8 @@ class CallerAnalysis(InstancesMixin, ExpressionsMixin, SiteCallsMixin, ArgumentS
     - state, set here: function, module, sites / inline / all_sites, kinds (name -> Kind),
       edits (span -> text), specs and modes (per site key), returns, producers, site_calls;
     - statements, here: _statement, _block, _loop, _assign, _bind, _join; _edit and render;
-    - expressions.py: eval(node) -> Kind, qualified(func) -> str, _need_same, _helper_call;
+    - expressions.py: eval(node) -> Kind, qualified(func) -> str, _need_same;
+    - call_kinds.py: _call, the kind of a call; _helper_call, a module function followed;
     - site_calls.py: site_call(call, site) -> Kind, the kind of a site's results;
     - argument_specs.py: _argument_spec, the in_specs of one argument of a site's call;
     - idioms.py: producer(call, name) -> Kind | None, placed_batch(text);

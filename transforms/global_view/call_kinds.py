@@ -1,0 +1,201 @@
+"""What kind of value a call gives in a caller of global sites: a site's call (site_calls.py)
+or an instance's (instances.py), the device count and device list, a producer or consumer
+(idioms.py, consumers.py), a module helper function followed with its arguments' kinds, and
+a generic call, which no per-device value may reach. A mixin of `CallerAnalysis` (dataflow.py
+holds the state it reads); the other expressions are expressions.py."""
+
+from __future__ import annotations
+
+import ast
+
+from transforms.codes.global_view import CALLERS_UNSEEN, CONSUMER_UNKNOWN
+from transforms.global_view.sites import PMAP, Blocker
+from transforms.global_view.values import (
+    DEVICE_COUNT,
+    DEVICES,
+    REPLICATE,
+    ROWS,
+    SAME,
+    SHARD,
+    Kind,
+    describe,
+    with_origin,
+)
+
+
+class CallKindsMixin:
+    """`CallerAnalysis`'s evaluation of calls, and its following of module helpers."""
+
+    def _call(self, call: ast.Call) -> Kind:
+        func = call.func
+        held = self._instance_call(call)
+        if held is not None:
+            return held
+        name = self.qualified(func)
+        if isinstance(func, ast.Call) and isinstance(func.func, ast.Name) \
+                and func.func.id in self.sites and self.sites[func.func.id].factory:
+            for argument in [*func.args, *(k.value for k in func.keywords)]:
+                kind = self.eval(argument.value if isinstance(argument, ast.Starred) else argument)
+                if kind.changed:
+                    raise Blocker(CONSUMER_UNKNOWN, argument,
+                                  f"{describe(kind)} passed to the pmap "
+                                  f"factory `{func.func.id}`")
+            return self.site_call(call, self.sites[func.func.id])
+        if isinstance(func, ast.Name) and func.id in self.sites:
+            if self.sites[func.id].factory:
+                raise Blocker(CALLERS_UNSEEN, call,
+                              f"the pmap factory `{func.id}` called other than "
+                              f"as `{func.id}(...)(...)`")
+            return self.site_call(call, self.sites[func.id])
+        if id(func) in self.inline:
+            return self.site_call(call, self.inline[id(func)])
+        if name in DEVICE_COUNT and not call.args:
+            return Kind("devcount")
+        if name in DEVICES and not call.args:
+            return Kind("devices")
+        if (name == "builtins.next" or (isinstance(func, ast.Name) and func.id == "next"
+                                        and "next" not in self.module.table.bound_otherwise)) \
+                and len(call.args) == 1 and not call.keywords:
+            kind = self.eval(call.args[0])
+            if kind.tag == "iterator":
+                return kind.element
+        if name == "builtins.len" or (isinstance(func, ast.Name) and func.id == "len"):
+            if len(call.args) == 1 and self.eval(call.args[0]).tag == "devices":
+                return Kind("devcount")
+        if (name in ("builtins.list", "builtins.tuple") or (
+                isinstance(func, ast.Name) and func.id in ("list", "tuple")
+                and func.id not in self.module.table.bound_otherwise)) \
+                and len(call.args) == 1 and not call.keywords \
+                and self.eval(call.args[0]).tag == "devices":
+            return Kind("devices")  # `list(jax.devices())`: the same devices, in their order
+        produced = self.producer(call, name)
+        if produced is not None:
+            self.produced[id(call)] = name
+            if id(call) in self.keep_stacked and produced.changed:
+                # pmap's stacked layout, kept: no edit, the device count as leading axis
+                span = self.module.span(call)
+                for key in [k for k in self.edits if span[0] <= k[0] and k[1] <= span[1]]:
+                    del self.edits[key]
+                return ROWS
+            # Only replicated stacks may go back to pmap's layout (a batch's shards would not
+            # match what the migrated consumers read).
+            return with_origin(produced, frozenset({id(call)})) if produced.tag in (
+                "repl", "fields") and "merged" not in repr(produced) else produced
+        consumed = self._consumer(call, name)
+        if consumed is not None:
+            return consumed
+        if isinstance(func, ast.Name) and func.id in self.module.functions and (any(
+                self.eval(a).tag not in ("same",) for a in call.args
+                if not isinstance(a, ast.Starred)) or self._produces(func.id)):
+            return self._helper_call(call, self.module.functions[func.id])
+        # A generic call: nothing per-device may reach it.
+        if isinstance(func, ast.Attribute):
+            self.eval(func)
+        elif not isinstance(func, ast.Name):
+            self._same(func)
+        rows = False
+        for argument in [*call.args, *(k.value for k in call.keywords)]:
+            kind = self.eval(argument.value if isinstance(argument, ast.Starred) else argument)
+            if kind.changed:
+                raise Blocker(CONSUMER_UNKNOWN, argument, f"{describe(kind)} passed to "
+                              f"`{ast.unparse(func)}`, which the global style does not follow")
+            rows = rows or kind.rows
+        # A pmap kept with its calling contract maps every argument on axis 0: given stacked
+        # rows, its results have the device count as leading axis too.
+        return ROWS if rows and self._contract_pmap(func) else SAME
+
+    def _contract_pmap(self, func) -> bool:
+        """`func` is a pmap left to pmap's contract with in_axes and out_axes 0: a blocked site
+        called by name, or `jax.pmap(f)` / `jax.pmap(f, axis_name)` called on the spot."""
+        if isinstance(func, ast.Name):
+            site = next((s for s in self.module.sites.values() if s.name == func.id
+                         and not s.holder and not s.inline), None) if func.id not in self.sites \
+                else None
+            return site is not None and site.out_tree is None and not site.out_none \
+                and all(axis == 0 for axis in site.in_axes) and not site.static
+        return isinstance(func, ast.Call) and self.qualified(func.func) == PMAP \
+            and len(func.args) <= 2 and all(k.arg == "axis_name" for k in func.keywords)
+
+    def _helper_call(self, call: ast.Call, helper: ast.FunctionDef) -> Kind:
+        """A module function given the device count or stacks (`x, y = make_data(n)`): it is
+        followed with those parameter kinds, and its own edits join this function's, when
+        nothing else in the module calls it."""
+        name = helper.name
+        arguments = helper.args
+        if (self.module.loads.get(name, 0) != self._calls_here(name) or call.keywords
+                or self.depth >= 2
+                or arguments.vararg or arguments.kwarg or arguments.kwonlyargs
+                or arguments.posonlyargs or len(call.args) > len(arguments.args)
+                or any(isinstance(a, ast.Starred) for a in call.args)
+                or helper.decorator_list or name in self.module.callers
+                or helper is self.function):
+            raise Blocker(CONSUMER_UNKNOWN, call,
+                          f"the device count or a per-device value is passed to "
+                          f"`{name}`, which the global style cannot follow (called elsewhere "
+                          "too, with keywords, or calling pmap sites itself)")
+        generator = _is_generator(helper)
+        if generator:
+            own = {id(s.value) for s in ast.walk(helper) if isinstance(s, ast.Expr)}
+            odd = next((n for n in ast.walk(helper) if isinstance(n, ast.YieldFrom) or (
+                isinstance(n, ast.Yield) and (id(n) not in own or n.value is None))), None)
+            if odd is not None:
+                raise Blocker(CONSUMER_UNKNOWN, odd,
+                              f"`{name}` is a generator given the device count or "
+                              "per-device values, and this yield is not a `yield value` "
+                              "statement, so what it hands out is not followed")
+        parameters = {a.arg: self.eval(value) for a, value in zip(arguments.args, call.args)}
+        calls = self.helper_parameters.setdefault(name, {})
+        calls[id(call)] = parameters  # a loop's later pass replaces its own call's kinds
+        if any(other != parameters for other in calls.values()):
+            raise Blocker(CONSUMER_UNKNOWN, call, f"`{name}` is called with values of different "
+                          "layouts, and one rewritten helper cannot serve them all")
+        analysis = type(self)(helper, self.all_sites, self.module, parameters, self.depth + 1)
+        analysis.sites, analysis.inline, analysis.local_builds = {}, {}, set()
+        analysis.run_helper()
+        self.edits.update(analysis.edits)
+        self.helpers.add(name)
+        result = None
+        if generator:
+            if any(node.value is not None for node, _ in analysis.returns):
+                raise Blocker(CONSUMER_UNKNOWN, call,
+                              f"`{name}` is a generator that also returns a value")
+            for node, kind in analysis.yields:
+                result = self._join(result, kind, f"what {name} yields", node)
+            return Kind("iterator", element=result) if result and result.changed else SAME
+        for node, kind in analysis.returns:
+            result = self._join(result, kind, f"the result of {name}", node)
+        return result or SAME
+
+    def _calls_here(self, name: str) -> int:
+        """How many times this function calls `name` (by name): a helper it follows must have
+        no other use in the module, since the helper is rewritten for this function."""
+        return sum(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name
+                   for n in ast.walk(self.function))
+
+    def _produces(self, name: str) -> bool:
+        """A module function that builds per-device values itself (a program's own
+        `replicate(tree)` over device_put_replicated, a `shard(x)` reshaping to the device
+        count): followed like a helper given the device count."""
+        nodes = list(ast.walk(self.module.functions[name]))
+        return any(isinstance(n, ast.Call) and self.qualified(n.func) in _PRODUCING
+                   for n in nodes) and not any(
+            isinstance(n, (ast.Name, ast.Attribute)) and self.qualified(n) == PMAP for n in nodes)
+
+    def run_helper(self) -> None:
+        self._block(self.function.body)
+
+
+def _is_generator(function: ast.FunctionDef) -> bool:
+    """A `def` with a yield of its own (not one of a function or lambda nested in it)."""
+    stack = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+# What a module function calls when it builds per-device values of its own.
+_PRODUCING = DEVICE_COUNT | DEVICES | REPLICATE | SHARD | {"jax.device_put_sharded"}
