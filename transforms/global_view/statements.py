@@ -1,0 +1,200 @@
+"""The statements of a caller of global sites: how each one changes the kinds of its local
+names (assignments and unpacking, loops iterated until their kinds settle, branches joined,
+list appends, a followed generator's yields), and the constructs no per-device value may
+reach. A mixin of `CallerAnalysis` (dataflow.py holds the state it reads and `_join`)."""
+
+from __future__ import annotations
+
+import ast
+
+from transforms.codes.global_view import CALLERS_UNSEEN, CONSUMER_UNKNOWN
+from transforms.global_view.sites import Blocker
+from transforms.global_view.values import SAME, Kind, describe, list_of
+
+
+class StatementsMixin:
+    """`CallerAnalysis`'s reading of statements, one binding at a time."""
+
+    def _assign(self, name: str, kind: Kind, node: ast.AST) -> None:
+        """A binding: flow-sensitive, so `params = replicate(params)` is two values."""
+        if name in self.loaded:  # a name never read (`_`) may hold anything
+            self.kinds[name] = kind
+
+    def _merge(self, a: dict, b: dict, node) -> dict:
+        return {name: self._join(a.get(name), b.get(name), name, node) for name in {*a, *b}}
+
+    def _loop(self, s, head) -> None:
+        """Iterate the body until the kinds at the loop head are stable."""
+        span = self.module.span(s)
+        for _ in range(8):
+            entry = dict(self.kinds)
+            for key in [k for k in self.edits if span[0] <= k[0] and k[1] <= span[1]]:
+                del self.edits[key]  # only the settled iteration's edits are kept
+            head()
+            self._block(s.body)
+            merged = self._merge(entry, self.kinds, s)
+            if merged == entry:
+                self.kinds = merged
+                break
+            self.kinds = merged
+        else:
+            raise Blocker(CONSUMER_UNKNOWN, s, "the values of this loop do not settle")
+        self._block(s.orelse)
+
+    def _block(self, statements) -> None:
+        for statement in statements:
+            self._statement(statement)
+
+    def _statement(self, s) -> None:
+        if isinstance(s, ast.Assign):
+            if id(s.value) in self.local_builds:
+                self._built(s)
+                return  # `p = jax.pmap(...)`: p is a site of this function
+            for target in s.targets:  # only for findings: what a name was last built by
+                if isinstance(target, ast.Name):
+                    self.producers[target.id] = s.value
+            kind = self.eval(s.value)
+            for target in s.targets:
+                self._bind(target, kind, s.value)
+        elif isinstance(s, ast.AnnAssign):
+            if s.value is not None:
+                self._bind(s.target, self.eval(s.value), s.value)
+        elif isinstance(s, ast.AugAssign):
+            if self.eval(s.value).changed or self.eval(s.target).changed:
+                raise Blocker(CONSUMER_UNKNOWN, s, "an augmented assignment on a per-device value")
+        elif isinstance(s, ast.Expr):
+            self._expression_statement(s.value)
+        elif isinstance(s, ast.For):
+            def head():
+                iterated = self.eval(s.iter)
+                if iterated.tag in ("list", "iterator"):
+                    self._bind(s.target, iterated.element, s.iter)
+                elif iterated.changed:
+                    raise Blocker(CONSUMER_UNKNOWN, s.iter, "a loop over the device axis")
+                else:
+                    self._bind(s.target, SAME, s.iter)
+            self._loop(s, head)
+        elif isinstance(s, ast.While):
+            self._loop(s, lambda: self._same(s.test))
+        elif isinstance(s, ast.If):
+            self._same(s.test)
+            entry = dict(self.kinds)
+            self._block(s.body)
+            after_body, self.kinds = self.kinds, entry
+            self._block(s.orelse)
+            self.kinds = self._merge(after_body, self.kinds, s)
+        elif isinstance(s, ast.With):
+            for item in s.items:
+                self._same(item.context_expr)
+                if item.optional_vars is not None:
+                    self._bind(item.optional_vars, SAME, item.context_expr)
+            self._block(s.body)
+        elif isinstance(s, ast.Try):
+            entry = dict(self.kinds)
+            self._block(s.body)
+            self._block(s.orelse)
+            after = self.kinds
+            for handler in s.handlers:
+                self.kinds = dict(entry)
+                self._block(handler.body)
+                after = self._merge(after, self.kinds, handler)
+            self.kinds = after
+            self._block(s.finalbody)
+        elif isinstance(s, ast.Return):
+            self.returns.append((s, self.eval(s.value) if s.value is not None else SAME))
+        elif isinstance(s, (ast.Pass, ast.Break, ast.Continue, ast.Import, ast.ImportFrom)):
+            pass
+        else:
+            self._opaque(s)
+
+    def _bind(self, target, kind: Kind, value) -> None:
+        if isinstance(target, ast.Name):
+            self._assign(target.id, kind, target)
+        elif isinstance(target, (ast.Tuple, ast.List)) and any(
+                isinstance(e, ast.Starred) for e in target.elts):
+            # `key, *rest = random.split(key, 3)`: only plain values; a starred name gets a
+            # list of the parts, which no layout here describes
+            elements = value.elts if isinstance(value, (ast.Tuple, ast.List)) else []
+            if kind.changed or any(self.eval(e).changed for e in elements):
+                raise Blocker(CONSUMER_UNKNOWN, target,
+                              f"unpacking {describe(kind)} into a starred target")
+            for element_target in target.elts:
+                self._bind(element_target.value if isinstance(element_target, ast.Starred)
+                           else element_target, SAME, value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
+                for element_target, element in zip(target.elts, value.elts):
+                    self._bind(element_target, self.eval(element), element)
+            elif kind.tag == "fields" and [k for k, _ in kind.fields] == [
+                    f"[{i}]" for i in range(len(target.elts))]:
+                for element_target, (_, field) in zip(target.elts, kind.fields):
+                    self._bind(element_target, field, value)
+            elif kind.tag in ("same", "repl"):  # unpacking a tuple output of a global step
+                for element_target in target.elts:
+                    self._bind(element_target, kind, value)
+            else:
+                raise Blocker(CONSUMER_UNKNOWN, target, f"unpacking {describe(kind)}")
+        elif isinstance(target, ast.Attribute) and self._instance_store(target, kind, value):
+            pass
+        elif isinstance(target, (ast.Subscript, ast.Attribute)):
+            if kind.changed or self.eval(target.value).changed:
+                raise Blocker(CONSUMER_UNKNOWN, target,
+                              "a per-device value stored into a container "
+                              "or attribute")
+        else:
+            raise Blocker(CONSUMER_UNKNOWN, target,
+                          "an assignment target the global style does not model")
+
+    def _expression_statement(self, value) -> None:
+        call = value
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "append" and isinstance(call.func.value, ast.Name)
+                and len(call.args) == 1 and not call.keywords
+                and self.kinds.get(call.func.value.id, SAME).tag in ("empty_list", "list", "same")):
+            name = call.func.value.id
+            element = self.eval(call.args[0])
+            if element.changed and self.kinds.get(name, SAME).tag == "same" and \
+                    name not in self.kinds:
+                raise Blocker(CONSUMER_UNKNOWN, call,
+                              f"`{name}` is not a list made in this function")
+            if name in self.kinds:
+                self.kinds[name] = self._join(self.kinds[name], list_of(element), name, call)
+            elif element.changed:
+                raise Blocker(CONSUMER_UNKNOWN, call,
+                              f"`{name}` is not a list made in this function")
+            return
+        if isinstance(value, ast.Yield) and self.depth and value.value is not None:
+            yielded = value.value  # a tuple literal stays a tuple: `x, y = next(batches)`
+            kind = self._tuple_fields(yielded) if isinstance(yielded, ast.Tuple) else self.eval(yielded)
+            self.yields.append((value, kind))
+            return
+        self.eval(value)
+
+    def _tuple_fields(self, node: ast.Tuple) -> Kind:
+        kinds = [self.eval(e) for e in node.elts]
+        if any(isinstance(e, ast.Starred) for e in node.elts) or not any(k.changed for k in kinds):
+            return self.eval(node)
+        return Kind("fields", fields=tuple((f"[{i}]", k) for i, k in enumerate(kinds)))
+
+    def _same(self, node) -> None:
+        kind = self.eval(node)
+        if kind.changed:
+            raise Blocker(CONSUMER_UNKNOWN, node,
+                          f"{describe(kind)} used in a condition or context")
+
+    def _opaque(self, node) -> None:
+        """A construct this module does not model: fine only if no per-device value or
+        site reaches it."""
+        for child in ast.walk(node):
+            if isinstance(child, ast.Call) and id(child.func) in self.inline:
+                raise Blocker(CALLERS_UNSEEN, child, "a pmap called on the spot in a construct "
+                              f"the global style does not follow (a {type(node).__name__})",
+                              site=self.inline[id(child.func)].key)
+            if isinstance(child, ast.Name):
+                if child.id in self.sites:
+                    raise Blocker(CALLERS_UNSEEN, child, f"`{child.id}` used in a construct the "
+                                  "global style does not follow")
+                if self.kinds.get(child.id, SAME).changed:
+                    raise Blocker(CONSUMER_UNKNOWN, child,
+                                  f"`{child.id}` ({describe(self.kinds[child.id])})"
+                                  f" used in a {type(node).__name__}")
