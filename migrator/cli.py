@@ -21,7 +21,7 @@ import typer
 
 from migrator import report
 from migrator.check_command import run_check
-from migrator.config import ConfigError, load_config
+from migrator.config_file import ConfigError, load_config
 from migrator.diffing import colorize, notebook_cell_headers, unified_diff
 from migrator.files import display_name
 from migrator.formats import WRITERS

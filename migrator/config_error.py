@@ -1,4 +1,4 @@
-"""The one error a configuration raises (migrator/config.py, migrator/jax_requirement.py)."""
+"""The one error a configuration raises (migrator/config_file.py, migrator/jax_requirement.py)."""
 
 
 class ConfigError(ValueError):

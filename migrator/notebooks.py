@@ -44,18 +44,15 @@ migrator/notebook_ipython.py. A cell opened by a cell magic whose body is not Py
 With `--style global` the Python cells are first read as one module by the global pass, and
 cut back into cells before the above: see migrator/notebook_global.py.
 
-The JSON is written back in the layout it was read in: the indent, separators, ASCII escaping,
-line ends and surrounding whitespace are found by re-serialising the original and comparing,
-keys keep their order, and only the `source` of changed cells differs (a list of lines as
-nbformat writes them, or a string if it was one). A notebook in which no cell changed is
-returned as the very bytes it came in as.
+The JSON is read and written back in the layout it was read in (see
+migrator/notebook_json.py). A notebook in which no cell changed is returned as the very bytes
+it came in as.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
-import json
 import re
 import traceback
 
@@ -67,15 +64,12 @@ from migrator.notebook_global import migrate_cells_global
 from migrator.notebook_ipython import (
     SCOPED_CELL_MAGICS, CellFailed, Masked, mask, pmap_in_ipython_lines, split, unique_tag, unmask,
 )
+from migrator.notebook_json import NotebookDocument
 from migrator.options import MigrationOptions
 from transforms.codes.findings import Finding
 from transforms.pipeline import might_need_migration, migrate_source
 from transforms.module_helpers import HELPER_NAMES
 from transforms.helpers.placement_helpers import HELPER_MARKER
-
-
-class NotebookError(Exception):
-    """The bytes are not a notebook this tool can read (invalid JSON, not nbformat 4)."""
 
 
 @dataclasses.dataclass
@@ -93,7 +87,7 @@ class NotebookMigration:
 def migrate_notebook(data: bytes, options: MigrationOptions = MigrationOptions()) -> NotebookMigration:
     """Migrate every Python code cell of a notebook with `options` (those at its path: see
     MigrationOptions.for_file). Raises NotebookError if it is not one."""
-    document = _Document.load(data)
+    document = NotebookDocument.load(data)
     cells = document.code_cells()
     if options.style == "global" and "PM100" not in options.ignored:
         results = migrate_cells_global(cells, options, _migrate_cells)
@@ -112,102 +106,6 @@ def migrate_notebook(data: bytes, options: MigrationOptions = MigrationOptions()
             document.set_source(cell.index, result.text)
     source = document.dump() if diffs else data
     return NotebookMigration(source=source, findings=findings, cell_of=cell_of, cell_diffs=diffs)
-
-
-# -- the notebook file ----------------------------------------------------------------------
-
-
-class _Document:
-    """The parsed JSON and how it was laid out, so it can be written back the same way."""
-
-    def __init__(self, notebook: dict, prefix: str, core: str, suffix: str):
-        self.notebook = notebook
-        self.prefix, self.core, self.suffix = prefix, core, suffix  # whitespace, JSON, whitespace
-
-    @classmethod
-    def load(cls, data: bytes) -> _Document:
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise NotebookError(f"not UTF-8 text: {error}") from None
-        bom = "\ufeff" if text.startswith("\ufeff") else ""
-        text = text[len(bom):]
-        try:
-            notebook = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as error:
-            raise NotebookError(f"not valid JSON: {error}") from None
-        if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
-            raise NotebookError("not a Jupyter notebook: no list of cells")
-        major = notebook.get("nbformat")
-        if not isinstance(major, int) or major < 4:
-            raise NotebookError(f"nbformat {major!r} is not supported (4 is); convert it with nbconvert")
-        for index, cell in enumerate(notebook["cells"]):
-            source = cell.get("source") if isinstance(cell, dict) else None
-            if not isinstance(source, (str, list)) or (
-                isinstance(source, list) and not all(isinstance(s, str) for s in source)
-            ):
-                raise NotebookError(f"cell {index}: not a cell with a text source")
-        core = text.strip()
-        prefix = bom + text[: len(text) - len(text.lstrip())]
-        suffix = text[len(text.rstrip()):]
-        return cls(notebook, prefix, core, suffix)
-
-    def is_python(self) -> bool:
-        metadata = self.notebook.get("metadata")
-        metadata = metadata if isinstance(metadata, dict) else {}
-        info = metadata.get("language_info")
-        spec = metadata.get("kernelspec")
-        language = (info.get("name") if isinstance(info, dict) else None) or (
-            spec.get("language") if isinstance(spec, dict) else None
-        )
-        return not isinstance(language, str) or language.lower().startswith(("python", "ipython"))
-
-    def code_cells(self) -> list[Cell]:
-        if not self.is_python():
-            return []
-        return [
-            Cell(index, _join(cell["source"]))
-            for index, cell in enumerate(self.notebook["cells"])
-            if cell.get("cell_type") == "code"
-        ]
-
-    def set_source(self, index: int, text: str) -> None:
-        cell = self.notebook["cells"][index]
-        # nbformat writes a list of lines, each with its line end (str.splitlines(True)).
-        cell["source"] = text.splitlines(True) if isinstance(cell["source"], list) else text
-
-    def dump(self) -> bytes:
-        layout = self._layout()
-        return (self.prefix + _dumps(self.notebook, layout) + self.suffix).encode("utf-8")
-
-    def _layout(self) -> tuple:
-        """The json.dumps arguments that reproduce the original bytes, or nbformat's layout."""
-        original = json.loads(self.core)  # a fresh copy: self.notebook has been edited
-        newline = "\r\n" if "\r\n" in self.core else "\n"
-        lines = self.core.split(newline)
-        if len(lines) > 1:
-            second = lines[1]
-            indent = second[: len(second) - len(second.lstrip(" \t"))]
-            separators = [(",", ": "), (", ", ": ")]
-        else:
-            indent = None
-            separators = [(", ", ": "), (",", ":"), (",", ": "), (", ", ":")]
-        for ensure_ascii in (False, True):
-            for separator in separators:
-                layout = (indent, separator, ensure_ascii, newline)
-                if _dumps(original, layout) == self.core:
-                    return layout
-        return (indent, separators[0], False, newline)
-
-
-def _dumps(value, layout: tuple) -> str:
-    indent, separators, ensure_ascii, newline = layout
-    text = json.dumps(value, indent=indent, separators=separators, ensure_ascii=ensure_ascii)
-    return text.replace("\n", newline) if newline != "\n" else text  # JSON strings hold no raw newline
-
-
-def _join(source: str | list[str]) -> str:
-    return source if isinstance(source, str) else "".join(source)
 
 
 # -- cells ------------------------------------------------------------------------------------
@@ -432,4 +330,4 @@ def _names(tree: ast.Module) -> set[str]:
     return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
 
 
-__all__ = ["NotebookError", "NotebookMigration", "migrate_notebook"]
+__all__ = ["NotebookMigration", "migrate_notebook"]

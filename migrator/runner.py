@@ -118,7 +118,8 @@ def _process(file: SourceFile, options: MigrationOptions) -> FileResult:
 
 
 def _process_notebook(result: FileResult, options: MigrationOptions) -> FileResult:
-    from migrator.notebooks import NotebookError, migrate_notebook
+    from migrator.notebook_json import NotebookError
+    from migrator.notebooks import migrate_notebook
 
     try:
         migration = migrate_notebook(result.original, options)

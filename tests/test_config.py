@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from migrator.config import DEFAULT_EXCLUDE, Config, ConfigError, load_config
+from migrator.config import DEFAULT_EXCLUDE, Config
+from migrator.config_file import ConfigError, load_config
 from migrator.jax_requirement import JAX_RELEASES
 from transforms.codes.rules import all_rules
 from transforms.target import NEWEST, TargetJax

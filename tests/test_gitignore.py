@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from migrator.config import load_config
+from migrator.config_file import load_config
 from migrator.files import discover
 from test_cli import SIMPLE, cli
 
@@ -58,7 +58,7 @@ def test_config_key_turns_it_off(tmp_path):
 
 
 def test_a_bad_config_value_is_an_error(tmp_path):
-    from migrator.config import ConfigError
+    from migrator.config_file import ConfigError
 
     make_tree(tmp_path, {"pyproject.toml": '[tool.pmap-migrate]\nrespect-gitignore = "no"\n'})
     with pytest.raises(ConfigError, match="respect-gitignore: must be true or false"):

@@ -19,7 +19,8 @@ from conftest import LEGACY_PYTHON, ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from migrator.notebooks import NotebookError, migrate_notebook
+from migrator.notebook_json import NotebookError
+from migrator.notebooks import migrate_notebook
 from migrator.options import MigrationOptions
 from transforms.pipeline import migrate_source
 

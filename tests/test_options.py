@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from migrator.config import load_config
+from migrator.config_file import load_config
 from migrator.options import MigrationOptions
 from test_cli import cli
 from transforms.target import TargetJax
