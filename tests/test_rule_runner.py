@@ -16,6 +16,7 @@ from libcst.metadata.base_provider import LazyValue
 
 from conftest import CORPUS, fixture_cases
 from transforms.imports import apply_queued_imports
+from transforms.pipeline import migrate_source
 from transforms.reading.names import ImportTable
 from transforms.rule_runner import ModuleFacts, RuleRunner
 
@@ -66,10 +67,27 @@ def _inside_import(node, parents) -> bool:
         "from jax import *\npmap(f)\n",
         "from jax import pmap\nfrom chex import pmap\n",
         "import jax.numpy as np\nimport numpy as np\n",
+        # imported only inside a def: unbound at module level
+        "import jax\ndef g():\n    import functools\n@functools.partial(jax.pmap)\ndef f(x): ...\n",
     ],
 )
 def test_ambiguous_modules_fall_back_to_scope_analysis(source):
     assert ImportTable.from_source(source.encode()).needs_scope_analysis
+
+
+def test_imports_in_module_level_blocks_bind_at_module_scope():
+    source = "try:\n    import functools\nexcept ImportError:\n    pass\nif x:\n    import jax\n"
+    assert not ImportTable.from_source(source.encode()).needs_scope_analysis
+
+
+@pytest.mark.parametrize("style", ["faithful", "global"])
+def test_the_inline_helpers_local_import_does_not_resolve_module_names(style):
+    """The faithful helper imports functools inside a function. On a second run that import
+    must not make the module's unbound `functools.partial(jax.pmap, ...)` a pmap site."""
+    source = (b"import jax\n\nx = jax.pmap(f)(xs)\n\n"
+              b"@functools.partial(jax.pmap, axis_name='b')\ndef h(v):\n    return v\n")
+    once = migrate_source(source, style=style).source
+    assert migrate_source(once, style=style).source == once
 
 
 def test_import_table_names():

@@ -24,6 +24,23 @@ _BUILTINS = frozenset(dir(builtins))
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
+def _module_scope_imports(body: list[ast.stmt]) -> dict[int, ast.Import | ast.ImportFrom]:
+    """The imports that bind at module scope: in the module's statements and the blocks of its
+    `if` / `try` / `with` / loops / `match`, not inside a def or a class."""
+    found: dict[int, ast.Import | ast.ImportFrom] = {}
+    pending = list(body)
+    while pending:
+        statement = pending.pop()
+        if isinstance(statement, (ast.Import, ast.ImportFrom)):
+            found[id(statement)] = statement
+        elif not isinstance(statement, _DEFINITIONS):
+            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                for child in getattr(statement, field, ()):
+                    pending.extend(getattr(child, "body", ()) if isinstance(
+                        child, (ast.ExceptHandler, ast.match_case)) else [child])
+    return found
+
+
 @dataclasses.dataclass
 class ImportTable:
     imported: dict[str, str]  # local name -> the dotted name it was imported as
@@ -41,6 +58,8 @@ class ImportTable:
         imported: dict[str, set[str]] = {}
         bound: set[str] = set()
         star = False
+        module_scope = _module_scope_imports(tree.body)
+        nested_only: set[str] = set()  # names imported inside defs or classes, never at the top
         for node in all_nodes(tree):
             kind = type(node)  # (isinstance on every node was most of this walk's cost)
             if kind is ast.Name:
@@ -48,11 +67,10 @@ class ImportTable:
                     bound.add(node.id)
             elif kind is ast.Import:
                 for alias in node.names:
-                    if alias.asname:
-                        imported.setdefault(alias.asname, set()).add(alias.name)
-                    else:
-                        root = alias.name.split(".")[0]
-                        imported.setdefault(root, set()).add(root)
+                    name = alias.asname or alias.name.split(".")[0]
+                    imported.setdefault(name, set()).add(alias.name if alias.asname else name)
+                    if id(node) not in module_scope:
+                        nested_only.add(name)
             elif kind is ast.ImportFrom:
                 base = "." * node.level + (node.module or "")
                 for alias in node.names:
@@ -61,6 +79,8 @@ class ImportTable:
                         continue
                     dotted = f"{base}.{alias.name}" if node.module else f"{base}{alias.name}"
                     imported.setdefault(alias.asname or alias.name, set()).add(dotted)
+                    if id(node) not in module_scope:
+                        nested_only.add(alias.asname or alias.name)
             elif kind in _DEFINITIONS:
                 bound.add(node.name)
             elif kind is ast.arg:
@@ -75,7 +95,12 @@ class ImportTable:
                     bound.add(node.name)
             elif kind is ast.MatchMapping and node.rest:
                 bound.add(node.rest)
-        ambiguous = star or any(len(v) > 1 or k in bound for k, v in imported.items())
+        nested_only -= {alias.asname or alias.name.split(".")[0]
+                        for node in module_scope.values() for alias in node.names}
+        # A name imported only inside a function is unbound at module level (a faithful
+        # helper's own `import functools` must not make the module's `functools.partial` resolve).
+        ambiguous = star or bool(nested_only) or any(
+            len(v) > 1 or k in bound for k, v in imported.items())
         table = {name: next(iter(targets)) for name, targets in imported.items()}
         return cls(table, bound, needs_scope_analysis=ambiguous)
 
