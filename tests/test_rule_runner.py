@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import libcst as cst
 import pytest
+from conftest import CORPUS, fixture_cases
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, QualifiedNameProvider
 from libcst.metadata.base_provider import LazyValue
 
-from conftest import CORPUS, fixture_cases
 from transforms.imports import apply_queued_imports
 from transforms.pipeline import migrate_source
 from transforms.reading.names import ImportTable
