@@ -75,6 +75,16 @@ def test_ambiguous_modules_fall_back_to_scope_analysis(source):
     assert ImportTable.from_source(source.encode()).needs_scope_analysis
 
 
+def test_a_function_local_import_does_not_make_the_module_ambiguous_for_the_global_style():
+    """The global style reads imports module-wide and refuses only ambiguous modules (PM607);
+    a lazy import inside a function (numpyro's calibration.py) must not send it back."""
+    source = b"import jax\ndef g():\n    from scipy import stats\nz = jax.pmap(f)(x)\n"
+    table = ImportTable.from_source(source)
+    assert table.needs_scope_analysis and not table.ambiguous
+    codes = {f.code for f in migrate_source(source, style="global").findings}
+    assert "PM607" not in codes and "PM612" in codes  # not sent back to the faithful helper
+
+
 def test_imports_in_module_level_blocks_bind_at_module_scope():
     source = "try:\n    import functools\nexcept ImportError:\n    pass\nif x:\n    import jax\n"
     assert not ImportTable.from_source(source.encode()).needs_scope_analysis

@@ -173,7 +173,7 @@ def _module_blocker(tree, table: ImportTable, target: TargetJax, multiprocess: b
         return (f"the global style needs jax.shard_map and jax.sharding.AxisType (JAX "
                 f"{MIN_TARGET.major}.{MIN_TARGET.minor}"
                 f"); the target is {target}: kept in the faithful style")
-    if table.needs_scope_analysis:
+    if table.ambiguous:
         return "the module's imports are ambiguous (a name bound twice, or a star import)"
     # NamedSharding names every placement's mesh; multihost_utils reads per-process rows back.
     names = ("P", "AxisType", "NamedSharding", *(MULTIPROCESS_NAMES if multiprocess else ()))

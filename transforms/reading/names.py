@@ -5,8 +5,8 @@ libcst's scope analysis costs about six plain visits of the module, and rules on
 "is this `jax.pmap` / `functools.partial` / `jax.device_put_replicated`?". Those names come
 from imports, so a table of the module's imports (read with the standard `ast` module, an
 order of magnitude cheaper) answers the question exactly, provided no import name is also
-bound some other way (a parameter called `jax`, a `P = ...` next to `import ... as P`) and
-there is no star import. In those modules `needs_scope_analysis` is true and the caller uses
+bound some other way (a parameter called `jax`, a `P = ...` next to `import ... as P`), no
+name is imported only inside a def or class, and there is no star import. In those modules `needs_scope_analysis` is true and the caller uses
 libcst's provider instead: speed never changes an answer.
 """
 
@@ -45,7 +45,14 @@ def _module_scope_imports(body: list[ast.stmt]) -> dict[int, ast.Import | ast.Im
 class ImportTable:
     imported: dict[str, str]  # local name -> the dotted name it was imported as
     bound_otherwise: set[str]  # names bound by anything but an import
-    needs_scope_analysis: bool
+    ambiguous: bool  # a name bound twice, or a star import: no module-wide table exists
+    # Names imported only inside defs or classes, so unbound at module level. The global style,
+    # which reads `imported` module-wide, accepts them; libcst's rules resolve them by scope.
+    only_in_functions: frozenset[str] = frozenset()
+
+    @property
+    def needs_scope_analysis(self) -> bool:
+        return self.ambiguous or bool(self.only_in_functions)
 
     @classmethod
     def from_source(cls, source: bytes) -> ImportTable:
@@ -54,7 +61,7 @@ class ImportTable:
     @classmethod
     def from_tree(cls, tree: ast.Module | None) -> ImportTable:
         if tree is None:  # grammar newer than this interpreter's ast
-            return cls({}, set(), needs_scope_analysis=True)
+            return cls({}, set(), ambiguous=True)
         imported: dict[str, set[str]] = {}
         bound: set[str] = set()
         star = False
@@ -97,12 +104,11 @@ class ImportTable:
                 bound.add(node.rest)
         nested_only -= {alias.asname or alias.name.split(".")[0]
                         for node in module_scope.values() for alias in node.names}
-        # A name imported only inside a function is unbound at module level (a faithful
-        # helper's own `import functools` must not make the module's `functools.partial` resolve).
-        ambiguous = star or bool(nested_only) or any(
-            len(v) > 1 or k in bound for k, v in imported.items())
+        ambiguous = star or any(len(v) > 1 or k in bound for k, v in imported.items())
         table = {name: next(iter(targets)) for name, targets in imported.items()}
-        return cls(table, bound, needs_scope_analysis=ambiguous)
+        # A name imported only inside a function is unbound at module level: a faithful helper's
+        # own `import functools` must not make the module's `functools.partial` resolve.
+        return cls(table, bound, ambiguous, frozenset(nested_only))
 
     def qualified(self, node: cst.CSTNode, parent: cst.CSTNode | None) -> set[str]:
         """The qualified names of a Name or dotted Attribute, as QualifiedNameProvider gives
