@@ -6,8 +6,9 @@ libcst's scope analysis costs about six plain visits of the module, and rules on
 from imports, so a table of the module's imports (read with the standard `ast` module, an
 order of magnitude cheaper) answers the question exactly, provided no import name is also
 bound some other way (a parameter called `jax`, a `P = ...` next to `import ... as P`), no
-name is imported only inside a def or class, and there is no star import. In those modules `needs_scope_analysis` is true and the caller uses
-libcst's provider instead: speed never changes an answer.
+name is imported only inside a def or class, and there is no star import. In those modules
+`needs_scope_analysis` is true and the caller uses libcst's provider instead: speed never
+changes an answer.
 """
 
 from __future__ import annotations
