@@ -2,13 +2,15 @@
 
 A leaf k >= 0 becomes `P(None, ..., None, axis)` with k Nones, `None` becomes `P()`, and the
 containers (tuples, nested lists, dicts) are kept, so the result is the same pytree prefix.
-Anything the tool cannot prove is refused with the finding code that explains why.
+The options are read by transforms/reading/pmap_options.py, the reader both styles share;
+anything it does not read as a literal tree is refused with the finding code that explains why.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
+from transforms.reading.pmap_options import first_problem, read_axes_text
 from transforms.reading.snippets import source as _code
 
 
@@ -39,54 +41,22 @@ def axes_to_specs(
     spec_func: cst.BaseExpression,
     axis_name: cst.BaseExpression,
     what: str,
-    top_level: bool = True,
 ) -> cst.BaseExpression:
-    """Translate one in_axes/out_axes literal, keeping the original layout of containers."""
-    if isinstance(node, cst.Name) and node.value == "None":
+    """Translate one in_axes/out_axes literal, keeping the original layout of containers;
+    what transforms/reading/pmap_options.py does not read as a literal tree is refused."""
+    problem = first_problem(read_axes_text(_code(node), what), what)
+    if problem is not None:
+        raise AxesNotTranslatable(problem.code, problem.message)
+    return _specs(node, spec_func, axis_name)
+
+
+def _specs(node, spec_func, axis_name):
+    if isinstance(node, cst.Name):  # None
         return spec_call(spec_func, None, axis_name)
     if isinstance(node, cst.Integer):
         return spec_call(spec_func, int(node.value, 0), axis_name)
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
-        raise AxesNotTranslatable(
-            "PM201", f"{what} has the negative axis -{_code(node.expression)}; pmap never supported it"
-        )
-    if isinstance(node, (cst.Tuple, cst.List)):
-        if isinstance(node, cst.List) and top_level and what == "in_axes":
-            raise AxesNotTranslatable("PM202", "in_axes is a list; pmap needs a tuple and raises")
-        elements = [
-            el.with_changes(
-                value=axes_to_specs(
-                    el.value, spec_func=spec_func, axis_name=axis_name, what=what, top_level=False
-                )
-            )
-            if isinstance(el, cst.Element)
-            else _refuse_starred(what)
-            for el in node.elements
-        ]
-        return node.with_changes(elements=elements)
-    if isinstance(node, cst.Dict):
-        elements = []
-        for el in node.elements:
-            if not isinstance(el, cst.DictElement):
-                _refuse_starred(what)
-            elements.append(
-                el.with_changes(
-                    value=axes_to_specs(
-                        el.value, spec_func=spec_func, axis_name=axis_name, what=what, top_level=False
-                    )
-                )
-            )
-        return node.with_changes(elements=elements)
-    if isinstance(node, (cst.SimpleString, cst.Float, cst.ConcatenatedString, cst.FormattedString)):
-        raise AxesNotTranslatable(
-            "PM209", f"{what} has the leaf {_code(node)}, which is neither a non-negative int nor None"
-        )
-    raise AxesNotTranslatable(
-        "PM203", f"{what}={_code(node)} is not a literal, so its specs cannot be derived here"
-    )
-
-
-def _refuse_starred(what: str):
-    raise AxesNotTranslatable("PM203", f"{what} unpacks another container (*x / **x)")
-
-
+    if isinstance(node, (cst.Tuple, cst.List, cst.Dict)):
+        return node.with_changes(elements=[
+            el.with_changes(value=_specs(el.value, spec_func, axis_name)) for el in node.elements
+        ])
+    raise AssertionError(f"not read as an axis tree: {_code(node)}")

@@ -34,6 +34,13 @@ from transforms.global_view.contract_text import ACROSS_PROCESSES, ADAPTER
 from transforms.global_view.sites import PARTIAL, PMAP, dotted
 from transforms.global_view.step_text import LINE_LIMIT
 from transforms.global_view.values import DEFAULT_AXIS, quoted, tuple_text
+from transforms.reading.pmap_options import (
+    NOT_LITERAL,
+    AxesDict,
+    literal_argnums,
+    problems,
+    read_axes,
+)
 
 _OPTIONS = {"axis_name", "in_axes", "out_axes", "static_broadcasted_argnums", "donate_argnums",
             "devices"}
@@ -108,28 +115,29 @@ def contract_options(node: ast.AST, imported: dict[str, str], source_of) -> Cont
 def _int_tuple(node, what: str) -> tuple[int, ...] | None:
     if node is None:
         return None
-    try:
-        value = ast.literal_eval(node)
-    except ValueError:
-        raise NotExpressible(f"{what} is not a literal int or tuple of ints") from None
-    value = (value,) if type(value) is int else value
-    if not isinstance(value, (tuple, list)) or not all(type(v) is int and v >= 0 for v in value):
+    value = literal_argnums(node)
+    if value is None:
         raise NotExpressible(f"{what} is not a literal int or tuple of ints")
-    return tuple(value)
+    return value
 
 
 def _axes(node, what: str):
     """0, None, or a tuple of them; anything else is not expressible here."""
-    try:
-        value = ast.literal_eval(node)
-    except ValueError:
-        raise NotExpressible(f"{what} is not a literal") from None
-    if value is None or (type(value) is int and value == 0):
+    value = read_axes(node, what)
+    if any(p.code == NOT_LITERAL for p in problems(value)) or _non_literal_key(value):
+        raise NotExpressible(f"{what} is not a literal")
+    if value is None or value == 0:
         return value
-    if isinstance(value, (tuple, list)) and value and all(
-            v is None or (type(v) is int and v == 0) for v in value):
+    if isinstance(value, (tuple, list)) and value and all(v is None or v == 0 for v in value):
         return tuple(value)
     raise NotExpressible(f"{what} {ast.unparse(node)} (the contract form maps axis 0 or nothing)")
+
+
+def _non_literal_key(value) -> bool:
+    if isinstance(value, AxesDict):
+        return any(key is not None and not key.literal or _non_literal_key(child)
+                   for key, child in value.items)
+    return isinstance(value, (tuple, list)) and any(_non_literal_key(v) for v in value)
 
 
 def contract_text(site: ContractSite, jit: str, partial: str, source_of, indent: str,

@@ -9,6 +9,7 @@ import ast
 
 from transforms.codes.global_view import OPTIONS
 from transforms.global_view.sites import PARTIAL, Blocker, Site, dotted, pmap_call_options
+from transforms.reading.pmap_options import is_axis, literal_argnums, read_axes, string_keyed
 
 _ALLOWED_OPTIONS = {"axis_name", "in_axes", "donate_argnums", "out_axes",
                     "static_broadcasted_argnums", "devices", "axis_size"}
@@ -158,18 +159,15 @@ def make_site(name, node, statement, body, positional, keywords, decorated, cons
         raise Blocker(OPTIONS, node, "axis_name is not a string literal or a module or class "
                       "constant")
     out_axes = options.get("out_axes")
+    out_read = read_axes(out_axes, "out_axes") if out_axes is not None else 0
     out_tree = None
-    if isinstance(out_axes, ast.Tuple) and out_axes.elts and all(
-            _is_axis(e, None) for e in out_axes.elts):
-        out_tree = tuple(e.value for e in out_axes.elts)
-    elif isinstance(out_axes, ast.Dict) and out_axes.keys and all(
-            isinstance(k, ast.Constant) and isinstance(k.value, str) for k in out_axes.keys) \
-            and all(_is_axis(v, None) for v in out_axes.values) \
-            and len({k.value for k in out_axes.keys}) == len(out_axes.keys):
-        out_tree = {k.value: v.value for k, v in zip(out_axes.keys, out_axes.values)}
-    elif out_axes is not None and _is_axis(out_axes, None) and out_axes.value not in (0, None):
-        out_tree = out_axes.value
-    elif out_axes is not None and not _is_zero_or_none(out_axes):
+    if isinstance(out_read, tuple) and out_read and all(is_axis(e) for e in out_read):
+        out_tree = out_read
+    elif string_keyed(out_read) and all(is_axis(v) for v in string_keyed(out_read).values()):
+        out_tree = string_keyed(out_read)
+    elif type(out_read) is int and out_read != 0:
+        out_tree = out_read
+    elif out_read not in (0, None):
         raise Blocker(OPTIONS, node, "out_axes other than an int, None, or a flat tuple or "
                       "dict of them")
     args = body.args
@@ -188,7 +186,7 @@ def make_site(name, node, statement, body, positional, keywords, decorated, cons
         params = params[:len(params) - len(bound)]
     in_axes = _in_axes(options.get("in_axes"), len(params), node, body)
     donate = options.get("donate_argnums")
-    if donate is not None and not _literal_ints(donate):
+    if donate is not None and literal_argnums(donate) is None:
         raise Blocker(OPTIONS, node, "donate_argnums is not a literal int or tuple of ints")
     static = _static_argnums(options.get("static_broadcasted_argnums"), len(params), bound, node)
     return Site(name, node, statement, body, params, axis_name, in_axes,
@@ -198,25 +196,15 @@ def make_site(name, node, statement, body, positional, keywords, decorated, cons
                 placement={k: options[k] for k in ("devices", "axis_size") if k in options})
 
 
-def _is_axis(node, limit: int | None = 0) -> bool:
-    """A literal None or int axis in 0..limit (limit None: any non-negative int)."""
-    return isinstance(node, ast.Constant) and (node.value is None or (
-        type(node.value) is int and node.value >= 0 and (limit is None or node.value <= limit)))
-
-
-def _is_zero_or_none(node) -> bool:
-    return isinstance(node, ast.Constant) and node.value in (0, None) and type(node.value) is not bool
-
-
 def _static_argnums(node, count: int, bound, where) -> tuple[int, ...]:
     """pmap's static_broadcasted_argnums as sorted positions (they become jit's static_argnums
     with the same numbering)."""
     if node is None:
         return ()
-    if not _literal_ints(node):
+    values = literal_argnums(node)
+    if values is None:
         raise Blocker(OPTIONS, where, "static_broadcasted_argnums is not a literal int or "
                       "tuple of ints")
-    values = [node.value] if isinstance(node, ast.Constant) else [e.value for e in node.elts]
     if bound or any(not 0 <= v < count for v in values) or len(set(values)) != len(values):
         raise Blocker(OPTIONS, where, "static_broadcasted_argnums outside the mapped function's "
                       "parameters (negative, repeated, or with functools.partial keywords)")
@@ -230,10 +218,11 @@ def _in_axes(node, count: int, where, body) -> tuple:
     squeezes that axis in the body's first statement), or a dict / tuple tree of 0 / None."""
     if node is None:
         return (0,) * count
-    if _is_axis(node, None):
-        axes = (node.value,) * count
-    elif isinstance(node, (ast.Tuple, ast.List)) and len(node.elts) == count:
-        axes = tuple(e.value if _is_axis(e, None) else _tree_entry(e, where) for e in node.elts)
+    axes = read_axes(node, "in_axes")
+    if is_axis(axes):
+        axes = (axes,) * count
+    elif isinstance(axes, (tuple, list)) and len(axes) == count:
+        axes = tuple(a if is_axis(a) else _tree_entry(a, where) for a in axes)
     else:
         raise Blocker(OPTIONS, where, "in_axes is not an int, None or a tuple of them (or of "
                       "trees of 0 and None)")
@@ -243,9 +232,9 @@ def _in_axes(node, count: int, where, body) -> tuple:
     return axes
 
 
-def _tree_entry(element, where):
+def _tree_entry(axes, where):
     """An in_axes entry that is a dict / tuple tree of 0 and None (collapsed when uniform)."""
-    tree = _axis_tree(element)
+    tree = _zero_none_tree(axes)
     if tree is _INVALID:
         raise Blocker(OPTIONS, where, "in_axes entries other than an int, None, or a dict / "
                       "tuple tree of 0 and None")
@@ -255,20 +244,17 @@ def _tree_entry(element, where):
 _INVALID = object()
 
 
-def _axis_tree(node):
-    """An in_axes entry as data: 0 / None, or a dict (string keys) / tuple of such entries."""
-    if isinstance(node, ast.Constant):
-        return node.value if _is_zero_or_none(node) else _INVALID
-    if isinstance(node, ast.Dict):
-        if not node.keys or not all(isinstance(k, ast.Constant) and isinstance(k.value, str)
-                                    for k in node.keys):
-            return _INVALID
-        children = {k.value: _axis_tree(v) for k, v in zip(node.keys, node.values)}
-        if len(children) != len(node.keys) or _INVALID in children.values():
-            return _INVALID
-        return children
-    if isinstance(node, (ast.Tuple, ast.List)) and node.elts:
-        children = tuple(_axis_tree(e) for e in node.elts)
+def _zero_none_tree(axes):
+    """An in_axes entry of 0 / None leaves in string-keyed dicts and non-empty tuples / lists,
+    with the lists made tuples; _INVALID for anything else."""
+    if axes is None or (type(axes) is int and axes == 0):
+        return axes
+    children = string_keyed(axes)
+    if children:
+        children = {key: _zero_none_tree(child) for key, child in children.items()}
+        return _INVALID if _INVALID in children.values() else children
+    if isinstance(axes, (tuple, list)) and axes:
+        children = tuple(_zero_none_tree(child) for child in axes)
         return _INVALID if _INVALID in children else children
     return _INVALID
 
@@ -279,10 +265,3 @@ def _tree_leaves(tree) -> list:
     if isinstance(tree, tuple):
         return [leaf for child in tree for leaf in _tree_leaves(child)]
     return [tree]
-
-
-def _literal_ints(node) -> bool:
-    if isinstance(node, ast.Constant):
-        return type(node.value) is int
-    return isinstance(node, (ast.Tuple, ast.List)) and all(
-        isinstance(e, ast.Constant) and type(e.value) is int for e in node.elts)
