@@ -124,6 +124,8 @@ def _int_tuple(node, what: str) -> tuple[int, ...] | None:
 def _axes(node, what: str):
     """0, None, or a tuple of them; anything else is not expressible here."""
     value = read_axes(node, what)
+    if isinstance(value, list) and what == "in_axes":
+        raise NotExpressible("in_axes is a list, on which pmap raises (it needs a tuple)")
     if any(p.code == NOT_LITERAL for p in problems(value)) or _non_literal_key(value):
         raise NotExpressible(f"{what} is not a literal")
     if value is None or value == 0:

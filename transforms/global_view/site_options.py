@@ -219,9 +219,12 @@ def _in_axes(node, count: int, where, body) -> tuple:
     if node is None:
         return (0,) * count
     axes = read_axes(node, "in_axes")
+    if isinstance(axes, list):
+        raise Blocker(OPTIONS, where, "in_axes is a list, on which pmap raises (it needs a "
+                      "tuple): the original does not run this site")
     if is_axis(axes):
         axes = (axes,) * count
-    elif isinstance(axes, (tuple, list)) and len(axes) == count:
+    elif isinstance(axes, tuple) and len(axes) == count:
         axes = tuple(a if is_axis(a) else _tree_entry(a, where) for a in axes)
     else:
         raise Blocker(OPTIONS, where, "in_axes is not an int, None or a tuple of them (or of "
