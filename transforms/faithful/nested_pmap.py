@@ -16,7 +16,7 @@ import dataclasses
 
 import libcst as cst
 
-from transforms.faithful.specs import AxesNotTranslatable, axes_to_specs
+from transforms.reading.pmap_options import NOT_LITERAL, AxesDict, first_problem, read_axes_text
 from transforms.reading.snippets import source as _code
 
 
@@ -82,28 +82,26 @@ def check_levels(outer: Level, inner: Level) -> None:
 
 def _literal(node: cst.BaseExpression | None, what: str, level: str):
     """A literal in_axes/out_axes as Python data (ints, None, tuples, lists, dicts keyed by the
-    key's source text); refused with specs.py's codes and reasons."""
+    key's source text, holding the key's node), as transforms/reading/pmap_options.py reads it;
+    refused with its codes and reasons."""
     if node is None:
         return 0
-    try:
-        axes_to_specs(node, spec_func=cst.Name("P"), axis_name=cst.Name("a"), what=what)
-    except AxesNotTranslatable as refused:
-        if refused.code == "PM203":
-            raise NestedRefused("PM206", f"{what} of the {level} pmap is not a literal") from None
-        raise NestedRefused(refused.code, f"{level} pmap: {refused.message}") from None
-    return _to_data(node)
+    axes = read_axes_text(_code(node), what)
+    refused = first_problem(axes, what)
+    if refused is not None and refused.code == NOT_LITERAL:
+        raise NestedRefused("PM206", f"{what} of the {level} pmap is not a literal")
+    if refused is not None:
+        raise NestedRefused(refused.code, f"{level} pmap: {refused.message}")
+    return _to_data(axes)
 
 
-def _to_data(node: cst.BaseExpression):
-    if isinstance(node, cst.Name):  # None (anything else was refused above)
-        return None
-    if isinstance(node, cst.Integer):
-        return int(node.value, 0)
-    if isinstance(node, (cst.Tuple, cst.List)):
-        kind = tuple if isinstance(node, cst.Tuple) else list
-        return kind(_to_data(el.value) for el in node.elements)
-    assert isinstance(node, cst.Dict)
-    return {_code(el.key): (el.key, _to_data(el.value)) for el in node.elements}
+def _to_data(axes):
+    if isinstance(axes, AxesDict):
+        return {key.text: (cst.parse_expression(key.text), _to_data(child))
+                for key, child in axes.items}
+    if isinstance(axes, (tuple, list)):
+        return type(axes)(_to_data(child) for child in axes)
+    return axes
 
 
 class _Positions(dict):
