@@ -77,10 +77,14 @@ class CallKindsMixin:
                 for key in [k for k in self.edits if span[0] <= k[0] and k[1] <= span[1]]:
                     del self.edits[key]
                 return ROWS
-            # Only replicated stacks may go back to pmap's layout (a batch's shards would not
-            # match what the migrated consumers read).
-            return with_origin(produced, frozenset({id(call)})) if produced.tag in (
-                "repl", "fields") and "merged" not in repr(produced) else produced
+            # A stack or a batch this call makes from plain values may go back to pmap's
+            # layout: its leading axis is the device count before the migration merges or
+            # unstacks it. Not device_put_sharded, whose rows may be read from a batch merged
+            # elsewhere: that batch's producer would stay merged while these rows go back.
+            keeps = ("repl", "fields") if name == "jax.device_put_sharded" else (
+                "repl", "fields", "merged")
+            return with_origin(produced, frozenset({id(call)})) if produced.tag in keeps and (
+                produced.tag != "fields" or "merged" not in repr(produced)) else produced
         consumed = self._consumer(call, name)
         if consumed is not None:
             return consumed

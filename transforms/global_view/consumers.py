@@ -102,6 +102,11 @@ class ConsumersMixin:
                     for argument in call.args:
                         self._need_same(argument)
                     return receiver
+                if func.attr in ("ravel", "flatten") and receiver.tag == "merged" \
+                        and not call.args and not call.keywords:
+                    # The device axis is merged into the axis after it, so the row-major
+                    # order of the elements, and the flat array, are the original's.
+                    return Kind("same", rank=1)
                 if func.attr in ("sum", "mean", "max", "min") and receiver.tag == "merged" \
                         and len(call.args) == 1 and not call.keywords:
                     return self._trailing_reduction(call, receiver, call.args[0])

@@ -128,7 +128,7 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
     keep_stacked: frozenset = frozenset()  # producer calls (ids) left in pmap's layout
     # When keeping values stacked does not rescue the function: report what failed first (the
     # cause) rather than the last attempt's blocker. Off where the fixpoint demotes one site
-    # by the last blocker's site (single-process modules).
+    # by the last blocker's site (single-process modules), unless that blocker names no site.
     report_first_cause = False
 
     # -- driver ---------------------------------------------------------------------------
@@ -145,7 +145,8 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
                 first = first or blocker
                 more = blocker.origins - keep
                 if self.depth or not self.stacked_arguments or not more or len(keep) > 64:
-                    if self.report_first_cause and first.code != blocker.code:
+                    if (self.report_first_cause or blocker.site is None) \
+                            and first.code != blocker.code:
                         raise first from None
                     raise
                 keep |= more

@@ -33,6 +33,9 @@ _ALLOCATING = frozenset({"zeros", "ones", "full", "empty", "arange", "linspace",
                          "identity", "zeros_like", "ones_like", "full_like", "empty_like"})
 
 
+_RESHAPE_FUNCTIONS = frozenset({"numpy.reshape", "jax.numpy.reshape"})
+
+
 class IdiomsMixin:
     """`CallerAnalysis`'s producers (dataflow.py holds the state they read)."""
 
@@ -85,24 +88,30 @@ class IdiomsMixin:
             self._edit(call, self.placed_batch(self.render(call.args[0])))
             # shard: a reshape to (n, -1, ...)
             return Kind("merged", least=2, placed=self.batches_placed)
-        if isinstance(call.func, ast.Attribute) and call.func.attr == "reshape" \
-                and len(call.args) >= 2 and not call.keywords and self._is_devcount(call.args[0]):
-            self._need_same(call.func.value)
-            rest = call.args[1:]
-            first = rest[0]
+        reshaped = self._reshape_to_devices(call, name)
+        if reshaped is not None:
+            array, dims, tuple_form = reshaped
+            self._need_same(array)
+            count, first, rest = dims[0], dims[1], dims[2:]
             if is_minus_one(first):
-                merged = ["-1", *(self.render(a) for a in rest[1:])]
+                merged = ["-1", *(self.render(a) for a in rest)]
+            elif isinstance(first, ast.Constant) and first.value == 1 and type(first.value) is int:
+                merged = [self.render(count), *(self.render(a) for a in rest)]
             else:
-                merged = [f"{self.render(call.args[0])} * {operand_text(self.render(first))}",
-                          *(self.render(a) for a in rest[1:])]
-            flat = self._flat_count(call.func.value)
-            if len(rest) == 1 and flat is not None and (is_minus_one(first) or (
-                    ast.dump(flat[0]) == ast.dump(call.args[0]) and ast.dump(flat[1]) == ast.dump(first))):
-                self._edit(call, self.render(call.func.value))  # already the merged 1-D batch
+                merged = [f"{self.render(count)} * {operand_text(self.render(first))}",
+                          *(self.render(a) for a in rest)]
+            flat = self._flat_count(array)
+            if not rest and flat is not None and (is_minus_one(first) or (
+                    ast.dump(flat[0]) == ast.dump(count) and ast.dump(flat[1]) == ast.dump(first))):
+                self._edit(call, self.render(array))  # already the merged 1-D batch
             else:
-                self._edit(call, f"{operand_text(self.render(call.func.value))}"
-                                 f".reshape({', '.join(merged)})")
-            return Kind("merged", rank=len(call.args))
+                shape = ", ".join(merged)
+                if tuple_form:
+                    shape = f"({shape}{',' if len(merged) == 1 else ''})"
+                self._edit(call, f"{self.render(call.func)}({self.render(array)}, {shape})"
+                           if name in _RESHAPE_FUNCTIONS
+                           else f"{operand_text(self.render(array))}.reshape({shape})")
+            return Kind("merged", rank=len(dims))
         shape = call.args[0] if len(call.args) == 1 and not call.keywords else None
         if isinstance(call.func, ast.Attribute) and call.func.attr == "reshape" \
                 and isinstance(shape, ast.BinOp) and isinstance(shape.op, ast.Add) \
@@ -140,6 +149,27 @@ class IdiomsMixin:
         if name == "jax.device_put_sharded" and len(call.args) == 2:
             return self._device_put_sharded(call)
         return None
+
+    def _reshape_to_devices(self, call: ast.Call, name: str):
+        """(array, dims, dims written as one tuple) of a reshape whose leading dimension is
+        the device count and that gives each device at least one axis: `x.reshape(n, a, ...)`,
+        `x.reshape((n, a, ...))` or `jnp.reshape(x, (n, a, ...))`; None for any other call."""
+        if call.keywords:
+            return None
+        if name in _RESHAPE_FUNCTIONS:
+            if len(call.args) != 2:
+                return None
+            array, shape = call.args[0], [call.args[1]]
+        elif isinstance(call.func, ast.Attribute) and call.func.attr == "reshape":
+            array, shape = call.func.value, call.args
+        else:
+            return None
+        tuple_form = len(shape) == 1 and isinstance(shape[0], ast.Tuple)
+        dims = shape[0].elts if tuple_form else shape
+        if len(dims) < 2 or any(isinstance(d, ast.Starred) for d in dims) \
+                or not self._is_devcount(dims[0]):
+            return None
+        return array, dims, tuple_form
 
     def _counts_devices(self, arguments) -> bool:
         """`arange(n)`, or `arange(k, n + k)` with the same pure k: n numbers, n the device

@@ -1,0 +1,23 @@
+"""Batches reshaped with the shape written as one tuple (`x.reshape((n, -1, 3))`,
+`jnp.reshape(x, (n, 2))`) merge like the positional form, and the flat copy of a batch
+(`.ravel()`) is the original's, since merging keeps the row-major order."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def step(x, scale):
+    return jax.lax.pmean(jnp.tanh(x * scale), "batch")
+
+
+p_step = jax.pmap(step, axis_name="batch")
+
+
+def run():
+    n = jax.local_device_count()
+    rows = np.arange(n * 4 * 3, dtype=np.float32) / 10.0
+    batch = rows.reshape((n, -1, 3))
+    scale = jnp.reshape(jnp.linspace(0.5, 1.5, n * 2), (n, 2))[:, :, None]
+    flat = np.asarray(batch).ravel()
+    out = p_step(batch, jnp.reshape(jnp.linspace(0.5, 1.5, n * 3), (n, 1, 3)))
+    return {"out": np.asarray(out), "flat": flat, "scale": np.asarray(scale)}
