@@ -13,6 +13,8 @@ from transforms.global_view.sites import PMAP, Blocker
 from transforms.global_view.values import (
     DEVICE_COUNT,
     DEVICES,
+    NUMBER,
+    PROCESS_NUMBERS,
     REPLICATE,
     ROWS,
     SAME,
@@ -53,6 +55,8 @@ class CallKindsMixin:
             return Kind("devcount")
         if name in DEVICES and not call.args:
             return Kind("devices")
+        if name in PROCESS_NUMBERS and not call.args and not call.keywords:
+            return NUMBER
         if (name == "builtins.next" or (isinstance(func, ast.Name) and func.id == "next"
                                         and "next" not in self.module.table.bound_otherwise)) \
                 and len(call.args) == 1 and not call.keywords:

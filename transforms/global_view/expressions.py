@@ -166,8 +166,8 @@ class ExpressionsMixin:
     def _binop(self, node: ast.BinOp) -> Kind:
         left, right = self.eval(node.left), self.eval(node.right)
         if not left.changed and not right.changed:
-            for kind, other in ((left, node.right), (right, node.left)):  # stacked rows, a number
-                if kind.rows and isinstance(other, ast.Constant) and type(other.value) in (int, float):
+            for kind, other in ((left, right), (right, left)):  # stacked rows, a number
+                if kind.rows and _number(other):
                     return ROWS
             return SAME
         if isinstance(node.op, ast.MatMult) and left.tag == "merged" and not right.changed:
@@ -178,11 +178,10 @@ class ExpressionsMixin:
                           "or too small rank")
         elementwise = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
         if isinstance(node.op, elementwise):
-            for kind, other in ((left, node.right), (right, node.left)):
+            for kind, other in ((left, right), (right, left)):
                 # A number with a batch or a replicated stack: row by row, the same operation.
                 if (kind.tag == "merged" or kind.tag == "repl" and kind.axis == 0
-                        and not kind.tree) and isinstance(other, ast.Constant) \
-                        and type(other.value) in (int, float):
+                        and not kind.tree) and _number(other):
                     return kind
             if left.tag == right.tag == "merged" and left.rank == right.rank is not None:
                 return left
@@ -301,6 +300,12 @@ class ExpressionsMixin:
             raise Blocker(CONSUMER_UNKNOWN, node,
                           f"{describe(kind)} where a plain value is expected")
         return SAME
+
+
+def _number(kind: Kind) -> bool:
+    """A plain scalar (a number literal, a name bound only to one, `jax.process_index()`):
+    with it, an arithmetic operation on a batch or a stack acts row by row."""
+    return kind.tag == "same" and kind.rank == 0 and not kind.rows and not kind.scalars
 
 
 def _is_full_slice(node) -> bool:

@@ -70,6 +70,10 @@ def least_rank(kind: Kind) -> int:
 
 
 SAME = Kind("same")
+NUMBER = Kind("same", rank=0)  # a plain scalar: a number literal, `jax.process_index()`
+# Calls that give a Python int, the same kind of value in the original and the migration.
+PROCESS_NUMBERS = frozenset({"jax.process_index", "jax.process_count", "jax.host_id",
+                             "jax.host_count"})
 REPL = Kind("repl")
 ROWS = Kind("same", rows=True)
 # Appended to an in_specs text: the argument is stacked (P(axis) over its leading device axis)
