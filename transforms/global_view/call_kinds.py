@@ -96,6 +96,13 @@ class CallKindsMixin:
                 self.eval(a).tag not in ("same",) for a in call.args
                 if not isinstance(a, ast.Starred)) or self._produces(func.id)):
             return self._helper_call(call, self.module.functions[func.id])
+        at_base = _at_update_base(func)
+        if at_base is not None and self.eval(at_base).rows:
+            # `x.at[i].set(v)` of pmap's stacked rows: the same shape, so still the rows
+            self._need_same(func.value.slice)
+            for argument in [*call.args, *(k.value for k in call.keywords)]:
+                self._need_same(argument)
+            return ROWS
         # A generic call: nothing per-device may reach it.
         if isinstance(func, ast.Attribute):
             self.eval(func)
@@ -207,3 +214,17 @@ def _is_generator(function: ast.FunctionDef) -> bool:
 
 # What a module function calls when it builds per-device values of its own.
 _PRODUCING = DEVICE_COUNT | DEVICES | REPLICATE | SHARD | {"jax.device_put_sharded"}
+
+
+# jax's out-of-place updates, `x.at[index].<method>(...)`: each gives an array shaped like x.
+_AT_METHODS = frozenset({"set", "add", "subtract", "multiply", "mul", "divide", "power", "min",
+                         "max", "apply"})
+
+
+def _at_update_base(func) -> ast.AST | None:
+    """x of `x.at[index].set` (or another update method); None for anything else."""
+    if isinstance(func, ast.Attribute) and func.attr in _AT_METHODS \
+            and isinstance(func.value, ast.Subscript) \
+            and isinstance(func.value.value, ast.Attribute) and func.value.value.attr == "at":
+        return func.value.value.value
+    return None

@@ -9,6 +9,7 @@ import ast
 from transforms.codes.global_view import CALLERS_UNSEEN, CONSUMER_UNKNOWN
 from transforms.global_view.sites import Blocker, dotted
 from transforms.global_view.values import (
+    NUMBER,
     ROWS,
     SAME,
     Kind,
@@ -27,7 +28,9 @@ class ExpressionsMixin:
             return Kind("same", rank=0) if type(node.value) in (int, float, bool) else SAME
         if isinstance(node, ast.Name):
             if node.id in self.sites:
-                raise Blocker(CALLERS_UNSEEN, node, f"`{node.id}` used as a value, not called")
+                # Only this site falls back (to pmap's contract, which any use keeps).
+                raise Blocker(CALLERS_UNSEEN, node, f"`{node.id}` used as a value, not called",
+                              site=self.sites[node.id].key)
             return self.kinds.get(node.id, SAME)
         if isinstance(node, ast.Call):
             return self._call(node)
@@ -169,7 +172,7 @@ class ExpressionsMixin:
             for kind, other in ((left, right), (right, left)):  # stacked rows, a number
                 if kind.rows and _number(other):
                     return ROWS
-            return SAME
+            return NUMBER if _number(left) and _number(right) else SAME
         if isinstance(node.op, ast.MatMult) and left.tag == "merged" and not right.changed:
             if left.rank is not None and left.rank >= 3:
                 return Kind("merged")
@@ -305,7 +308,8 @@ class ExpressionsMixin:
 def _number(kind: Kind) -> bool:
     """A plain scalar (a number literal, a name bound only to one, `jax.process_index()`):
     with it, an arithmetic operation on a batch or a stack acts row by row."""
-    return kind.tag == "same" and kind.rank == 0 and not kind.rows and not kind.scalars
+    return kind.tag == "devcount" or (
+        kind.tag == "same" and kind.rank == 0 and not kind.rows and not kind.scalars)
 
 
 def _is_full_slice(node) -> bool:

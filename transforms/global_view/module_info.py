@@ -86,9 +86,14 @@ class ModuleInfo:
         if not isinstance(body, ast.FunctionDef):
             return False
         first = first_body_statement(body)
-        start = self.span(first)[0]
-        line_start = self.line_starts[first.lineno - 1]
-        return not self.source[line_start:start].strip()
+        line = statement_line(first)
+        line_start = self.line_starts[line - 1]
+        return not self.source[line_start:line_start + first.col_offset].strip()
+
+    def statement_start(self, statement: ast.stmt) -> int:
+        """Where `statement` begins: its first decorator's line for a decorated def or class
+        (ast puts a def's own position at `def`)."""
+        return self.line_starts[statement_line(statement) - 1] + statement.col_offset
 
     def can_stack_results(self, site: Site) -> bool:
         """Per-device results keep their device axis by an expand at the body's returns;
@@ -117,6 +122,13 @@ def first_body_statement(function: ast.FunctionDef) -> ast.stmt:
     docstring = isinstance(statements[0], ast.Expr) and isinstance(
         statements[0].value, ast.Constant) and isinstance(statements[0].value.value, str)
     return statements[1] if docstring and len(statements) > 1 else statements[0]
+
+
+def statement_line(statement: ast.stmt) -> int:
+    """The line `statement` begins on, its decorators included."""
+    decorators = getattr(statement, "decorator_list", None)
+    return min([statement.lineno, *(d.lineno for d in decorators)]) if decorators \
+        else statement.lineno
 
 
 def own_returns(function: ast.FunctionDef):

@@ -196,7 +196,7 @@ def _squeeze_edits(site: Site, module: ModuleInfo, stacked: tuple[int, ...]) -> 
     if not squeezed:
         return {}
     first = first_body_statement(site.body)
-    start = module.span(first)[0]
+    start = module.statement_start(first)
     indent = " " * first.col_offset
     text = "".join(f"{p} = {module.jax}.tree.map(lambda y: {module.numpy}.squeeze(y, {a}), {p})"
                    f"\n{indent}" for p, a in squeezed)

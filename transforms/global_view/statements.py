@@ -193,7 +193,7 @@ class StatementsMixin:
             if isinstance(child, ast.Name):
                 if child.id in self.sites:
                     raise Blocker(CALLERS_UNSEEN, child, f"`{child.id}` used in a construct the "
-                                  "global style does not follow")
+                                  "global style does not follow", site=self.sites[child.id].key)
                 if self.kinds.get(child.id, SAME).changed:
                     raise Blocker(CONSUMER_UNKNOWN, child,
                                   f"`{child.id}` ({describe(self.kinds[child.id])})"
