@@ -91,7 +91,8 @@ class IdiomsMixin:
         reshaped = self._reshape_to_devices(call, name)
         if reshaped is not None:
             array, dims, tuple_form = reshaped
-            self._need_same(array)
+            for operand in (array, *dims[1:]):  # `*x.shape[1:]` of a batch would change too
+                self._need_same(operand)
             count, first, rest = dims[0], dims[1], dims[2:]
             if is_minus_one(first):
                 merged = ["-1", *(self.render(a) for a in rest)]
@@ -166,8 +167,8 @@ class IdiomsMixin:
             return None
         tuple_form = len(shape) == 1 and isinstance(shape[0], ast.Tuple)
         dims = shape[0].elts if tuple_form else shape
-        if len(dims) < 2 or any(isinstance(d, ast.Starred) for d in dims) \
-                or not self._is_devcount(dims[0]):
+        if len(dims) < 2 or any(isinstance(d, ast.Starred) for d in dims[:2]) \
+                or not self._is_devcount(dims[0]):  # `*x.shape[1:]` may follow them
             return None
         return array, dims, tuple_form
 

@@ -1,6 +1,7 @@
 """Batches reshaped with the shape written as one tuple (`x.reshape((n, -1, 3))`,
-`jnp.reshape(x, (n, 2))`) merge like the positional form, and the flat copy of a batch
-(`.ravel()`) is the original's, since merging keeps the row-major order."""
+`jnp.reshape(x, (n, 2))`) merge like the positional form (which may end in `*x.shape[k:]`),
+and the flat copy of a batch (`.ravel()`) is the original's, since merging keeps the
+row-major order."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -20,4 +21,8 @@ def run():
     scale = jnp.reshape(jnp.linspace(0.5, 1.5, n * 2), (n, 2))[:, :, None]
     flat = np.asarray(batch).ravel()
     out = p_step(batch, jnp.reshape(jnp.linspace(0.5, 1.5, n * 3), (n, 1, 3)))
-    return {"out": np.asarray(out), "flat": flat, "scale": np.asarray(scale)}
+    template = np.zeros((1, 3), np.float32)
+    again = rows.reshape(n, -1, *template.shape[1:])  # positional, a starred rest
+    out_again = p_step(again, jnp.reshape(jnp.linspace(0.5, 1.5, n * 3), (n, 1, 3)))
+    return {"out": np.asarray(out), "flat": flat, "scale": np.asarray(scale),
+            "again": np.asarray(out_again)}

@@ -1,0 +1,42 @@
+"""Producers of per-device batches in the global style, as properties of the rewrite (the
+fixture pairs in tests/fixtures_global show the rewrites themselves and run them)."""
+
+from __future__ import annotations
+
+from transforms.pipeline import migrate_source
+
+_SHAPE_OF_A_BATCH = b'''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def step(x):
+    return jax.lax.psum(jnp.sum(x), "i")
+
+
+p_step = jax.pmap(step, axis_name="i")
+
+
+def run():
+    n = jax.local_device_count()
+    rows = np.arange(n * 12, dtype=np.float32)
+    batch = rows.reshape((n, -1, 3))
+    again = rows.reshape(n, -1, *batch.shape[2:])
+    return np.asarray(p_step(batch)), np.asarray(p_step(again))
+'''
+
+
+def test_a_reshape_whose_shape_reads_a_batch_is_not_merged():
+    """`*batch.shape[2:]` of a merged batch is `()`, not the original `(3,)`: merging `again`
+    by rewriting its reshape would change its rows, so it is left as written."""
+    result = migrate_source(_SHAPE_OF_A_BATCH, style="global")
+    text = result.source.decode()
+    assert "rows.reshape(n, -1, *batch.shape[2:])" in text
+    assert "rows.reshape(-1, *batch.shape[2:])" not in text
+
+
+def test_the_starred_rest_of_a_plain_shape_merges():
+    source = _SHAPE_OF_A_BATCH.replace(b"*batch.shape[2:]", b"*rows.reshape(1, -1, 3).shape[2:]")
+    text = migrate_source(source, style="global").source.decode()
+    assert "rows.reshape(-1, *rows.reshape(1, -1, 3).shape[2:])" in text
+    assert "rows.reshape((-1, 3))" in text
