@@ -67,7 +67,7 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
     - state, set here: function, module, sites / inline / all_sites, kinds (name -> Kind),
       edits (span -> text), specs and modes (per site key), returns, producers, site_calls;
     - here: _join (where two paths meet), _edit and render;
-    - statements.py: _statement, _block, _loop, _assign, _bind;
+    - statements.py: _assign, _bind, and the hooks of interpreter.py's walk (_block, _loop);
     - expressions.py: eval(node) -> Kind, qualified(func) -> str, _need_same;
     - call_kinds.py: _call, the kind of a call; _helper_call, a module function followed;
     - site_calls.py: site_call(call, site) -> Kind, the kind of a site's results;

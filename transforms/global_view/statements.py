@@ -8,104 +8,89 @@ from __future__ import annotations
 import ast
 
 from transforms.codes.global_view import CALLERS_UNSEEN, CONSUMER_UNKNOWN
+from transforms.global_view.interpreter import StatementInterpreter
 from transforms.global_view.sites import Blocker
 from transforms.global_view.values import SAME, Kind, describe, list_of
 
 
-class StatementsMixin:
-    """`CallerAnalysis`'s reading of statements, one binding at a time."""
+class StatementsMixin(StatementInterpreter):
+    """`CallerAnalysis`'s reading of statements, one binding at a time. The walk itself is
+    interpreter.py's, with its default policies: loops to a fixpoint of at most 8 rounds,
+    break / continue not tracked, try handlers from the entry state; each round drops the
+    edits made within the loop, so only the settled iteration's remain."""
 
     def _assign(self, name: str, kind: Kind, node: ast.AST) -> None:
         """A binding: flow-sensitive, so `params = replicate(params)` is two values."""
         if name in self.loaded:  # a name never read (`_`) may hold anything
             self.kinds[name] = kind
 
-    def _merge(self, a: dict, b: dict, node) -> dict:
+    # -- the hooks of the shared walk (interpreter.py) -------------------------------------
+    def _snapshot(self) -> dict:
+        return dict(self.kinds)
+
+    def _restore(self, state: dict) -> None:
+        self.kinds = dict(state)
+
+    def _join_states(self, a: dict, b: dict, node) -> dict:
         return {name: self._join(a.get(name), b.get(name), name, node) for name in {*a, *b}}
 
-    def _loop(self, s, head) -> None:
-        """Iterate the body until the kinds at the loop head are stable."""
+    def _round_start(self, s) -> None:
+        """Only the settled iteration's edits are kept: drop those made within the loop."""
         span = self.module.span(s)
-        for _ in range(8):
-            entry = dict(self.kinds)
-            for key in [k for k in self.edits if span[0] <= k[0] and k[1] <= span[1]]:
-                del self.edits[key]  # only the settled iteration's edits are kept
-            head()
-            self._block(s.body)
-            merged = self._merge(entry, self.kinds, s)
-            if merged == entry:
-                self.kinds = merged
-                break
-            self.kinds = merged
-        else:
-            raise Blocker(CONSUMER_UNKNOWN, s, "the values of this loop do not settle")
-        self._block(s.orelse)
+        for key in [k for k in self.edits if span[0] <= k[0] and k[1] <= span[1]]:
+            del self.edits[key]
 
-    def _block(self, statements) -> None:
-        for statement in statements:
-            self._statement(statement)
+    def _unsettled(self, s) -> Blocker:
+        return Blocker(CONSUMER_UNKNOWN, s, "the values of this loop do not settle")
 
-    def _statement(self, s) -> None:
-        if isinstance(s, ast.Assign):
-            if id(s.value) in self.local_builds:
-                self._built(s)
-                return  # `p = jax.pmap(...)`: p is a site of this function
-            for target in s.targets:  # only for findings: what a name was last built by
-                if isinstance(target, ast.Name):
-                    self.producers[target.id] = s.value
-            kind = self.eval(s.value)
-            for target in s.targets:
-                self._bind(target, kind, s.value)
-        elif isinstance(s, ast.AnnAssign):
+    def _assign_statement(self, s) -> None:
+        if isinstance(s, ast.AnnAssign):
             if s.value is not None:
                 self._bind(s.target, self.eval(s.value), s.value)
-        elif isinstance(s, ast.AugAssign):
-            if self.eval(s.value).changed or self.eval(s.target).changed:
-                raise Blocker(CONSUMER_UNKNOWN, s, "an augmented assignment on a per-device value")
-        elif isinstance(s, ast.Expr):
-            self._expression_statement(s.value)
-        elif isinstance(s, ast.For):
-            def head():
-                iterated = self.eval(s.iter)
-                if iterated.tag in ("list", "iterator"):
-                    self._bind(s.target, iterated.element, s.iter)
-                elif iterated.changed:
-                    raise Blocker(CONSUMER_UNKNOWN, s.iter, "a loop over the device axis")
-                else:
-                    self._bind(s.target, SAME, s.iter)
-            self._loop(s, head)
-        elif isinstance(s, ast.While):
-            self._loop(s, lambda: self._same(s.test))
-        elif isinstance(s, ast.If):
-            self._same(s.test)
-            entry = dict(self.kinds)
-            self._block(s.body)
-            after_body, self.kinds = self.kinds, entry
-            self._block(s.orelse)
-            self.kinds = self._merge(after_body, self.kinds, s)
-        elif isinstance(s, ast.With):
-            for item in s.items:
-                self._same(item.context_expr)
-                if item.optional_vars is not None:
-                    self._bind(item.optional_vars, SAME, item.context_expr)
-            self._block(s.body)
-        elif isinstance(s, ast.Try):
-            entry = dict(self.kinds)
-            self._block(s.body)
-            self._block(s.orelse)
-            after = self.kinds
-            for handler in s.handlers:
-                self.kinds = dict(entry)
-                self._block(handler.body)
-                after = self._merge(after, self.kinds, handler)
-            self.kinds = after
-            self._block(s.finalbody)
-        elif isinstance(s, ast.Return):
-            self.returns.append((s, self.eval(s.value) if s.value is not None else SAME))
-        elif isinstance(s, (ast.Pass, ast.Break, ast.Continue, ast.Import, ast.ImportFrom)):
-            pass
-        else:
-            self._opaque(s)
+            return
+        if id(s.value) in self.local_builds:
+            self._built(s)
+            return  # `p = jax.pmap(...)`: p is a site of this function
+        for target in s.targets:  # only for findings: what a name was last built by
+            if isinstance(target, ast.Name):
+                self.producers[target.id] = s.value
+        kind = self.eval(s.value)
+        for target in s.targets:
+            self._bind(target, kind, s.value)
+
+    def _aug_assign_statement(self, s) -> None:
+        if self.eval(s.value).changed or self.eval(s.target).changed:
+            raise Blocker(CONSUMER_UNKNOWN, s, "an augmented assignment on a per-device value")
+
+    def _loop_head(self, s):
+        """What each iteration starts with: the target bound (evaluating the iterable
+        anew), or the while test."""
+        if isinstance(s, ast.While):
+            return lambda: self._same(s.test)
+
+        def head():
+            iterated = self.eval(s.iter)
+            if iterated.tag in ("list", "iterator"):
+                self._bind(s.target, iterated.element, s.iter)
+            elif iterated.changed:
+                raise Blocker(CONSUMER_UNKNOWN, s.iter, "a loop over the device axis")
+            else:
+                self._bind(s.target, SAME, s.iter)
+        return head
+
+    def _test(self, node) -> None:
+        self._same(node)
+
+    def _with_item(self, item: ast.withitem) -> None:
+        self._same(item.context_expr)
+        if item.optional_vars is not None:
+            self._bind(item.optional_vars, SAME, item.context_expr)
+
+    def _return_statement(self, s: ast.Return) -> None:
+        self.returns.append((s, self.eval(s.value) if s.value is not None else SAME))
+
+    def _unmodelled(self, s) -> None:
+        self._opaque(s)
 
     def _bind(self, target, kind: Kind, value) -> None:
         if isinstance(target, ast.Name):
