@@ -24,14 +24,14 @@ iteration is analysed apart (peeled), so the read is allowed only if it is safe 
 second iteration on, that is on the last one (pmap's own results are deleted in both).
 Anything else found raises a PM610 `Blocker` naming the read's line, and the caller falls back.
 
-This module walks the statements; what an expression's value may hold, and how assignments
-bind it, is the base class in donation_values.py.
+The statement walk is interpreter.py's; this module supplies what each statement does and
+its loop and try policies. What an expression's value may hold, and how assignments bind it,
+is the base class in donation_values.py.
 """
 
 from __future__ import annotations
 
 import ast
-import dataclasses
 
 from transforms.codes.global_view import DONATED_COPY_READ
 from transforms.global_view.donation_values import (
@@ -42,21 +42,26 @@ from transforms.global_view.donation_values import (
     free_names,
     short,
 )
+from transforms.global_view.interpreter import Jumps, StatementInterpreter
 from transforms.global_view.sites import Blocker, Site
 from transforms.global_view.values import AS_ARRAY, TO_SCALAR
 
 LIMIT = 50  # fixpoint rounds of one loop (the sets only grow, so it settles far sooner)
 
 
-@dataclasses.dataclass
-class _Loop:
-    breaks: State | None = None
-    continues: State | None = None
-
-
-class DonatedReads(DonatedValues):
+class DonatedReads(DonatedValues, StatementInterpreter):
     """One caller of global sites: `site_calls` are its calls of sites (by node id),
-    `produced` the producers the caller analysis recognised (node id -> qualified name)."""
+    `produced` the producers the caller analysis recognised (node id -> qualified name).
+
+    Its policies in interpreter.py's walk: the first loop iteration peeled, later ones to a
+    fixpoint of at most LIMIT rounds, break / continue states tracked, and a try's handlers
+    (and finally) from every state its body reached; `guarded` tells `_overwritten_reads`
+    it is inside a try or with."""
+
+    loop_rounds = LIMIT
+    peel_first_iteration = True
+    tracks_jumps = True
+    handlers_from_any_raise = True
 
     def __init__(self, function: ast.FunctionDef, site_calls: dict[int, Site],
                  produced: dict[int, str], module, qualify):
@@ -80,7 +85,7 @@ class DonatedReads(DonatedValues):
         self.state = State({p: frozenset({("parameter", p)}) for p in parameters}, frozenset())
         self.origin: dict[Token, ast.AST] = {}
         self.donors: dict[Token, tuple[ast.Call, Site]] = {}
-        self.loops: list[_Loop] = []
+        self.loops: list[Jumps] = []
         self.guarded = 0  # inside try / with: an exception may skip a loop's later iterations
         self.tolerated: set[int] = set()  # statements whose is_deleted() may see a deleted value
         self.collectors: list[list[State]] = []  # the states an active try's handlers may see
@@ -140,145 +145,106 @@ class DonatedReads(DonatedValues):
                        f"laid out for pmap), so the original keeps it, but the migrated jit "
                        f"deletes it, and {effect}")
 
-    # -- statements -----------------------------------------------------------------------
-    def _block(self, statements) -> None:
-        for statement in statements:
-            self._statement(statement)
-            for collected in self.collectors:
-                collected.append(self.state)
+    # -- the hooks of the shared walk (interpreter.py) -------------------------------------
+    def _snapshot(self) -> State:
+        return self.state
 
-    def _statement(self, s) -> None:
-        if isinstance(s, (ast.Assign, ast.AnnAssign)):
-            if s.value is None:
-                return
-            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
-            elements = None  # `a, b = x, y`: element by element
-            if isinstance(s.value, (ast.Tuple, ast.List)) and not any(
-                    isinstance(e, ast.Starred) for e in s.value.elts):
-                elements = [self._eval_alias(e) for e in s.value.elts]
-                tokens = frozenset().union(*elements)
-            else:
-                tokens = self._value(s.value, statement=s)
-            for target in targets:
-                self._bind(target, tokens, elements)
-        elif isinstance(s, ast.AugAssign):
-            tokens = self._eval(s.value)
-            if isinstance(s.target, ast.Name):
-                tokens |= self._read(s.target, s.target.id)
-            else:
-                tokens |= self._eval(s.target)
-            self._bind(s.target, tokens | {self._token(s)})
-        elif isinstance(s, ast.Expr):
+    def _restore(self, state: State) -> None:
+        self.state = state
+
+    def _join_states(self, a: State, b: State, node) -> State:
+        return a.join(b)
+
+    def _unsettled(self, s) -> Blocker:
+        return Blocker(DONATED_COPY_READ, s, "the values donated in this loop do not settle")
+
+    def _assign_statement(self, s) -> None:
+        if s.value is None:
+            return
+        targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+        elements = None  # `a, b = x, y`: element by element
+        if isinstance(s.value, (ast.Tuple, ast.List)) and not any(
+                isinstance(e, ast.Starred) for e in s.value.elts):
+            elements = [self._eval_alias(e) for e in s.value.elts]
+            tokens = frozenset().union(*elements)
+        else:
+            tokens = self._value(s.value, statement=s)
+        for target in targets:
+            self._bind(target, tokens, elements)
+
+    def _aug_assign_statement(self, s) -> None:
+        tokens = self._eval(s.value)
+        if isinstance(s.target, ast.Name):
+            tokens |= self._read(s.target, s.target.id)
+        else:
+            tokens |= self._eval(s.target)
+        self._bind(s.target, tokens | {self._token(s)})
+
+    def _expression_statement(self, value) -> None:
+        self._eval(value)
+
+    def _test(self, node) -> None:
+        self._eval(node)
+
+    def _loop_head(self, s):
+        """The iterable is evaluated once, before the loop; each iteration binds the target
+        to what it may hold. A while's head is its test."""
+        if isinstance(s, ast.While):
+            return lambda: self._eval(s.test)
+        tokens = self._eval(s.iter)
+        return lambda: self._bind(s.target, tokens)
+
+    def _with_item(self, item: ast.withitem) -> None:
+        tokens = self._eval(item.context_expr)
+        if item.optional_vars is not None:
+            self._bind(item.optional_vars, tokens)
+
+    def _handler_entry(self, handler: ast.ExceptHandler) -> None:
+        if handler.type is not None:
+            self._eval(handler.type)
+        if handler.name:
+            self._set(handler.name, frozenset())
+
+    def _return_statement(self, s: ast.Return) -> None:
+        if s.value is not None:
             self._eval(s.value)
-        elif isinstance(s, ast.For):
-            tokens = self._eval(s.iter)
-            self._loop(s, lambda: self._bind(s.target, tokens))
-        elif isinstance(s, ast.While):
-            self._loop(s, lambda: self._eval(s.test))
-        elif isinstance(s, ast.If):
-            self._eval(s.test)
-            entry = self.state
-            self._block(s.body)
-            after_body, self.state = self.state, entry
-            self._block(s.orelse)
-            self.state = self.state.join(after_body)
-        elif isinstance(s, ast.With):
-            for item in s.items:
-                tokens = self._eval(item.context_expr)
-                if item.optional_vars is not None:
-                    self._bind(item.optional_vars, tokens)
-            self.guarded += 1
-            self._block(s.body)
-            self.guarded -= 1
-        elif isinstance(s, ast.Try):
-            self._try(s)
-        elif isinstance(s, ast.Return):
-            if s.value is not None:
-                self._eval(s.value)
-        elif isinstance(s, ast.Break):
-            if self.loops:
-                self.loops[-1].breaks = self.state.join(self.loops[-1].breaks)
-        elif isinstance(s, ast.Continue):
-            if self.loops:
-                self.loops[-1].continues = self.state.join(self.loops[-1].continues)
-        elif isinstance(s, ast.Delete):
-            for target in s.targets:
-                if isinstance(target, ast.Name):
-                    self._set(target.id, frozenset())
-                else:
-                    self._eval(target)
-        elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            self.closures.append((s, free_names(s)))
-            self._set(s.name, frozenset())
-        elif isinstance(s, (ast.Pass, ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal)):
-            pass
-        elif isinstance(s, (ast.Raise, ast.Assert)):
+
+    def _delete_statement(self, s: ast.Delete) -> None:
+        for target in s.targets:
+            if isinstance(target, ast.Name):
+                self._set(target.id, frozenset())
+            else:
+                self._eval(target)
+
+    def _definition(self, s) -> None:
+        self.closures.append((s, free_names(s)))
+        self._set(s.name, frozenset())
+
+    def _unmodelled(self, s) -> None:
+        if isinstance(s, (ast.Global, ast.Nonlocal)):
+            return
+        if isinstance(s, (ast.Raise, ast.Assert)):
             for child in ast.iter_child_nodes(s):
                 self._eval(child)
-        else:
-            raise Blocker(DONATED_COPY_READ, s,
-                          f"a {type(s).__name__} statement in a function whose step "
-                          "donates: the check of reads after the donating call does not follow it")
+            return
+        raise Blocker(DONATED_COPY_READ, s,
+                      f"a {type(s).__name__} statement in a function whose step "
+                      "donates: the check of reads after the donating call does not follow it")
 
-    def _try(self, s: ast.Try) -> None:
-        entry = self.state
-        collected: list[State] = []
-        self.collectors.append(collected)
-        self.guarded += 1
-        self._block(s.body)
-        self.collectors.remove(collected)
-        raised = entry
-        for state in collected:  # a handler starts from wherever the body raised
-            raised = raised.join(state)
-        self._block(s.orelse)
-        after = self.state
-        for handler in s.handlers:
-            self.state = raised
-            if handler.type is not None:
-                self._eval(handler.type)
-            if handler.name:
-                self._set(handler.name, frozenset())
-            self._block(handler.body)
-            after = after.join(self.state)
-        self.guarded -= 1
-        self.state = after.join(raised)  # finally also runs on a raise no handler caught
-        self._block(s.finalbody)
-
-    def _loop(self, s, head) -> None:
-        """The first iteration from the entry state (peeled: its allowed reads are those a
-        later iteration overwrites), then the later ones from where the one before ended,
-        until that settles. The loop exits from the settled state, or from the entry state
-        too when it may not run at all."""
-        entry = self.state
+    def _first_iteration(self, s, head) -> Jumps:
+        """Peeled: its allowed reads are those a later iteration overwrites."""
         outer, self.tolerated = self.tolerated, self.tolerated | self._overwritten_reads(s)
-        first = _Loop()
-        self.loops.append(first)
-        head()
-        self._block(s.body)
-        self.loops.pop()
+        first = self._iteration(s, head)
         self.tolerated = outer
-        self.state = self.state.join(first.continues)
-        breaks = first.breaks
-        for _ in range(LIMIT):
-            start = self.state
-            later = _Loop()
-            self.loops.append(later)
-            head()
-            self._block(s.body)
-            self.loops.pop()
-            breaks = later.breaks.join(breaks) if later.breaks else breaks
-            after = start.join(self.state).join(later.continues)
-            if after == start:
-                break
-            self.state = after
-        else:
-            raise Blocker(DONATED_COPY_READ, s, "the values donated in this loop do not settle")
+        return first
+
+    def _loop_exit(self, s, entry: State, start: State) -> None:
+        """From the settled state, or from the entry state too when it may not run at all;
+        a while runs the test that ends it."""
         runs_once = isinstance(s, ast.For) and self._trip_count(s) >= 1
         self.state = start if runs_once else start.join(entry)
         if isinstance(s, ast.While):
             self._eval(s.test)  # the test that ends it
-        self._block(s.orelse)
-        self.state = self.state.join(breaks)
 
     def _overwritten_reads(self, s) -> set[int]:
         """The top-level `d = old.is_deleted()` statements of a loop that runs at least twice
