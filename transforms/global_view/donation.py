@@ -153,6 +153,8 @@ class DonatedReads(DonatedValues, StatementInterpreter):
         self.state = state
 
     def _join_states(self, a: State, b: State, node) -> State:
+        """Unions, so the order of the two paths does not matter (an if's join was
+        `orelse.join(body)` before the shared walk, now `body.join(orelse)`)."""
         return a.join(b)
 
     def _unsettled(self, s) -> Blocker:

@@ -53,8 +53,8 @@ class StatementInterpreter:
 
     # The walk's own bookkeeping. The defaults are empty: an analysis with tracks_jumps sets
     # `self.loops = []`, one with handlers_from_any_raise `self.collectors = []`.
-    loops: list = ()  # the Jumps of the loops being walked, innermost last
-    collectors: list = ()  # per active try with handlers_from_any_raise: the states reached
+    loops: list | tuple = ()  # the Jumps of the loops being walked, innermost last
+    collectors: list | tuple = ()  # per try with handlers_from_any_raise: the states reached
     guarded = 0  # try / with bodies being walked: an exception may end them (and loops) early
 
     # -- statements -----------------------------------------------------------------------
@@ -136,6 +136,8 @@ class StatementInterpreter:
         self._block(s.body)
         raised = entry
         if self.handlers_from_any_raise:
+            # Kept as it was: `remove` takes the first *equal* list, which in nested trys
+            # may be an outer try's (and then its own remove raises ValueError).
             self.collectors.remove(collected)
             for state in collected:  # a handler starts from wherever the body raised
                 raised = self._join_states(raised, state, s)
