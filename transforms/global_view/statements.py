@@ -32,7 +32,9 @@ class StatementsMixin(StatementInterpreter):
         self.kinds = dict(state)
 
     def _join_states(self, a: dict, b: dict, node) -> dict:
-        return {name: self._join(a.get(name), b.get(name), name, node) for name in {*a, *b}}
+        # In name order: which conflict is raised first must not depend on string hashing.
+        return {name: self._join(a.get(name), b.get(name), name, node)
+                for name in sorted({*a, *b})}
 
     def _round_start(self, s) -> None:
         """Only the settled iteration's edits are kept: drop those made within the loop."""
