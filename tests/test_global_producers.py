@@ -60,3 +60,16 @@ def test_the_output_does_not_depend_on_string_hashing():
                               env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout
                for seed in range(1, 5)}
     assert len(digests) == 1
+
+
+def test_programs_that_crashed_the_global_analysis_migrate():
+    """Two programs the statement-interpreter move's differential run found crashing the
+    analysis (nested trys in the donation check; a stacked value whose producer reads itself)
+    now migrate, and a second run changes nothing."""
+    from pathlib import Path
+
+    for name in ("nested_try_donation.py", "stacked_reason_cycle.py"):
+        source = (Path(__file__).parent / "data" / name).read_bytes()
+        once = migrate_source(source, style="global")
+        assert once.changed, name
+        assert migrate_source(once.source, style="global").source == once.source, name

@@ -114,14 +114,17 @@ class ArgumentSpecsMixin:
         multi-process analysis: a value that can differ between processes)."""
         return None
 
-    def _stacked_reason(self, argument) -> str:
-        """Why a stacked argument has no global layout, naming its producer and line."""
+    def _stacked_reason(self, argument, seen: frozenset = frozenset()) -> str:
+        """Why a stacked argument has no global layout, naming its producer and line.
+        `seen`: the names already followed (`x = np.asarray(x)` names itself)."""
+        if isinstance(argument, ast.Name) and argument.id in seen:
+            return "its leading axis is the device count"
         producer = self.producers.get(argument.id) if isinstance(argument, ast.Name) else argument
         if self.kept_stacked_reason(producer) is not None:
             return self.kept_stacked_reason(producer)
         if isinstance(producer, ast.Call) and self.qualified(producer.func) in AS_ARRAY \
                 and len(producer.args) == 1:  # np.asarray(x): x's reason
-            return self._stacked_reason(producer.args[0])
+            return self._stacked_reason(producer.args[0], seen | {getattr(argument, "id", "")})
         if isinstance(producer, ast.Call) and id(producer) in self.site_calls:
             return (f"it holds per-device results of {self.site_calls[id(producer)].label} "
                     f"(line {producer.lineno}), which keep their device axis")

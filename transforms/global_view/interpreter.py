@@ -136,9 +136,10 @@ class StatementInterpreter:
         self._block(s.body)
         raised = entry
         if self.handlers_from_any_raise:
-            # Kept as it was: `remove` takes the first *equal* list, which in nested trys
-            # may be an outer try's (and then its own remove raises ValueError).
-            self.collectors.remove(collected)
+            # This try's own list, the innermost (`remove` would take the first *equal* list,
+            # which in nested trys may be an outer try's).
+            assert self.collectors[-1] is collected
+            self.collectors.pop()
             for state in collected:  # a handler starts from wherever the body raised
                 raised = self._join_states(raised, state, s)
         self._block(s.orelse)
