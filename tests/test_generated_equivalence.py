@@ -30,7 +30,11 @@ equivalent to the original (outputs, collectives, donation).
   With stacked arguments (PM611), pmap's contract without the helper (PM612), a program's own
   producers and a layout per tuple result, a 500-program run (2026-12-04) checked all 500
   equivalent: 339 fully global (455 global sites), the other 161 on PM612, none left with the
-  faithful helper.
+  faithful helper. A 500-program run on 2026-12-06 (after tuple-shape reshapes, batches kept
+  stacked on a failed consumer, `.at[...].set` of rows): all 500 equivalent, 379 fully global
+  (519 global sites), 121 on PM612. Draws differ from run to run; on one seeded set of 682
+  programs (derandomized) those changes kept 512 fully global and took the global sites from
+  696 to 717, each of the 38 changed programs checked equivalent against jax 0.4.38.
 """
 
 from __future__ import annotations
