@@ -73,3 +73,45 @@ def test_programs_that_crashed_the_global_analysis_migrate():
         once = migrate_source(source, style="global")
         assert once.changed, name
         assert migrate_source(once.source, style="global").source == once.source, name
+
+
+_DEFAULTED_DEVICES = b'''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def device_order():
+    return jax.local_devices()
+
+
+def replicate(tree, devices=None):
+    BODY
+    return jax.device_put_replicated(tree, devices)
+
+
+p_step = jax.pmap(lambda w: jax.lax.psum(w, "i"), axis_name="i")
+
+
+def run():
+    return np.asarray(p_step(replicate(jnp.ones(3))))
+'''
+
+
+def _replicated_globally(body: str) -> bool:
+    source = _DEFAULTED_DEVICES.replace(b"BODY", body.encode())
+    result = migrate_source(source, style="global")
+    return any(f.code == "PM600" for f in result.findings)
+
+
+def test_a_parameter_left_to_none_takes_the_or_default():
+    """`devices = devices or device_order()`: the call leaves `devices` None, so it is the
+    device list the shared helper returns (followed although others may call it)."""
+    assert _replicated_globally("devices = devices or device_order()")
+    assert _replicated_globally("devices = devices or jax.local_devices()")
+
+
+def test_a_parameter_bound_before_the_or_is_not_taken_for_none():
+    assert not _replicated_globally(
+        "devices = jax.local_devices()[:1]\n    devices = devices or device_order()")
+    assert not _replicated_globally(
+        "for _ in range(2):\n        devices = devices or jax.local_devices()")

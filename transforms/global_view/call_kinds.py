@@ -137,17 +137,20 @@ class CallKindsMixin:
         nothing else in the module calls it."""
         name = helper.name
         arguments = helper.args
-        if (self.module.loads.get(name, 0) != self._calls_here(name) or call.keywords
-                or self.depth >= 2
+        # Used elsewhere too: followed only if it needs no edit, so that it stays the same
+        # function for every other use (`def device_order(): return jax.local_devices()`).
+        shared = self.module.loads.get(name, 0) != self._calls_here(name)
+        cannot_follow = Blocker(CONSUMER_UNKNOWN, call,
+                                f"the device count or a per-device value is passed to "
+                                f"`{name}`, which the global style cannot follow (called "
+                                "elsewhere too, with keywords, or calling pmap sites itself)")
+        if (call.keywords or self.depth >= 2
                 or arguments.vararg or arguments.kwarg or arguments.kwonlyargs
                 or arguments.posonlyargs or len(call.args) > len(arguments.args)
                 or any(isinstance(a, ast.Starred) for a in call.args)
                 or helper.decorator_list or name in self.module.callers
                 or helper is self.function):
-            raise Blocker(CONSUMER_UNKNOWN, call,
-                          f"the device count or a per-device value is passed to "
-                          f"`{name}`, which the global style cannot follow (called elsewhere "
-                          "too, with keywords, or calling pmap sites itself)")
+            raise cannot_follow
         generator = _is_generator(helper)
         if generator:
             own = {id(s.value) for s in ast.walk(helper) if isinstance(s, ast.Expr)}
@@ -159,16 +162,31 @@ class CallKindsMixin:
                               "per-device values, and this yield is not a `yield value` "
                               "statement, so what it hands out is not followed")
         parameters = {a.arg: self.eval(value) for a, value in zip(arguments.args, call.args)}
-        calls = self.helper_parameters.setdefault(name, {})
-        calls[id(call)] = parameters  # a loop's later pass replaces its own call's kinds
-        if any(other != parameters for other in calls.values()):
-            raise Blocker(CONSUMER_UNKNOWN, call, f"`{name}` is called with values of different "
-                          "layouts, and one rewritten helper cannot serve them all")
+        if not shared:
+            calls = self.helper_parameters.setdefault(name, {})
+            calls[id(call)] = parameters  # a loop's later pass replaces its own call's kinds
+            if any(other != parameters for other in calls.values()):
+                raise Blocker(CONSUMER_UNKNOWN, call, f"`{name}` is called with values of "
+                              "different layouts, and one rewritten helper cannot serve them all")
         analysis = type(self)(helper, self.all_sites, self.module, parameters, self.depth + 1)
         analysis.sites, analysis.inline, analysis.local_builds = {}, {}, set()
+        defaults = arguments.args[len(arguments.args) - len(arguments.defaults):]
+        analysis.defaulted_none = frozenset(
+            a.arg for a, default in zip(defaults, arguments.defaults)
+            if a.arg not in parameters and isinstance(default, ast.Constant)
+            and default.value is None)
         analysis.run_helper()
-        self.edits.update(analysis.edits)
-        self.helpers.add(name)
+        if shared and analysis.edits:
+            other = next((n.lineno for n in ast.walk(self.module.tree) if isinstance(n, ast.Name)
+                          and n.id == name and not any(n is m for m in ast.walk(self.function))),
+                         None)
+            raise Blocker(CONSUMER_UNKNOWN, call,
+                          f"`{name}` would be rewritten for the per-device values this call "
+                          f"passes, but it is used elsewhere too (line {other}), where it must "
+                          "stay as it is")
+        if not shared:
+            self.edits.update(analysis.edits)
+            self.helpers.add(name)
         result = None
         if generator:
             if any(node.value is not None for node, _ in analysis.returns):

@@ -86,6 +86,8 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
         self.function = function
         self.depth = depth
         self.helpers: set[str] = set()  # helper functions this analysis edits too
+        # A followed helper's parameters that its call leaves to a default of None.
+        self.defaulted_none: frozenset[str] = frozenset()
         self.all_sites = sites
         # Names a call may use: module-level sites, and the sites built in this function.
         # Sites held by a class are reached through its instances (classes.py), not by name.

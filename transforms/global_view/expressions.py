@@ -22,6 +22,20 @@ from transforms.global_view.values import (
 class ExpressionsMixin:
     """`CallerAnalysis`'s evaluation of expressions (dataflow.py holds the state it reads)."""
 
+    def _still_none(self, node) -> bool:
+        """`node` names a followed helper's parameter that its call leaves None, read in a
+        top-level statement of the helper before anything stores to it (so run once, with
+        the default)."""
+        if not (isinstance(node, ast.Name) and node.id in self.defaulted_none):
+            return False
+        for statement in self.function.body:
+            if any(n is node for n in ast.walk(statement)):
+                return isinstance(statement, (ast.Assign, ast.AnnAssign, ast.Expr, ast.Return))
+            if any(isinstance(n, ast.Name) and n.id == node.id
+                   and not isinstance(n.ctx, ast.Load) for n in ast.walk(statement)):
+                return False
+        return False
+
     # -- expressions ----------------------------------------------------------------------
     def eval(self, node) -> Kind:
         if isinstance(node, ast.Constant):
@@ -73,6 +87,9 @@ class ExpressionsMixin:
         if isinstance(node, ast.Lambda):
             self._opaque(node)
             return SAME
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) \
+                and len(node.values) == 2 and self._still_none(node.values[0]):
+            return self.eval(node.values[1])  # `devices = devices or jax.local_devices()`
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.expr) and self.eval(child).changed:
                 raise Blocker(CONSUMER_UNKNOWN, child, f"{describe(self.eval(child))} in a "
