@@ -105,9 +105,10 @@ def test_stacked_decorators_become_one_decorator():
             return x
         """
     )
-    assert (
-        '@functools.partial(_nested_pmap_shard_map, axis_names=("i", "j"), in_specs=P("i", "j"), '
-        'out_specs=P("i", "j"), donate_argnums=0)\ndef f(x):'
+    assert (  # one decorator, wrapped as a formatter would (transforms/line_wrap.py)
+        '@functools.partial(\n    _nested_pmap_shard_map,\n    axis_names=("i", "j"),\n'
+        '    in_specs=P("i", "j"),\n    out_specs=P("i", "j"),\n    donate_argnums=0,\n)\n'
+        'def f(x):'
     ) in source
     assert codes(findings) == ["PM100"]
 

@@ -34,6 +34,7 @@ import libcst as cst
 from libcst.codemod import CodemodCommand, CodemodContext
 
 from transforms.codes.findings import Finding
+from transforms.line_wrap import wrap_long_lines
 from transforms.pipeline import might_need_migration, migrate_source, run_rules
 from transforms.suppressions import Suppressions
 from transforms.target import NEWEST, TargetJax
@@ -76,6 +77,14 @@ class PmapMigrateCommand(CodemodCommand):
             raise ValueError(f"style must be one of {', '.join(STYLES)}, not {style!r}")
         self.style = style
         self.findings: list[Finding] = []
+
+    def transform_module(self, tree: cst.Module) -> cst.Module:
+        """The migration, with the imports libcst's machinery adds; then its long lines
+        wrapped, as `migrate_source` wraps them."""
+        original = tree.bytes
+        result = super().transform_module(tree)
+        wrapped = wrap_long_lines(result.bytes, original)
+        return result if wrapped == result.bytes else cst.parse_module(wrapped)
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         source = tree.bytes

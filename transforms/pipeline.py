@@ -18,6 +18,7 @@ from transforms.faithful.config_flags import ConfigFlags
 from transforms.codes.findings import Finding
 from transforms.faithful.host_barriers import HostBarriers
 from transforms.imports import RuleContext, apply_queued_imports
+from transforms.line_wrap import wrap_long_lines
 from transforms.module_helpers import provide_helpers
 from transforms.faithful.multiprocess import MultiProcess
 from transforms.faithful.patched_pmap import PatchedPmap
@@ -161,11 +162,13 @@ def migrate_source(
         from transforms.global_view.pipeline_hook import migrate_global_then_faithful
 
         faithful = functools.partial(migrate_source, helper_module=helper_module)
-        return migrate_global_then_faithful(source, target, ignored, faithful, helper_module)
+        result = migrate_global_then_faithful(source, target, ignored, faithful, helper_module)
+        return dataclasses.replace(result, source=wrap_long_lines(result.source, source))
     module = cst.parse_module(source)
     context = RuleContext()
     module, findings = run_rules(
         module, context, target, Suppressions.from_source(source, ignored), source, syntax_tree,
         helper_module, helpers_as_text=True, rule_names=rule_names,
     )
-    return MigrationResult(source=module.bytes, findings=findings, _original=source)
+    return MigrationResult(source=wrap_long_lines(module.bytes, source), findings=findings,
+                           _original=source)

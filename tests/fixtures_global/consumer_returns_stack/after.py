@@ -34,7 +34,10 @@ def train_step(params, x, y):
 def run():
     mesh = _mesh("batch")
     n = jax.local_device_count()
-    params = {"w": jax.device_put(jnp.ones(3), NamedSharding(mesh, P())), "b": jax.device_put(jnp.zeros(()), NamedSharding(mesh, P()))}
+    params = {
+        "w": jax.device_put(jnp.ones(3), NamedSharding(mesh, P())),
+        "b": jax.device_put(jnp.zeros(()), NamedSharding(mesh, P())),
+    }
     x = np.ones((2, 3), np.float32)
     y = np.zeros((2,), np.float32)
     losses = []

@@ -27,7 +27,10 @@ def step(w, b, x):
 def run():
     mesh = _mesh("i")
     n = jax.local_device_count()
-    pair = (jax.device_put(jnp.arange(3.0), NamedSharding(mesh, P())), jax.device_put(jnp.ones(()), NamedSharding(mesh, P())))
+    pair = (
+        jax.device_put(jnp.arange(3.0), NamedSharding(mesh, P())),
+        jax.device_put(jnp.ones(()), NamedSharding(mesh, P())),
+    )
     x = np.arange(n * 2 * 3, dtype=np.float32).reshape(n * 2, 3)
     s, m = step(pair[0], pair[1], x)
     both = np.asarray((s, m))

@@ -38,7 +38,10 @@ def unreplicate(tree):
 def run():
     mesh = _mesh("batch")
     n = jax.local_device_count()
-    params = {"w": jax.device_put(jnp.ones(3), NamedSharding(mesh, P())), "b": jax.device_put(jnp.zeros(()), NamedSharding(mesh, P()))}
+    params = {
+        "w": jax.device_put(jnp.ones(3), NamedSharding(mesh, P())),
+        "b": jax.device_put(jnp.zeros(()), NamedSharding(mesh, P())),
+    }
     x = np.ones((2, 3), np.float32)
     y = np.zeros((2,), np.float32)
     params, loss = train_step(params, x, y)

@@ -51,8 +51,15 @@ def run():
     n = jax.local_device_count()
     rng = np.random.RandomState(0)
     w = jnp.zeros((3,), jnp.float32)
-    params = {"w": jax.device_put(jnp.copy(w), NamedSharding(mesh, P())), "b": jax.device_put(jnp.float32(0.0), NamedSharding(mesh, P()))}
+    params = {
+        "w": jax.device_put(jnp.copy(w), NamedSharding(mesh, P())),
+        "b": jax.device_put(jnp.float32(0.0), NamedSharding(mesh, P())),
+    }
     x = rng.normal(size=(n * 4, 3)).astype(np.float32)
     y = x @ np.array([1.0, -1.0, 0.5], np.float32)
     params, loss = train_step(params, x, y)
-    return {"loss": np.asarray(loss), "b": np.asarray(params["b"]), "t": np.asarray(total(np.tile(np.ones(2, np.float32), (n, 1))))}
+    return {
+        "loss": np.asarray(loss),
+        "b": np.asarray(params["b"]),
+        "t": np.asarray(total(np.tile(np.ones(2, np.float32), (n, 1)))),
+    }

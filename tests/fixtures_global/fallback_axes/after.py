@@ -36,7 +36,9 @@ def in_a_header():
     x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
     t = jax.jit(_per_device_shard_map(total, "i", in_specs=P("i"), out_specs=P("i")))(x)
     sign = 1.0
-    if float(jax.jit(_per_device_shard_map(largest, "j", in_specs=P("j"), out_specs=P("j")))(x)[0]) > 0:
+    if float(
+        jax.jit(_per_device_shard_map(largest, "j", in_specs=P("j"), out_specs=P("j")))(x)[0]
+    ) > 0:
         sign = -1.0
     return {"t": np.asarray(t), "sign": np.float32(sign)}
 
@@ -100,7 +102,9 @@ def unnamed_under_two_meshes():
     n = jax.local_device_count()
     x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
     t = jax.jit(_per_device_shard_map(total, "i", in_specs=P("i"), out_specs=P("i")))(p_double(x))
-    m = jax.jit(_per_device_shard_map(largest, "j", in_specs=P("j"), out_specs=P("j")))(p_double(x))
+    m = jax.jit(_per_device_shard_map(largest, "j", in_specs=P("j"), out_specs=P("j")))(
+        p_double(x)
+    )
     return np.asarray(t), np.asarray(m)
 
 

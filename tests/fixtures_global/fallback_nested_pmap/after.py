@@ -7,7 +7,12 @@ from jax.sharding import PartitionSpec as P
 from _pmap_helpers import _nested_pmap_shard_map
 
 
-@functools.partial(_nested_pmap_shard_map, axis_names=("data", "model"), in_specs=P("data", "model"), out_specs=P("data", "model"))
+@functools.partial(
+    _nested_pmap_shard_map,
+    axis_names=("data", "model"),
+    in_specs=P("data", "model"),
+    out_specs=P("data", "model"),
+)
 def total(x):
     return jax.lax.psum(jax.lax.psum(x, "model"), "data")
 

@@ -9,4 +9,10 @@ from _pmap_helpers import _pmap_style_shard_map
 def run():
     n = jax.local_device_count()
     x = np.arange(4 * n, dtype=np.float32).reshape(4, n)
-    return {"softmax": np.asarray(_pmap_style_shard_map(lambda c: jax.nn.softmax(c), axis_name="_pmap_axis", in_specs=P(None, "_pmap_axis"))(x))}
+    return {
+        "softmax": np.asarray(
+            _pmap_style_shard_map(
+                lambda c: jax.nn.softmax(c), axis_name="_pmap_axis", in_specs=P(None, "_pmap_axis")
+            )(x)
+        )
+    }

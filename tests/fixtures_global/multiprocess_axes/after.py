@@ -56,5 +56,7 @@ def run():
             w,
             jax.make_array_from_process_local_data(NamedSharding(mesh, P("batch")), x),
         )
-    score = evaluate(w, jax.make_array_from_process_local_data(NamedSharding(mesh_eval, P("eval")), x))
+    score = evaluate(
+        w, jax.make_array_from_process_local_data(NamedSharding(mesh_eval, P("eval")), x)
+    )
     return {"w": np.asarray(w), "score": np.asarray(score)}

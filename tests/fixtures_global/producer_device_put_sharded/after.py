@@ -40,7 +40,9 @@ def run():
     mesh = _mesh("batch")
     devices = jax.local_devices()
     n = len(devices)
-    params = jax.device_put({"w": np.zeros((3,), np.float32), "b": np.float32(0.0)}, NamedSharding(mesh, P()))
+    params = jax.device_put(
+        {"w": np.zeros((3,), np.float32), "b": np.float32(0.0)}, NamedSharding(mesh, P())
+    )
     rng = np.random.default_rng(1)
     xs = rng.normal(size=(n * 4, 3)).astype(np.float32)
     x = jax.device_put(xs, NamedSharding(mesh, P("batch")))

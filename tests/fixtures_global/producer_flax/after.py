@@ -41,7 +41,10 @@ def train(params, batches):
     mesh = _mesh("batch")
     params = jax.device_put(jax.tree.map(jnp.copy, params), NamedSharding(mesh, P()))
     for batch in batches:
-        x, y = jax.device_put(batch["x"], NamedSharding(mesh, P("batch"))), jax.device_put(batch["y"], NamedSharding(mesh, P("batch")))
+        x, y = (
+            jax.device_put(batch["x"], NamedSharding(mesh, P("batch"))),
+            jax.device_put(batch["y"], NamedSharding(mesh, P("batch"))),
+        )
         params, loss = train_step(params, x, y)
         print(float(loss))
     return params

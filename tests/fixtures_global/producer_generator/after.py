@@ -36,7 +36,10 @@ def train_step(w, x, y):
 def batches(x, y, n):
     size = n * PER_DEVICE
     for start in range(0, len(x) - size + 1, size):
-        yield x[start:start + size].reshape(n * PER_DEVICE, -1), y[start:start + size].reshape(n * PER_DEVICE)
+        yield (
+            x[start:start + size].reshape(n * PER_DEVICE, -1),
+            y[start:start + size].reshape(n * PER_DEVICE),
+        )
 
 
 def run():

@@ -44,7 +44,10 @@ def make_data(n, per_device=4):
 def run():
     mesh = _mesh("batch")
     n = jax.local_device_count()
-    params = {"w": jax.device_put(jnp.zeros(3), NamedSharding(mesh, P())), "b": jax.device_put(jnp.zeros(()), NamedSharding(mesh, P()))}
+    params = {
+        "w": jax.device_put(jnp.zeros(3), NamedSharding(mesh, P())),
+        "b": jax.device_put(jnp.zeros(()), NamedSharding(mesh, P())),
+    }
     x, y = make_data(n)
     params, loss = train_step(params, x, y)
     return {"loss": np.asarray(loss)}

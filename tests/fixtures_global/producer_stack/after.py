@@ -40,7 +40,10 @@ def run():
     n = jax.local_device_count()
     rng = np.random.RandomState(0)
     w = jnp.zeros((3,), jnp.float32)
-    params = {"w": jax.device_put(jnp.copy(w), NamedSharding(mesh, P())), "b": jax.device_put(jnp.float32(0.0), NamedSharding(mesh, P()))}
+    params = {
+        "w": jax.device_put(jnp.copy(w), NamedSharding(mesh, P())),
+        "b": jax.device_put(jnp.float32(0.0), NamedSharding(mesh, P())),
+    }
     x = rng.normal(size=(n * 4, 3)).astype(np.float32)
     y = x @ np.array([1.0, -1.0, 0.5], np.float32)
     params, loss = train_step(params, x, y)

@@ -36,7 +36,10 @@ def run():
     n = jax.local_device_count()
     state = {"w": jnp.ones((3,)), "b": jnp.zeros(())}
     params = jax.device_put(jax.tree.map(jnp.copy, state), NamedSharding(mesh, P()))
-    zeros = {"w": jax.device_put(jnp.zeros((3,)), NamedSharding(mesh, P())), "b": jax.device_put(jnp.zeros(()), NamedSharding(mesh, P()))}
+    zeros = {
+        "w": jax.device_put(jnp.zeros((3,)), NamedSharding(mesh, P())),
+        "b": jax.device_put(jnp.zeros(()), NamedSharding(mesh, P())),
+    }
     x = np.ones((2, 3), np.float32)
     y = np.zeros((2,), np.float32)
     params, loss = train_step(params, x, y)

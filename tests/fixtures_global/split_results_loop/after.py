@@ -45,7 +45,10 @@ def run():
     mesh = _mesh("batch")
     n = jax.local_device_count()
     rng = np.random.RandomState(0)
-    params = {"w": jax.device_put(jnp.zeros(3), NamedSharding(mesh, P())), "b": jax.device_put(jnp.float32(0.0), NamedSharding(mesh, P()))}
+    params = {
+        "w": jax.device_put(jnp.zeros(3), NamedSharding(mesh, P())),
+        "b": jax.device_put(jnp.float32(0.0), NamedSharding(mesh, P())),
+    }
     sums = []
     for _ in range(3):
         x = rng.normal(size=(n * 4, 3)).astype(np.float32)

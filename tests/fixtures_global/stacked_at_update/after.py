@@ -46,7 +46,11 @@ def run():
     steps = 6
     paths = jnp.zeros((n, steps, 2))
     paths = paths.at[:, 0].set(jnp.ones((n, 2)) * 0.5)
-    paths = integrate_sharded(paths, 0.1 * jax.device_put(jnp.ones(()), NamedSharding(mesh, P())), steps * jax.device_put(jnp.ones((), dtype=np.int32), NamedSharding(mesh, P())))
+    paths = integrate_sharded(
+        paths,
+        0.1 * jax.device_put(jnp.ones(()), NamedSharding(mesh, P())),
+        steps * jax.device_put(jnp.ones((), dtype=np.int32), NamedSharding(mesh, P())),
+    )
     grid = jnp.arange(n * 2.0).reshape((n, 2)) / (4.0 * n)
     shifted = jax.jit(
         _per_device_shard_map(

@@ -51,7 +51,10 @@ def sample(key):
 def run():
     mesh = _mesh("batch")
     n = jax.local_device_count()
-    params = {"w": jax.device_put(jnp.ones(3), NamedSharding(mesh, P())), "b": jax.device_put(jnp.zeros(()), NamedSharding(mesh, P()))}
+    params = {
+        "w": jax.device_put(jnp.ones(3), NamedSharding(mesh, P())),
+        "b": jax.device_put(jnp.zeros(()), NamedSharding(mesh, P())),
+    }
     keys = jax.random.split(jax.random.PRNGKey(0), n)
     noise = sample(keys)
     params, loss = train_step(params, np.ones((2, 3), np.float32), np.asarray(noise))
