@@ -44,6 +44,11 @@ class ConsumersMixin:
             per_leaf = self._tree_map_lambda(call.args[0], call.args[1])
             if per_leaf is not None:
                 return per_leaf
+        if name in TREE_MAP and len(call.args) == 2 and not call.keywords \
+                and self.qualified(call.args[0]) in AS_ARRAY - {"jax.device_get"}:
+            kind = self.eval(call.args[1])  # `tree_map(np.asarray, stacks)`: each leaf as is
+            if kind.tag in ("repl", "merged"):
+                return kind
         if name in CONSTANT_FILLS and call.args and isinstance(call.args[0], ast.Tuple) \
                 and not call.args[0].elts:
             for argument in [*call.args[1:], *(k.value for k in call.keywords)]:

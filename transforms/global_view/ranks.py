@@ -263,6 +263,10 @@ def _is_array(node, arrays: dict, context, depth: int = 0):
         return next((side for side in sides if isinstance(side, str)), False)
     if isinstance(node, ast.UnaryOp):
         return _is_array(node.operand, arrays, context, depth)
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) \
+            and node.value.attr == "shape" and isinstance(node.slice, ast.Constant) \
+            and type(node.slice.value) is int:
+        return True  # `x.shape[k]`: an int, which a collective gives back as one array
     if isinstance(node, ast.Call):
         name = dotted(node.func, imported)
         if name in COLLECTIVES | {"jax.lax.all_gather", "jax.lax.ppermute", "jax.lax.psum_scatter",
