@@ -30,6 +30,9 @@ class CallKindsMixin:
 
     def _call(self, call: ast.Call) -> Kind:
         func = call.func
+        lowered = self._lowering_call(call)
+        if lowered is not None:
+            return lowered
         held = self._instance_call(call)
         if held is not None:
             return held
@@ -198,6 +201,37 @@ class CallKindsMixin:
         for node, kind in analysis.returns:
             result = self._join(result, kind, f"the result of {name}", node)
         return result or SAME
+
+    def original_call_text(self, call) -> str | None:
+        """The text of a followed helper's call as the original computed it, where the helper
+        is one `return expression` line given plain names: the expression with its parameters
+        replaced by them (its other names mean the same here: none is bound in this function).
+        None otherwise."""
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                and call.func.id in self.helpers and not call.keywords):
+            return None
+        helper = self.module.functions[call.func.id]
+        body = [s for s in helper.body if not (isinstance(s, ast.Expr)
+                                               and isinstance(s.value, ast.Constant))]
+        params = [a.arg for a in helper.args.args]
+        if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None \
+                or len(call.args) != len(params) or body[0].lineno != body[0].end_lineno \
+                or not all(isinstance(a, ast.Name) and not self.eval(a).changed
+                           for a in call.args):
+            return None
+        expression = body[0].value
+        bound = {n.id for n in ast.walk(self.function) if isinstance(n, ast.Name)
+                 and not isinstance(n.ctx, ast.Load)} | {a.arg for a in ast.walk(
+                     self.function.args) if isinstance(a, ast.arg)}
+        given = dict(zip(params, (a.id for a in call.args)))
+        names = [n for n in ast.walk(expression) if isinstance(n, ast.Name)]
+        if any(n.id not in given and n.id in bound for n in names) or any(
+                isinstance(n, (ast.Lambda, ast.NamedExpr, ast.comprehension))
+                for n in ast.walk(expression)):
+            return None
+        start, end = self.module.span(expression)
+        return self.module.render(start, end, {self.module.span(n): given[n.id]
+                                               for n in names if n.id in given})
 
     def _calls_here(self, name: str) -> int:
         """How many times this function calls `name` (by name): a helper it follows must have

@@ -28,6 +28,7 @@ from transforms.global_view.expressions import ExpressionsMixin
 from transforms.global_view.idioms import IdiomsMixin
 from transforms.global_view.instances import InstancesMixin
 from transforms.global_view.layout import OutputLayout
+from transforms.global_view.lowering import LoweringMixin
 from transforms.global_view.site_calls import SiteCallsMixin
 from transforms.global_view.sites import Blocker, Site
 from transforms.global_view.statements import StatementsMixin
@@ -59,7 +60,8 @@ class CallerResult:
 
 
 class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKindsMixin,
-                     SiteCallsMixin, ArgumentSpecsMixin, IdiomsMixin, ConsumersMixin):
+                     SiteCallsMixin, LoweringMixin, ArgumentSpecsMixin, IdiomsMixin,
+                     ConsumersMixin):
     """One module-level function that calls global sites.
 
     The class is put together from mixins, one concern each, that share this object's state.
@@ -71,6 +73,7 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
     - expressions.py: eval(node) -> Kind, qualified(func) -> str, _need_same;
     - call_kinds.py: _call, the kind of a call; _helper_call, a module function followed;
     - site_calls.py: site_call(call, site) -> Kind, the kind of a site's results;
+    - lowering.py: `site.lower(...).compile()` and its calls, `*xs` arguments (positional);
     - argument_specs.py: _argument_spec, the in_specs of one argument of a site's call;
     - idioms.py: producer(call, name) -> Kind | None, placed_batch(text);
     - consumers.py: _consumer(call, name) -> Kind | None;
@@ -109,6 +112,9 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
         self.producers: dict[str, ast.AST] = {}
         self.yields: list[tuple[ast.AST, Kind]] = []  # a followed generator's yielded values
         self.site_calls: dict[int, Site] = {}  # calls of sites, by node id (donation.py)
+        self.lowerings: set[int] = set()  # `site.lower(...)` calls, by node id (lowering.py)
+        # site calls -> (argument, kind, index in call.args) per parameter filled (lowering.py)
+        self.expansions: dict[int, list] = {}
         self.produced: dict[int, str] = {}  # recognised producer calls -> qualified name
         self.stacked: dict[int, tuple[ast.AST, str]] = {}  # arguments kept stacked, and why
         self.helper_parameters: dict[str, dict] = {}  # followed helper -> call -> its kinds
@@ -238,6 +244,8 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
         if old.tag == new.tag == "repl" and old.axis == new.axis:  # one may be a sequence
             return Kind("repl", old.axis, tree=old.tree or new.tree,
                         origin=old.origin | new.origin)
+        if old.tag == new.tag == "list" and old.element == new.element:  # lengths differ
+            return Kind("list", element=old.element)
         if old.tag == "empty_list" and new.tag in ("list", "same"):
             return new
         if new.tag == "empty_list" and old.tag in ("list", "same"):

@@ -64,9 +64,11 @@ class DonatedReads(DonatedValues, StatementInterpreter):
     handlers_from_any_raise = True
 
     def __init__(self, function: ast.FunctionDef, site_calls: dict[int, Site],
-                 produced: dict[int, str], module, qualify):
+                 produced: dict[int, str], module, qualify, lowerings=frozenset()):
+        """`lowerings`: the ids of `site.lower(...)` calls (they read, never donate)."""
         self.function = function
         self.site_calls = site_calls
+        self.lowerings = lowerings
         self.produced = produced
         self.module = module
         self.qualify = qualify
@@ -307,7 +309,7 @@ def check_donated_reads(analysis) -> None:
     if not any(site.donate for site in analysis.site_calls.values()):
         return
     DonatedReads(analysis.function, analysis.site_calls, analysis.produced, analysis.module,
-                 analysis.qualified).run()
+                 analysis.qualified, frozenset(analysis.lowerings)).run()
 
 
 def _ends_early(loop: ast.For) -> bool:

@@ -165,6 +165,10 @@ class DonatedValues:
         site = self.site_calls.get(id(call))
         if site is not None:
             return self._site_call(call, site)
+        if id(call) in self.lowerings:  # `site.lower(...)`: reads its arguments, keeps none
+            for argument in call.args:
+                self._eval(argument)
+            return frozenset()
         name = self.qualify(call.func)
         receiver = frozenset()
         if isinstance(call.func, ast.Attribute):
@@ -195,6 +199,12 @@ class DonatedValues:
         if not isinstance(call.func, ast.Name):
             self._eval(call.func)  # a factory's or an inline pmap's own arguments
         passed = [self._eval(a) for a in call.args]
+        starred = next((i for i, a in enumerate(call.args) if isinstance(a, ast.Starred)), None)
+        if starred is not None and any(i >= starred for i in _donated_positions(site)):
+            raise Blocker(DONATED_COPY_READ, call.args[starred],
+                          f"{site.label} donates an argument that `{short(call.args[starred])}` "
+                          "or an argument after it fills: which values it deletes is not "
+                          "followed")
         donated = frozenset().union(*(passed[i] for i in _donated_positions(site)
                                       if i < len(passed)))
         for position, tokens in enumerate(passed):

@@ -181,6 +181,16 @@ class ExpressionsMixin:
                     raise Blocker(CONSUMER_UNKNOWN, element, "an index into a per-device batch")
             if kind.rank - dropped >= 2 and len(index.elts) - 1 <= kind.rank - 2:
                 return Kind("merged", rank=kind.rank - dropped)
+        original = self.original_call_text(node.value) if kind.tag == "merged" else None
+        if original is not None:
+            # The merged batch cannot be indexed as the original was: the helper's call is
+            # written as the original computed it (pmap's stacked layout), and indexed as before
+            self._edit(node.value, original)
+            self._need_same(index)
+            return SAME
+        if kind.tag == "list" and kind.element is not None and not isinstance(index, ast.Slice):
+            self._need_same(index)
+            return kind.element  # an element of a list of values of one kind
         raise Blocker(CONSUMER_UNKNOWN, node, f"`{ast.unparse(node)}` indexes {describe(kind)}")
 
     def _binop(self, node: ast.BinOp) -> Kind:
@@ -251,13 +261,16 @@ class ExpressionsMixin:
         if per_field is not None:
             return per_field
         saved = dict(self.kinds)
+        length = None
         try:
             for generator in node.generators:
                 iterated = self.eval(generator.iter)
-                element = iterated.element if iterated.tag in ("list", "iterator") else SAME
-                if iterated.changed and iterated.tag not in ("list", "iterator"):
+                element = self.element(iterated)
+                if element is None and iterated.changed:
                     raise Blocker(CONSUMER_UNKNOWN, generator.iter,
                                   "a comprehension over the device axis")
+                length = _count(generator.iter, self.elements(iterated, counted=True))
+                element = element or SAME
                 for name in ast.walk(generator.target):
                     if isinstance(name, ast.Name):
                         self.kinds[name.id] = element
@@ -267,9 +280,12 @@ class ExpressionsMixin:
             kinds = [self.eval(p) for p in parts]
         finally:
             self.kinds = saved
-        if isinstance(node, ast.ListComp) and kinds[0].tag in ("repl", "merged") \
-                and len(node.generators) == 1:
-            return list_of(kinds[0])  # `[np.asarray(l) for l in losses]`: a list of them
+        if isinstance(node, ast.ListComp) and len(node.generators) == 1 and (
+                kinds[0].tag in ("repl", "merged") or all(
+                    k.tag in ("repl", "merged") for k in self.elements(kinds[0]) or [SAME])):
+            # `[np.asarray(l) for l in losses]`, `[(shard(x), shard(y)) for ...]`: a list of
+            # them, its length known where it runs once over each element of a display
+            return list_of(kinds[0], None if node.generators[0].ifs else length)
         if any(k.changed for k in kinds):
             raise Blocker(CONSUMER_UNKNOWN, node, "a comprehension that builds per-device values")
         return SAME
@@ -327,6 +343,15 @@ def _number(kind: Kind) -> bool:
     with it, an arithmetic operation on a batch or a stack acts row by row."""
     return kind.tag == "devcount" or (
         kind.tag == "same" and kind.rank == 0 and not kind.rows and not kind.scalars)
+
+
+def _count(iterated, elements) -> int | None:
+    """How many elements iterating `iterated` gives, where known: a display without
+    `*`, or a value of known elements."""
+    if isinstance(iterated, (ast.Tuple, ast.List)) and not any(
+            isinstance(e, ast.Starred) for e in iterated.elts):
+        return len(iterated.elts)
+    return None if elements is None else len(elements)
 
 
 def _is_full_slice(node) -> bool:

@@ -33,6 +33,7 @@ import ast
 
 from transforms.codes.global_view import UNAVAILABLE
 from transforms.global_view.dataflow import CallerAnalysis
+from transforms.global_view.lowering import compiled_aliases, compiled_site
 from transforms.global_view.process_dependence import ProcessDependence
 from transforms.global_view.sites import Blocker, Site, dotted
 from transforms.global_view.step_text import LINE_LIMIT
@@ -149,11 +150,13 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
         everywhere only once its calls are known to return replicated results (P(), fully
         replicated); per-device results come back as each process's own rows."""
         replicated = []
+        aliases = compiled_aliases(self.function, self.sites)  # `.lower(...).compile()`
         for node in ast.walk(self.function):
             if not isinstance(node, ast.Call):
                 continue
-            site = self.sites.get(node.func.id) if isinstance(node.func, ast.Name) else None
-            site = site or self.inline.get(id(node.func))
+            site = self.sites.get(node.func.id) or aliases.get(node.func.id) \
+                if isinstance(node.func, ast.Name) else None
+            site = site or self.inline.get(id(node.func)) or compiled_site(node.func, self.sites)
             if site is not None and (site.out_none or self.modes.get(site.key) == REPLICATED_OUT):
                 replicated.append(id(node))
         key = frozenset(replicated)
@@ -248,13 +251,13 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                           "modules yet, kept in the faithful style (multi-process)")
         jax = self.module.jax
         arguments = []
-        for argument, spec, axis in zip(call.args, self.specs[site.key], site.in_axes):
+        for argument, spec, axis, kinds, starred in self._argument_groups(call, site):
             text = self.render(argument)
             if spec == "P()":
                 if axis is None:
                     self._same_on_every_process(
                         argument, "is given to every device (in_axes None) in the original")
-                    if self.eval(argument).tag != "repl":
+                    if any(kind.tag != "repl" for kind in kinds):
                         text = placed(jax, text, "P()")
             elif STACKED_SPEC in spec:
                 # A stack: the process's own rows, one per local device. Made global on the
@@ -265,11 +268,11 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
             else:  # a batch: the process's own rows, merged
                 text = (f"{jax}.make_array_from_process_local_data("
                         f"NamedSharding({MESH_PLACEHOLDER}, {spec}), {text})")
-            arguments.append(text)
+            arguments.append(f"*{text}" if starred else text)
         line = self.module.source.splitlines()[call.lineno - 1].decode("utf-8")
         indent = line[:len(line) - len(line.lstrip())]
         tail = len(line) - call.end_col_offset if call.end_lineno == call.lineno else 0
-        if self.modes[site.key] == STACKED_OUT:
+        if self.modes[site.key] == STACKED_OUT and id(call) not in self.lowerings:
             # The process's own rows of every per-device result, as pmap returned them.
             inner = _call_text(self.render(call.func), arguments, indent + "    ",
                                len(indent) + 4, 1)
@@ -283,6 +286,28 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                               tail)
         self._edit(call, text)
         return kind
+
+    def _argument_groups(self, call: ast.Call, site: Site):
+        """(argument, its spec, its in_axes entry, the kinds it passes, starred) of each
+        argument of the call: a `*xs` argument is made global as one tree (the functions the
+        edits use take trees), so every parameter it fills must have the same spec and
+        in_axes entry."""
+        filled: dict[int, list] = {}
+        for (_, kind, index), spec, axis in zip(self.expansions[id(call)], self.specs[site.key],
+                                                site.in_axes):
+            filled.setdefault(index, []).append((spec, axis, kind))
+        for index, argument in enumerate(call.args):
+            entries = filled.get(index)
+            if not entries:
+                continue  # `*()`: nothing to place
+            if len({(spec, axis) for spec, axis, _ in entries}) > 1:
+                raise Blocker(UNAVAILABLE, argument,
+                              f"`{ast.unparse(argument)}` fills parameters of {site.label} "
+                              "with different layouts: each would be made global apart, which "
+                              "the multi-process global style does not write")
+            starred = isinstance(argument, ast.Starred)
+            yield (argument.value if starred else argument, entries[0][0], entries[0][1],
+                   [kind for _, _, kind in entries], starred)
 
 
 

@@ -57,16 +57,15 @@ class SiteCallsMixin:
 
     def _site_call(self, call: ast.Call, site: Site) -> Kind:
         self.site_calls[id(call)] = site
-        if call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
+        if call.keywords or any(isinstance(a, ast.Starred) for a in call.args) and (
+                self.depth or site.factory or id(call.func) in self.inline):
             raise Blocker(CALLERS_UNSEEN, call,
                           f"{site.label} called with keywords or *args (pmap "
                           "maps keyword arguments on axis 0; one in_specs tuple describes "
                           "positional calls only)")
-        if len(call.args) != len(site.params) and not defaults_fill(site, len(call.args)):
-            raise Blocker(CALLERS_UNSEEN, call,
-                          f"{site.label} called with {len(call.args)} of its "
-                          f"{len(site.params)} parameters (pmap fills the rest from defaults "
-                          "per call; one in_specs tuple needs every call to pass them all)")
+        starred = any(isinstance(a, ast.Starred) for a in call.args)
+        if not starred:
+            self._parameter_count(call, site, len(call.args))
         self._placement(site)
         if any(type(a) is int and a >= 1 for i, a in enumerate(site.in_axes)
                if i not in site.static) and not (self.module.can_stack_results(site)
@@ -75,9 +74,17 @@ class SiteCallsMixin:
                           "than 0 and its function is shared with other code (or its first "
                           "statement shares a line), so the body cannot be given the statement "
                           "that drops that axis")
+        if starred:  # `*xs`: its elements, each a parameter (lowering.py)
+            arguments = self.positional(call, site)
+            self._parameter_count(call, site, len(arguments))
+        else:  # read one by one, each before the next is evaluated
+            arguments = ((argument, None, index) for index, argument in enumerate(call.args))
         specs, replicated, ranks, scalars = [], set(), {}, False
-        for position, (argument, axis) in enumerate(zip(call.args, site.in_axes)):
-            kind = self.eval(argument)
+        seen = self.expansions[id(call)] = []
+        for position, ((argument, kind, index), axis) in enumerate(zip(arguments, site.in_axes)):
+            kind = self.eval(argument) if kind is None else kind
+            seen.append((argument, kind, index))
+            starred = isinstance(argument, ast.Starred)
             if axis is not None and kind.tag == "merged" and least_rank(kind):
                 ranks[site.params[position]] = least_rank(kind) - 1
             if position in site.static:  # jit's static argument: no spec, a plain value
@@ -91,7 +98,7 @@ class SiteCallsMixin:
                 scalars = True
             else:
                 spec, whole = self._argument_spec(argument, kind, axis, f"argument {position} "
-                                                  f"of {site.label}", site)
+                                                  f"of {site.label}", None if starred else site)
                 specs.append(spec)
                 if whole:
                     replicated.add(site.params[position])
@@ -125,7 +132,7 @@ class SiteCallsMixin:
             else tuple_of_results(site)
         if tree is not None:
             return self._result_tree(call, site, replicated, tree)
-        replicated.update(site.params[len(call.args):])  # defaults: the same constant everywhere
+        replicated.update(site.params[len(seen):])  # defaults: the same constant everywhere
         varying = self.module.body_analysis(site).first_varying_output(replicated)
         least = least_result_ranks(site, ranks, self.module.imported) if varying is not None \
             and self.merge_outputs and not site.out_none else None
@@ -164,13 +171,20 @@ class SiteCallsMixin:
             return self._site_output(site, Kind("merged", least=min(least) + 1, placed=True))
         arrays = array_results(site, self.module.imported, self.module.functions)
         if arrays is not None:  # a tree shaped like a parameter: like that argument's stacks
-            given = dict(zip(site.params, map(self.eval, call.args)))
+            given = dict(zip(site.params, (kind for _, kind, _ in seen)))
             arrays = [shown if not isinstance(shown, str) else
                       given.get(shown, SAME).tag in ("repl", "merged")
                       and not given[shown].tree
                       for shown in arrays]
         shown = arrays is not None and all(arrays)
         return self._site_output(site, REPL if shown else Kind("repl", tree=True), arrays)
+
+    def _parameter_count(self, call: ast.Call, site: Site, count: int) -> None:
+        if count != len(site.params) and not defaults_fill(site, count):
+            raise Blocker(CALLERS_UNSEEN, call,
+                          f"{site.label} called with {count} of its "
+                          f"{len(site.params)} parameters (pmap fills the rest from defaults "
+                          "per call; one in_specs tuple needs every call to pass them all)")
 
     def _placement(self, site: Site) -> None:
         """pmap's devices= and axis_size= are exact under the caller's mesh only when they

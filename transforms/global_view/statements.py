@@ -72,8 +72,9 @@ class StatementsMixin(StatementInterpreter):
 
         def head():
             iterated = self.eval(s.iter)
-            if iterated.tag in ("list", "iterator"):
-                self._bind(s.target, iterated.element, s.iter)
+            element = self.element(iterated)
+            if element is not None:
+                self._bind(s.target, element, s.iter)
             elif iterated.changed:
                 raise Blocker(CONSUMER_UNKNOWN, s.iter, "a loop over the device axis")
             else:

@@ -44,6 +44,7 @@ CONSTANT_FILLS = {f"{m}.{f}" for m in ("numpy", "jax.numpy") for f in ("zeros", 
 @dataclasses.dataclass(frozen=True)
 class Kind:
     tag: str  # same | repl | merged | list | empty_list | devcount | devices | fields | iterator
+    #         | lowered | compiled (a site's `.lower(...)` / `.lower(...).compile()`: lowering.py)
     axis: int = 0
     rank: int | None = None  # merged: the original's rank, where known
     least: int = 0  # merged: a lower bound of the original's rank, where only that is known
@@ -53,6 +54,8 @@ class Kind:
     element: Kind | None = None  # list, iterator (a followed generator): its elements' kind
     fields: tuple = ()  # fields: ((key path step, Kind), ...) of a dict or tuple literal
     holder: str = ""  # instance: the module class (global_view/classes.py) it is an instance of
+    #                   lowered / compiled: the key of the site it was lowered from
+    length: int | None = None  # list: its number of elements, where known (`*xs` into a step)
     # same: pmap's stacked layout, kept, with the device count as its leading axis (per-device
     # keys, a step's per-device results): a site takes it as P(axis), squeezed in the body
     rows: bool = False
@@ -62,7 +65,8 @@ class Kind:
 
     @property
     def changed(self) -> bool:
-        return self.tag in ("repl", "merged", "list", "fields", "iterator", "instance")
+        return self.tag in ("repl", "merged", "list", "fields", "iterator", "instance",
+                            "lowered", "compiled")
 
 
 def least_rank(kind: Kind) -> int:
@@ -81,8 +85,9 @@ ROWS = Kind("same", rows=True)
 STACKED_SPEC = "\x00stacked"
 
 
-def list_of(element: Kind) -> Kind:
-    return SAME if element.tag in ("same", "devcount") else Kind("list", element=element)
+def list_of(element: Kind, length: int | None = None) -> Kind:
+    return SAME if element.tag in ("same", "devcount") else Kind("list", element=element,
+                                                                 length=length)
 
 
 DEFAULT_AXIS = "devices"  # the mesh axis when no site called names one
@@ -111,7 +116,7 @@ def layouts_of(kind: Kind, path: str, node) -> list[OutputLayout]:
     if kind.tag == "fields":
         return [layout for step, field in kind.fields
                 for layout in layouts_of(field, path + step, node)]
-    if kind.tag in ("list", "iterator"):
+    if kind.tag in ("list", "iterator", "lowered", "compiled"):
         raise Blocker(CONSUMER_UNKNOWN, node, f"returns {describe(kind)}")
     return []
 
@@ -201,6 +206,8 @@ def describe(kind: Kind) -> str:
         "devices": "the device list",
         "fields": "a tree of per-device values of mixed layout",
         "instance": f"a `{kind.holder}` instance (a class holding pmaps)",
+        "lowered": "a pmap site lowered with `.lower(...)`",
+        "compiled": "a pmap site compiled with `.lower(...).compile()`",
     }[kind.tag]
 
 
