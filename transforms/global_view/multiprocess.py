@@ -32,11 +32,11 @@ from __future__ import annotations
 import ast
 
 from transforms.codes.global_view import UNAVAILABLE
+from transforms.global_view.call_layout import Nested, call_text
 from transforms.global_view.dataflow import CallerAnalysis
 from transforms.global_view.lowering import compiled_aliases, compiled_site
 from transforms.global_view.process_dependence import ProcessDependence
 from transforms.global_view.sites import Blocker, Site, dotted
-from transforms.global_view.step_text import LINE_LIMIT
 from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
     DEVICE_COUNT,
@@ -191,6 +191,28 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                 self._edit(call, placed(self.module.jax, text, "P()"))
         return kind
 
+    def _dict(self, node: ast.Dict) -> Kind:
+        """A dict literal of replicated values each placed with P() is placed as one tree:
+        `jax.device_put({"w": w, "b": b}, NamedSharding(mesh, P()))`."""
+        kind = super()._dict(node)
+        if kind.tag != "repl" or None in node.keys:
+            return kind
+        prefix = f"{self.module.jax}.device_put("
+        suffix = f", NamedSharding({MESH_PLACEHOLDER}, P()))"
+        values = []
+        for value in node.values:
+            text = self.edits.get(self.module.span(value))
+            if text is None or not (text.startswith(prefix) and text.endswith(suffix)):
+                return kind
+            values.append((value, text[len(prefix):-len(suffix)]))
+        for value, text in values:
+            self._edit(value, text)
+        line = self.module.source.splitlines()[node.lineno - 1].decode("utf-8")
+        tail = len(line) - node.end_col_offset if node.end_lineno == node.lineno else 0
+        self._edit(node, call_text(prefix[:-1], [self.render(node), suffix[2:-1]],
+                                   line[:len(line) - len(line.lstrip())], node.col_offset, tail))
+        return kind
+
     def placed_batch(self, text: str) -> str:
         return text  # host-local rows; made global where the step is called
 
@@ -258,32 +280,35 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                     self._same_on_every_process(
                         argument, "is given to every device (in_axes None) in the original")
                     if any(kind.tag != "repl" for kind in kinds):
-                        text = placed(jax, text, "P()")
+                        text = Nested(f"{jax}.device_put",
+                                      [text, f"NamedSharding({MESH_PLACEHOLDER}, P())"])
             elif STACKED_SPEC in spec:
                 # A stack: the process's own rows, one per local device. Made global on the
                 # buffers it has where it is already spread over them (a step's result), so a
                 # donated stack is consumed as pmap consumed it.
-                text = (f"multihost_utils.host_local_array_to_global_array({text}, "
-                        f"{MESH_PLACEHOLDER}, P({AXIS_PLACEHOLDER}))")
+                text = Nested("multihost_utils.host_local_array_to_global_array",
+                              [text, MESH_PLACEHOLDER, f"P({AXIS_PLACEHOLDER})"])
             else:  # a batch: the process's own rows, merged
-                text = (f"{jax}.make_array_from_process_local_data("
-                        f"NamedSharding({MESH_PLACEHOLDER}, {spec}), {text})")
-            arguments.append(f"*{text}" if starred else text)
+                text = Nested(f"{jax}.make_array_from_process_local_data",
+                              [f"NamedSharding({MESH_PLACEHOLDER}, {spec})", text])
+            if starred:
+                text = text._replace(prefix="*") if isinstance(text, Nested) else f"*{text}"
+            arguments.append(text)
         line = self.module.source.splitlines()[call.lineno - 1].decode("utf-8")
         indent = line[:len(line) - len(line.lstrip())]
         tail = len(line) - call.end_col_offset if call.end_lineno == call.lineno else 0
         if self.modes[site.key] == STACKED_OUT and id(call) not in self.lowerings:
             # The process's own rows of every per-device result, as pmap returned them.
-            inner = _call_text(self.render(call.func), arguments, indent + "    ",
-                               len(indent) + 4, 1)
+            inner = call_text(self.render(call.func), arguments, indent + "    ",
+                              len(indent) + 4, 1, site.axis_name)
             outer = [inner, MESH_PLACEHOLDER, f"P({AXIS_PLACEHOLDER})"]
             function = "multihost_utils.global_array_to_host_local_array"
-            text = _call_text(function, outer, indent, call.col_offset, tail) \
+            text = call_text(function, outer, indent, call.col_offset, tail) \
                 if "\n" not in inner else \
                 f"{function}(\n" + "".join(f"{indent}    {a},\n" for a in outer) + f"{indent})"
         else:
-            text = _call_text(self.render(call.func), arguments, indent, call.col_offset,
-                              tail)
+            text = call_text(self.render(call.func), arguments, indent, call.col_offset,
+                             tail, site.axis_name)
         self._edit(call, text)
         return kind
 
@@ -309,21 +334,6 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
             yield (argument.value if starred else argument, entries[0][0], entries[0][1],
                    [kind for _, _, kind in entries], starred)
 
-
-
-def _call_text(function: str, arguments: list[str], indent: str, column: int, tail: int) -> str:
-    """`function(arguments)` on one line when it fits, else one argument per line."""
-    flat = f"{function}({', '.join(arguments)})"
-    if column + len(_as_written(flat)) + tail <= LINE_LIMIT \
-            or "\n" in flat:
-        return flat
-    pad = indent + "    "
-    return f"{function}(\n" + "".join(f"{pad}{a},\n" for a in arguments) + f"{indent})"
-
-
-def _as_written(text: str) -> str:
-    """`text` as long as it will be written (the placeholders' usual spellings)."""
-    return text.replace(AXIS_PLACEHOLDER, '"axis"').replace(MESH_PLACEHOLDER, "mesh")
 
 
 def process_idiom_findings(function: ast.FunctionDef, module) -> list[tuple[ast.AST, str]]:
