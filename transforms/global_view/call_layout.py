@@ -26,8 +26,12 @@ def call_text(function: str, arguments: list, indent: str, column: int, tail: in
     that is a `Nested` call, split the same way where it does not fit on its line, `axis`
     being the mesh axis name it will hold, where known)."""
     flat = f"{function}({', '.join(map(str, arguments))})"
-    if column + len(as_written(flat)) + tail <= LINE_LIMIT \
-            or "\n" in flat:
+    if "\n" in function:  # `f.lower(\n...\n).compile()(...)`: from the function's last line
+        flat_arguments = flat[len(function):]
+        if len(as_written(function.rsplit("\n", 1)[1] + flat_arguments)) + tail <= LINE_LIMIT \
+                or "\n" in flat_arguments:
+            return flat
+    elif column + len(as_written(flat)) + tail <= LINE_LIMIT or "\n" in flat:
         return flat
     pad = indent + "    "
     lines = []

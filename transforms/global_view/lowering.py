@@ -51,6 +51,16 @@ class LoweringMixin:
             compiled = self.eval(func)
             if compiled.tag == "compiled":
                 return self.site_call(call, self.all_sites[compiled.holder])
+        for argument in [*call.args, *(k.value for k in call.keywords)]:
+            value = argument.value if isinstance(argument, ast.Starred) else argument
+            kind = self.kinds.get(value.id, SAME) if isinstance(value, ast.Name) else SAME
+            if kind.tag in ("lowered", "compiled"):
+                site = self.all_sites[kind.holder]
+                how = "lowered with `.lower(...)`" if kind.tag == "lowered" else \
+                    "compiled with `.lower(...).compile()`"
+                raise Blocker(CALLERS_UNSEEN, value, f"`{value.id}` ({site.label} {how}) passed "
+                              f"to `{_short(call.func)}`: its uses there are not followed",
+                              site=site.key)
         return None
 
     def _lowered_site(self, func) -> Site | None:
@@ -103,6 +113,11 @@ class LoweringMixin:
         if elements and all(e == elements[0] for e in elements):
             return elements[0]
         return None
+
+
+def _short(node) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _is_lower_call(node) -> bool:
