@@ -14,9 +14,11 @@ Modules, from the driver down:
   ast), `site_discovery` (which sites qualify), `classes` (which pmaps a class holds qualify);
 - the caller analysis, `dataflow.CallerAnalysis`, built from mixins: `expressions`,
   `site_calls`, `idioms` (producers and consumers), `instances` (a held class's instances in
-  a caller), with `values` (what a local value is), `ranks`, `replication` (which outputs are
+  a caller), `lowering` (`site.lower(...).compile()` and its calls, `*xs` arguments), with
+  `values` (what a local value is), `ranks`, `replication` (which outputs are
   provably the same on every device), `axes` (several axis names), `donation` (PM610);
-  `multiprocess` and `process_dependence` for multi-process modules;
+  `multiprocess`, `process_dependence` and `call_layout` (the text of the calls it writes)
+  for multi-process modules;
 - the emitter: `module_info` (source spans and rendering), `site_edits` (a site's text and
   the composition of edits), `step_text`, `post_passes` (libcst passes, the `_mesh`
   function), `hoist` (local sites built once at module level), `site_findings` (PM600 /
