@@ -84,9 +84,8 @@ class LoweringMixin:
             if elements is None:
                 raise Blocker(CALLERS_UNSEEN, argument,
                               f"{site.label} called with `{ast.unparse(argument)}`, whose "
-                              "number of elements or their layouts are not known (pmap maps "
-                              "keyword arguments on axis 0; one in_specs tuple describes "
-                              "positional calls only)")
+                              "number of elements or their layouts are not known (one in_specs "
+                              "tuple needs the layout of each parameter it fills)")
             found.extend((argument, kind, index) for kind in elements)
         return found
 
