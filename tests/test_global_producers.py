@@ -115,3 +115,23 @@ def test_a_parameter_bound_before_the_or_is_not_taken_for_none():
         "devices = jax.local_devices()[:1]\n    devices = devices or device_order()")
     assert not _replicated_globally(
         "for _ in range(2):\n        devices = devices or jax.local_devices()")
+
+
+def test_a_column_of_arange_is_already_the_merged_batch():
+    """`np.arange(n).reshape(n, 1)` (one row per device) merges to `np.arange(n)`; the
+    analysis used to crash on it (a count with no second factor)."""
+    source = b'''import jax
+import numpy as np
+
+
+@jax.pmap
+def step(x):
+    return x * 2.0
+
+
+def run():
+    n = jax.local_device_count()
+    return np.asarray(step(np.arange(n, dtype=np.float32).reshape(n, 1)))
+'''
+    text = migrate_source(source, style="global").source.decode()
+    assert "step(np.arange(n, dtype=np.float32))" in text

@@ -96,14 +96,16 @@ class IdiomsMixin:
             count, first, rest = dims[0], dims[1], dims[2:]
             if is_minus_one(first):
                 merged = ["-1", *(self.render(a) for a in rest)]
-            elif isinstance(first, ast.Constant) and first.value == 1 and type(first.value) is int:
+            elif _is_one(first):
                 merged = [self.render(count), *(self.render(a) for a in rest)]
             else:
                 merged = [f"{self.render(count)} * {operand_text(self.render(first))}",
                           *(self.render(a) for a in rest)]
             flat = self._flat_count(array)
             if not rest and flat is not None and (is_minus_one(first) or (
-                    ast.dump(flat[0]) == ast.dump(count) and ast.dump(flat[1]) == ast.dump(first))):
+                    ast.dump(flat[0]) == ast.dump(count) and (
+                        ast.dump(flat[1]) == ast.dump(first) if flat[1] is not None
+                        else _is_one(first)))):
                 self._edit(call, self.render(array))  # already the merged 1-D batch
             else:
                 shape = ", ".join(merged)
@@ -328,3 +330,8 @@ def _replicated_tree(tree) -> Kind:
         return Kind("fields", fields=tuple((f"[{i}]", _replicated_tree(e))
                                            for i, e in enumerate(tree.elts)))
     return REPL
+
+
+def _is_one(node) -> bool:
+    """The literal int 1 (a `(n, 1)` shape's second dimension)."""
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value == 1
