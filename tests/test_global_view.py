@@ -863,3 +863,29 @@ def run():
     assert [f.line for f in findings if f.code == "PM612"] == [8]
     assert [f.line for f in findings if f.code == "PM600"] == [9]
     assert any(f.code == "PM603" and "Assert" in f.message for f in findings)
+
+
+def test_an_import_the_module_never_used_is_not_removed():
+    """`partial` imported for others (never loaded here) is not the rewrite's to remove; one
+    that only the pmap decorators used is."""
+    source = b'''from functools import partial
+
+import jax
+import numpy as np
+
+PARTIAL = None
+
+
+@jax.pmap
+def step(x):
+    return jax.lax.psum(x, "devices") if False else x
+
+
+def run():
+    n = jax.local_device_count()
+    return np.asarray(step(np.arange(n, dtype=np.float32).reshape(n, 1)))
+'''
+    kept = migrate_source(source, style="global").source.decode()
+    assert "from functools import partial" in kept
+    used = source.replace(b"@jax.pmap", b"@partial(jax.pmap)")
+    assert "import partial" not in migrate_source(used, style="global").source.decode()

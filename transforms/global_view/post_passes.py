@@ -207,4 +207,7 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
     for local, full in module.imported.items():  # removed only where nothing loads it now
         if full == "jax.pmap":
             remove_import(context, "jax", "pmap", None if local == "pmap" else local)
+        elif full == "functools.partial" and module.loads.get(local):
+            # used before (`@partial(pmap, ...)`), so unused now only because of the rewrite
+            remove_import(context, "functools", "partial", None if local == "partial" else local)
     return apply_queued_imports(new_module, context), findings
