@@ -160,6 +160,8 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
                    if isinstance(n, ast.Assign) and len(n.targets) == 1
                    and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Lambda)
                    and stores.get(n.targets[0].id) == 1 and loads.count(n.targets[0].id) == 1})
+    rebound = _rebound_defs(function, imported, stores)
+    nested.update({k: v for k, v in rebound.items() if not isinstance(v, int)})
     functions = {**functions, **nested}
     for node in ast.walk(function):
         if isinstance(node, ast.FunctionDef) and node is not function \
@@ -178,7 +180,12 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
         if pmapped is not None:
             target = node.targets[0] if len(node.targets) == 1 else None
             try:
-                if not isinstance(target, ast.Name) or stores.get(target.id) != 1:
+                if isinstance(target, ast.Name) and isinstance(rebound.get(target.id), int):
+                    raise Blocker(PMAP_AS_VALUE, pmapped,
+                                  f"`{target.id}` is rebound to its own pmap, but read before "
+                                  f"that (line {rebound[target.id]}), where it is the plain def")
+                if not isinstance(target, ast.Name) or (
+                        stores.get(target.id) != 1 and target.id not in rebound):
                     raise Blocker(PMAP_AS_VALUE, pmapped,
                                   "pmap assigned to a name bound more than once")
                 site = assigned_site(target.id, pmapped, node, imported, functions,
@@ -206,6 +213,33 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
     return sites, blockers
 
 
+def _rebound_defs(function: ast.FunctionDef, imported, stores) -> dict[str, ast.FunctionDef | int]:
+    """Nested defs rebound to their own pmap, `def step(...): ...` then
+    `step = jax.pmap(step, ...)`, both statements of the function's body and the name bound by
+    those two only: the def, which is the mapped function as under a pmap decorator when the
+    name is read only after the rebinding (so every call is a call of the pmap); else the
+    line of the first read before it."""
+    found = {}
+    body = function.body
+    for index, statement in enumerate(body):
+        pmapped = pmap_call(statement.value, imported) if isinstance(statement, ast.Assign) \
+            else None
+        if pmapped is None or pmapped is not statement.value or len(statement.targets) != 1 \
+                or not isinstance(statement.targets[0], ast.Name) or not pmapped.args:
+            continue
+        name, mapped = statement.targets[0].id, pmapped.args[0]
+        definition = next((s for s in body[:index] if isinstance(s, ast.FunctionDef)
+                           and s.name == name and not s.decorator_list), None)
+        if definition is None or stores.get(name) != 2 \
+                or not (isinstance(mapped, ast.Name) and mapped.id == name):
+            continue
+        early = [n for s in body[:index + 1] for n in ast.walk(s)
+                 if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+                 and n is not mapped]
+        found[name] = early[0].lineno if early else definition
+    return found
+
+
 def _site_of(statement, imported, functions, constants) -> Site | None:
     if isinstance(statement, ast.FunctionDef):
         decorators = statement.decorator_list
@@ -229,6 +263,13 @@ def _site_of(statement, imported, functions, constants) -> Site | None:
         if len(statement.targets) != 1 or not isinstance(statement.targets[0], ast.Name):
             raise Blocker(PMAP_AS_VALUE, statement,
                           "pmap assigned to something other than one name")
+        target = statement.targets[0].id
+        if any(isinstance(n, ast.Name) and n.id == target for n in ast.walk(pmapped)):
+            # `step = jax.pmap(step)`: the global rewrite's `def step` wrapper would call itself
+            raise Blocker(PMAP_AS_VALUE, pmapped,
+                          f"`{target}` is rebound at module level to a pmap of itself: the "
+                          "global wrapper `def " + target + "(...)` would shadow the function it "
+                          "maps")
         site = assigned_site(statement.targets[0].id, pmapped, statement, imported,
                              functions, constants)
         site.replaced = statement.value if statement.value is not pmapped else None
