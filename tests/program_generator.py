@@ -750,7 +750,8 @@ class _GlobalSite(_Site):
         self.callee, self.form = draw(st.sampled_from(
             [("def", "partial_decorator")] * 5 + [("def", "module_assigned")] * 3 + [
                 ("def", "bare_decorator"), ("lambda", "module_assigned"),
-                ("partial", "module_assigned"), ("def", "assigned"), ("def", "on_the_spot")]))
+                ("partial", "module_assigned"), ("def", "assigned"), ("def", "on_the_spot"),
+                ("def", "module_rebound"), ("def", "rebound_in_run")]))
         self.bare = self.form == "bare_decorator"
         self.static_self = False
         self.axis = None if self.bare else draw(st.sampled_from(['"batch"', '"batch"', '"i"', "AXIS"]))
@@ -915,8 +916,8 @@ class _GlobalSite(_Site):
         keywords = self.pmap_keywords()
         options = "".join(", " + k for k in keywords)
         body = "\n".join(self.body_lines + [f"return {self.return_expr}"])
-        name = f"train_step_{i}" if self.form in ("partial_decorator", "bare_decorator") \
-            else f"_step_{i}"
+        name = f"train_step_{i}" if self.form in (
+            "partial_decorator", "bare_decorator", "module_rebound") else f"_step_{i}"
         params = list(self.args)
         decorator = ""
         if self.form == "partial_decorator":
@@ -939,11 +940,18 @@ class _GlobalSite(_Site):
             callee = name
         built = f"jax.pmap({callee}{options})"
         self.call_name = f"train_step_{i}"
-        if self.form == "module_assigned":
+        if self.form in ("module_assigned", "module_rebound"):
+            # module_rebound: `train_step_0 = jax.pmap(train_step_0, ...)` (kept on the contract)
             module.append(f"train_step_{i} = {built}\n")
             built = None
         elif self.form in ("partial_decorator", "bare_decorator"):
             built = None
+        elif self.form == "rebound_in_run":
+            # the def in run() instead, rebound to its own pmap (brax's training_epoch)
+            module.pop()
+            built = (f"def train_step_{i}({', '.join(params_def)}):\n"
+                     + textwrap.indent(body, "    ")
+                     + f"\n\ntrain_step_{i} = jax.pmap(train_step_{i}{options})")
         return "\n".join(module), built
 
 
@@ -1045,6 +1053,8 @@ def global_programs(draw) -> GeneratedProgram:
             run.append(f"c_{i} = jnp.stack([_data(({d},), {i + 7})] * n)")
         if site.form == "assigned":
             run.append(f"train_step_{i} = {built_in_run[site.i]}")
+        elif site.form == "rebound_in_run":
+            run.append(built_in_run[site.i])
         run.append(f"metrics_{i} = []")
         # One step: batches, the call, the reads of its results.
         batch_form = draw(st.sampled_from(BATCH_PRODUCERS))

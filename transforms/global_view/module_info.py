@@ -34,7 +34,12 @@ class ModuleInfo:
         }
         self._bodies: dict[str, BodyAnalysis] = {}
         self.constants = string_constants(tree)
-        self.functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
+        # Module functions by name; not a def whose name a module-level statement rebinds
+        # (`step = jax.pmap(step)`): a call of that name is not a call of the def.
+        rebound = {t.id for s in tree.body if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+                   for t in ast.walk(s) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
+        self.functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)
+                          and s.name not in rebound}
         self.callers: set[str] = set()  # set once the callers are known
         self.sites: dict = {}  # every site of the module, by key (set by the driver)
         self.under_other_mesh: set[str] = set()  # sites run on another axis's mesh (axes.py)
@@ -98,8 +103,8 @@ class ModuleInfo:
     def can_stack_results(self, site: Site) -> bool:
         """Per-device results keep their device axis by an expand at the body's returns;
         that edit is only made in a body no other code uses."""
-        if site.decorated or isinstance(site.body, ast.Lambda):
-            return True
+        if site.decorated or isinstance(site.body, ast.Lambda) or site.rebinds is site.body:
+            return True  # (a rebound def's name, read anywhere, is the site's)
         return self.loads.get(site.body.name, 0) == 1
 
 

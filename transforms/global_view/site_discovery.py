@@ -58,7 +58,8 @@ def find_sites(tree: ast.Module, imported: dict[str, str]) -> tuple[list[Site], 
                 claimed.update(id(n) for n in ast.walk(blocker.node))
             continue
         try:
-            site = _site_of(statement, imported, functions, constants)
+            site = _site_of(statement, imported, functions, constants,
+                            tree.body[:tree.body.index(statement)])
         except Blocker as blocker:
             blockers.append(blocker)
             claimed.update(id(n) for n in ast.walk(statement))
@@ -192,6 +193,7 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
                                      constants, owner=function.name,
                                      arity=_call_arity(function, target.id))
                 site.replaced = node.value if node.value is not pmapped else None
+                site.rebinds = rebound.get(target.id)  # a def rebound to it (read only by it)
                 sites.append(site)
             except Blocker as blocker:
                 blockers.append(blocker)
@@ -240,7 +242,7 @@ def _rebound_defs(function: ast.FunctionDef, imported, stores) -> dict[str, ast.
     return found
 
 
-def _site_of(statement, imported, functions, constants) -> Site | None:
+def _site_of(statement, imported, functions, constants, earlier=()) -> Site | None:
     if isinstance(statement, ast.FunctionDef):
         decorators = statement.decorator_list
         for index, decorator in enumerate(decorators):
@@ -264,16 +266,40 @@ def _site_of(statement, imported, functions, constants) -> Site | None:
             raise Blocker(PMAP_AS_VALUE, statement,
                           "pmap assigned to something other than one name")
         target = statement.targets[0].id
+        rebinds = None
         if any(isinstance(n, ast.Name) and n.id == target for n in ast.walk(pmapped)):
-            # `step = jax.pmap(step)`: the global rewrite's `def step` wrapper would call itself
-            raise Blocker(PMAP_AS_VALUE, pmapped,
-                          f"`{target}` is rebound at module level to a pmap of itself: the "
-                          "global wrapper `def " + target + "(...)` would shadow the function it "
-                          "maps")
+            # `step = jax.pmap(step)`: the wrapper `def step` must not shadow the def it maps
+            rebinds = _rebound_at_module_level(statement, pmapped, earlier)
+            if rebinds is None:
+                raise Blocker(PMAP_AS_VALUE, pmapped,
+                              f"`{target}` is rebound at module level to a pmap of itself, "
+                              "other than right after its plain def as `name = "
+                              "jax.pmap(name, ...)`")
         site = assigned_site(statement.targets[0].id, pmapped, statement, imported,
                              functions, constants)
         site.replaced = statement.value if statement.value is not pmapped else None
+        site.rebinds = rebinds
         return site
+    return None
+
+
+def _rebound_at_module_level(statement: ast.Assign, pmapped: ast.Call, earlier):
+    """The undecorated module-level def that `name = jax.pmap(name, ...)` (the statement that
+    evaluates `pmapped`) rebinds, when only other plain defs and imports stand between the two,
+    so nothing runs the plain def first; None otherwise."""
+    name = statement.targets[0].id
+    mapped = pmapped.args[0] if pmapped.args else None
+    if statement.value is not pmapped or not (isinstance(mapped, ast.Name) and mapped.id == name) \
+            or any(isinstance(n, ast.Name) and n.id == name and n is not mapped
+                   for n in ast.walk(pmapped)):
+        return None
+    for index in range(len(earlier) - 1, -1, -1):
+        before = earlier[index]
+        if isinstance(before, ast.FunctionDef) and before.name == name:
+            return before if not before.decorator_list else None
+        if not (isinstance(before, (ast.Import, ast.ImportFrom)) or (
+                isinstance(before, ast.FunctionDef) and not before.decorator_list)):
+            return None
     return None
 
 

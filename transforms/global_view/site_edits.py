@@ -125,6 +125,12 @@ def _site_edits(site: Site, options: list[str], module: ModuleInfo, body_edits: 
     built = module.span(site.statement if site.static or at_module_level else site.built)
     inside = {k: v for k, v in body_edits.items() if within(k, built)}
     outside = {k: v for k, v in body_edits.items() if k not in inside}
+    if site.rebinds is not None and at_module_level:  # `step = jax.pmap(step)`: `_step`
+        private = module.fresh(f"_{site.name}")
+        header = module.source[module.span(site.rebinds)[0]:].decode("utf-8")
+        name_at = module.span(site.rebinds)[0] + re.match(r"def\s+", header).end()
+        return {**outside, (name_at, name_at + len(site.name)): private,
+                built: _step_def(site, options, module, inside, private)}
     if site.static or at_module_level:
         return {**outside, built: _step_def(site, options, module, inside)}
     return {**outside, built: _site_text(site, options, module, inside)}

@@ -64,6 +64,10 @@ class Site:
     # `jax.pmap(f)(x, ...)` of a function whose body is not read (`jnp.dot`, `env.reset`): its
     # body is a stand-in `lambda _x0, ...: f(_x0, ...)` at f's place (opaque_lambda)
     opaque: bool = False
+    # `step = jax.pmap(step, ...)`: the def it maps, which every later read of the name means
+    # the site; at module level renamed `_step` under the jitted wrapper `def step(...)`, as a
+    # decorated def's body is
+    rebinds: ast.FunctionDef | None = None
 
     @property
     def called_params(self) -> list[str]:
