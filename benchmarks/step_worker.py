@@ -211,6 +211,29 @@ def _setup_global_train_step_pmean_donate(module):
     return step
 
 
+def _setup_global_multiproc_big_vision_style(module):
+    """The --style global migration of multiproc_big_vision_style, run as one process:
+    unstacked params placed on the module's mesh, and each step's host rows made one global
+    batch, as its migrated run() does."""
+    import jax
+    import numpy as np
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    mesh = module._mesh("batch")
+    n = jax.local_device_count()
+    images, labels = module.process_shard(*module.dataset())
+    batch = [module.shard_batch(a[: 4 * n]) for a in (images, labels)]
+    params = {"w": np.zeros((5,), np.float32), "b": np.zeros((), np.float32)}
+    state = {"params": jax.device_put(params, NamedSharding(mesh, P()))}
+
+    def step():
+        rows = jax.make_array_from_process_local_data(NamedSharding(mesh, P("batch")), batch)
+        state["params"], loss = module.update_fn(state["params"], *rows)  # params are donated
+        return state["params"], loss
+
+    return step
+
+
 def _setup_numpy_batch_training_loop(module):
     """One iteration of run()'s loop, as run() writes it: the next host numpy batch from the
     program's own generator, then the step. Blocked per call (by time_steps), as the issue's
@@ -256,9 +279,9 @@ SETUPS = {
 GLOBAL_SETUPS = {
     "train_step_pmean_donate": _setup_global_train_step_pmean_donate,
     "numpy_batch_training_loop": _setup_global_numpy_batch_training_loop,
+    "multiproc_big_vision_style": _setup_global_multiproc_big_vision_style,
     # Sites on pmap's calling contract (PM612) take what pmap took: the original's setup.
     "class_held_step": _setup_class_held_step,
-    "multiproc_big_vision_style": _setup_multiproc_big_vision_style,
     "multiproc_acme_learner": _setup_multiproc_acme_learner,
 }
 
