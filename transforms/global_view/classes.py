@@ -13,6 +13,9 @@ take and give global arrays:
 - the mapped function is a lambda, a module-level def, a def nested in `__init__` or in the
   factory, or a plain method bound as `self.<method>` whose body reads only attributes of
   `self` that the migration leaves as they are.
+A site that donates goes global only if donation_classes.py proves, following values through
+the instance's attributes and methods, that no value pmap donated a copy of is read after the
+call (the caller stays faithful otherwise, PM609 naming the read's line).
 The instances' attributes get one kind each (joined over every store, `None` placeholders
 aside), methods are followed like helpers with their arguments' kinds, and the function that
 creates the instances is re-analysed until those kinds settle. Anything else is a PM609
@@ -153,14 +156,6 @@ def _held_site(cls: ast.ClassDef, statement, value, factory, tree, imported, fun
         site = _init_held(cls, init, value, imported, functions, constants)
     if site.static:
         raise Blocker(OPTIONS, site.node, "static_broadcasted_argnums on a pmap held by a class")
-    if site.donate:
-        # pmap donated a copy of a value not laid out for it (a stack, a fill): a read of that
-        # value after the call differs under jit. donation.py proves there is none (PM610) in
-        # module functions; it does not follow values through instance attributes and methods.
-        raise Blocker(CLASS_HELD, site.node, f"this pmap held by `{cls.name}` donates "
-                      f"(donate_argnums={site.donate}); whether a donated value is read after "
-                      "the call (PM610) is not followed through instance attributes and "
-                      "methods: kept in the faithful style")
     site.holder, site.attribute, site.name = cls.name, attribute, attribute
     return site
 

@@ -23,7 +23,7 @@ from transforms.global_view.argument_specs import ArgumentSpecsMixin
 from transforms.global_view.axes import plan_axes
 from transforms.global_view.call_kinds import CallKindsMixin
 from transforms.global_view.consumers import ConsumersMixin
-from transforms.global_view.donation import check_donated_reads
+from transforms.global_view.donation_classes import check_donated_reads
 from transforms.global_view.expressions import ExpressionsMixin
 from transforms.global_view.idioms import IdiomsMixin
 from transforms.global_view.instances import InstancesMixin

@@ -38,7 +38,6 @@ from transforms.global_view.donation_values import (
     DonatedValues,
     State,
     Token,
-    alias_path,
     free_names,
     short,
 )
@@ -72,18 +71,8 @@ class DonatedReads(DonatedValues, StatementInterpreter):
         self.produced = produced
         self.module = module
         self.qualify = qualify
-        self.local = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)
-                      and isinstance(n.ctx, (ast.Store, ast.Del))}
-        arguments = function.args
-        parameters = [a.arg for a in [*arguments.posonlyargs, *arguments.args,
-                                      *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]
-                      if a is not None]
-        self.local |= set(parameters)
-        self.escaping = {name for n in ast.walk(function)
-                         if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
-        self.introspects = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                               and n.func.id in ("locals", "vars", "exec", "eval")
-                               for n in ast.walk(function))
+        self.local, self.escaping, self.introspects = scope_of(function)
+        parameters = parameters_of(function)
         self.state = State({p: frozenset({("parameter", p)}) for p in parameters}, frozenset())
         self.origin: dict[Token, ast.AST] = {}
         self.donors: dict[Token, tuple[ast.Call, Site]] = {}
@@ -255,7 +244,7 @@ class DonatedReads(DonatedValues, StatementInterpreter):
         and cannot end early, whose `d` nothing reads before the next iteration overwrites
         it: only the last iteration's read can be observed."""
         if not isinstance(s, ast.For) or self.guarded or self.introspects \
-                or self._trip_count(s) < 2 or _ends_early(s):
+                or self._trip_count(s) < 2 or ends_early(s):
             return set()
         loaded = {n.id for statement in s.body for n in ast.walk(statement)
                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
@@ -279,7 +268,7 @@ class DonatedReads(DonatedValues, StatementInterpreter):
             node = node.args[0]
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr == "is_deleted" and not node.args and not node.keywords \
-                and alias_path(node.func.value):
+                and self._alias_key(node.func.value) is not None:
             return node.func.value
         return None
 
@@ -312,7 +301,26 @@ def check_donated_reads(analysis) -> None:
                  analysis.qualified, frozenset(analysis.lowerings)).run()
 
 
-def _ends_early(loop: ast.For) -> bool:
+def parameters_of(function: ast.FunctionDef) -> list[str]:
+    arguments = function.args
+    return [a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                            arguments.vararg, arguments.kwarg] if a is not None]
+
+
+def scope_of(function: ast.FunctionDef) -> tuple[set[str], set[str], bool]:
+    """A function's local names (its stores and parameters), the names it declares global or
+    nonlocal, and whether it calls `locals` / `vars` / `exec` / `eval`."""
+    local = {n.id for n in ast.walk(function) if isinstance(n, ast.Name)
+             and isinstance(n.ctx, (ast.Store, ast.Del))} | set(parameters_of(function))
+    escaping = {name for n in ast.walk(function)
+                if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
+    introspects = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                      and n.func.id in ("locals", "vars", "exec", "eval")
+                      for n in ast.walk(function))
+    return local, escaping, introspects
+
+
+def ends_early(loop: ast.For) -> bool:
     """A break or continue of this loop, or a return or yield anywhere in its body."""
     def walk(nodes, own: bool):
         for node in nodes:

@@ -59,7 +59,7 @@ class DonatedValues:
             self._bind(target.value, tokens)
         elif isinstance(target, (ast.Subscript, ast.Attribute)):
             # A store into a container or object: what it held, it may still hold, plus this.
-            root = _root_name(target)
+            root = self._root_key(target)
             if isinstance(target, ast.Subscript):
                 self._eval(target.slice)
             if root is not None:
@@ -87,11 +87,20 @@ class DonatedValues:
         return self._eval_alias(node)
 
     def _eval_alias(self, node) -> frozenset:
+        key = self._alias_key(node)
+        return self._names(key) if key is not None else self._eval(node)
+
+    def _alias_key(self, node) -> str | None:
+        """The name an alias path (`old`, `old["w"]`) starts from; None for other values."""
         if alias_path(node):
             for part in ast.walk(node):
                 if isinstance(part, ast.Name):
-                    return self._names(part.id)
-        return self._eval(node)
+                    return part.id
+        return None
+
+    def _root_key(self, node) -> str | None:
+        """The name whose value a store into `node` (`d["k"] = ...`, `obj.x = ...`) changes."""
+        return _root_name(node)
 
     def _eval(self, node) -> frozenset:
         """The tokens `node`'s value may hold (alias), checking every read on the way."""
@@ -190,7 +199,7 @@ class DonatedValues:
         # may give it back.
         for holder in [call.func.value if isinstance(call.func, ast.Attribute) else None,
                        *arguments]:
-            root = _root_name(holder) if holder is not None else None
+            root = self._root_key(holder) if holder is not None else None
             if root is not None and (passed | receiver):
                 self._set(root, self._names(root) | passed | receiver)
         return frozenset({self._token(call)}) | passed | receiver

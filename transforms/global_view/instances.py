@@ -36,6 +36,10 @@ class InstanceModel:
     dirty: bool = False
     method_edits: dict = dataclasses.field(default_factory=dict)
     active: set = dataclasses.field(default_factory=set)
+    # What the methods followed found, by node id, for the donated-read check
+    # (donation_classes.py): their calls of held sites and their recognised producers.
+    site_calls: dict = dataclasses.field(default_factory=dict)
+    produced: dict = dataclasses.field(default_factory=dict)
 
 
 class InstancesMixin:
@@ -210,6 +214,8 @@ class InstancesMixin:
         self.instances.active.add(key)
         try:
             analysis.run_helper()
+            self.instances.site_calls.update(analysis.site_calls)
+            self.instances.produced.update(analysis.produced)
             if builds:
                 analysis._check_closures(held, method)
         finally:
