@@ -1,6 +1,6 @@
 """A class holds a module factory's pmap (`self.step = make_step(lr)`, axis_name left to the
-factory's default) and calls it on replicated state it keeps on `self` (a donating one stays faithful:
-fallback_class_donates)."""
+factory's default) and calls it on replicated state it keeps on `self` (a donating one:
+class_held_donated_flag, fallback_class_donates)."""
 import jax
 import jax.numpy as jnp
 import numpy as np

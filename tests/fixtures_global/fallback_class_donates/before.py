@@ -1,6 +1,6 @@
-"""A class holds a donating pmap: a stack it donates survives the first call under pmap (pmap
-donated a copy), and the read of it after the call is not followed through `self`: faithful
-(PM609)."""
+"""A class holds a donating pmap: the stack it donates survives the call under pmap (pmap
+donated a copy), and `fit(x, 1)` reads it after the call (`old.is_deleted()` after a loop whose
+only trip is the first), where the migrated jit has deleted it: faithful (PM609 at the read)."""
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -1,0 +1,55 @@
+"""As class_held_donated_flag, but `init` also keeps the stack as `self.initial`, and the method
+`initial_deleted` reads it after `fit` donated it: under pmap the stack survives (pmap donated
+a copy), the migrated jit deletes it. Faithful (PM609 at the read in the other method)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+from _pmap_helpers import _per_device_shard_map
+from jax.sharding import PartitionSpec as P
+
+
+def make_step(lr, axis_name="batch"):
+    def loss_fn(w, x):
+        return jnp.mean((x @ w - 1.0) ** 2)
+
+    def step(w, x):
+        loss, grad = jax.value_and_grad(loss_fn)(w, x)
+        return w - lr * jax.lax.pmean(grad, axis_name), jax.lax.pmean(loss, axis_name)
+
+    return jax.jit(
+        _per_device_shard_map(step, axis_name, in_specs=P(axis_name), out_specs=P(axis_name)),
+        donate_argnums=0,
+    )
+
+
+class Trainer:
+    def __init__(self, lr):
+        self.step = make_step(lr)
+        self.w = None
+
+    def init(self, n):
+        self.w = jnp.zeros((n, 3))
+        self.initial = self.w
+
+    def initial_deleted(self):
+        return self.initial.is_deleted()
+
+    def fit(self, x, epochs):
+        losses = []
+        for _ in range(epochs):
+            old = self.w
+            self.w, loss = self.step(old, x)
+            losses.append(float(loss[0]))
+            self.deleted = old.is_deleted()
+        return losses
+
+
+def run():
+    n = jax.local_device_count()
+    x = np.random.RandomState(0).normal(size=(n, 4, 3)).astype(np.float32)
+    trainer = Trainer(0.1)
+    trainer.init(n)
+    losses = trainer.fit(x, epochs=3)
+    return {"w": np.asarray(trainer.w), "losses": np.asarray(losses),
+            "deleted": np.asarray(trainer.deleted),
+            "initial_deleted": np.asarray(trainer.initial_deleted())}

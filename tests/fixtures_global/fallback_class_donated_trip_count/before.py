@@ -1,0 +1,45 @@
+"""As class_held_donated_flag, but `fit` runs `range(epochs)` with epochs=n, not a constant: the
+first trip, whose flag reads the donated stack itself (False under pmap, True migrated), may be
+the last. Faithful (PM609 at the read)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def make_step(lr, axis_name="batch"):
+    def loss_fn(w, x):
+        return jnp.mean((x @ w - 1.0) ** 2)
+
+    def step(w, x):
+        loss, grad = jax.value_and_grad(loss_fn)(w, x)
+        return w - lr * jax.lax.pmean(grad, axis_name), jax.lax.pmean(loss, axis_name)
+
+    return jax.pmap(step, axis_name=axis_name, donate_argnums=0)
+
+
+class Trainer:
+    def __init__(self, lr):
+        self.step = make_step(lr)
+        self.w = None
+
+    def init(self, n):
+        self.w = jnp.zeros((n, 3))
+
+    def fit(self, x, epochs):
+        losses = []
+        for _ in range(epochs):
+            old = self.w
+            self.w, loss = self.step(old, x)
+            losses.append(float(loss[0]))
+            self.deleted = old.is_deleted()
+        return losses
+
+
+def run():
+    n = jax.local_device_count()
+    x = np.random.RandomState(0).normal(size=(n, 4, 3)).astype(np.float32)
+    trainer = Trainer(0.1)
+    trainer.init(n)
+    losses = trainer.fit(x, epochs=n)  # n may be 1: the first trip may be the last
+    return {"w": np.asarray(trainer.w), "losses": np.asarray(losses),
+            "deleted": np.asarray(trainer.deleted)}
