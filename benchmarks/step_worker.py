@@ -234,6 +234,26 @@ def _setup_global_multiproc_big_vision_style(module):
     return step
 
 
+def _setup_global_class_held_step(module):
+    """The --style global migration of class_held_step: the Trainer places its own state
+    (`init_state`), and the batch is one array of n * 6 rows, as its run() makes it."""
+    import jax
+    import numpy as np
+
+    n = jax.local_device_count()
+    rng = np.random.RandomState(11)
+    x = rng.normal(size=(n * 6, 2)).astype(np.float32)
+    y = np.where(x[..., 0] - 0.5 * x[..., 1] > 0, 1.0, -1.0).astype(np.float32)
+    trainer = module.Trainer(features=2)
+    trainer.init_state(n)
+
+    def step():
+        trainer.state, loss = trainer.train_step(trainer.state, x, y)  # state is donated
+        return trainer.state, loss
+
+    return step
+
+
 def _setup_numpy_batch_training_loop(module):
     """One iteration of run()'s loop, as run() writes it: the next host numpy batch from the
     program's own generator, then the step. Blocked per call (by time_steps), as the issue's
@@ -280,8 +300,8 @@ GLOBAL_SETUPS = {
     "train_step_pmean_donate": _setup_global_train_step_pmean_donate,
     "numpy_batch_training_loop": _setup_global_numpy_batch_training_loop,
     "multiproc_big_vision_style": _setup_global_multiproc_big_vision_style,
+    "class_held_step": _setup_global_class_held_step,
     # Sites on pmap's calling contract (PM612) take what pmap took: the original's setup.
-    "class_held_step": _setup_class_held_step,
     "multiproc_acme_learner": _setup_multiproc_acme_learner,
 }
 
