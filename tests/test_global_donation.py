@@ -197,6 +197,11 @@ FALLBACK = {
             pass
         return {"deleted": np.asarray(deleted), "w": np.asarray(params[0])}
     """,
+    "donated_again_in_a_comprehension": """
+        params = jnp.stack([jnp.ones(3)] * n)
+        results = [train_step(params, x) for _ in range(2)]  # read
+        return {"w": np.asarray(results[1][0][0])}
+    """,
     "while_loop": """
         params = jnp.stack([jnp.ones(3)] * n)
         t = 0

@@ -154,13 +154,21 @@ class DonatedValues:
         return tokens
 
     def _comprehension(self, node) -> frozenset:
+        """Its body runs once per element: passes until no more values are donated, so a value
+        one pass donates (`[step(w, x) for x in xs]`) is read by the next."""
         saved = self.state.names
-        for generator in node.generators:
-            self._bind(generator.target, self._eval(generator.iter))
-            for condition in generator.ifs:
-                self._eval(condition)
         parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
-        tokens = frozenset({self._token(node)}).union(*(self._eval(p) for p in parts))
+        tokens = frozenset({self._token(node)})
+        outer = self._eval(node.generators[0].iter)  # evaluated once, before the first element
+        for _ in range(4):
+            donated = self.state.donated
+            for index, generator in enumerate(node.generators):
+                self._bind(generator.target, self._eval(generator.iter) if index else outer)
+                for condition in generator.ifs:
+                    self._eval(condition)
+            tokens = tokens.union(*(self._eval(p) for p in parts))
+            if self.state.donated == donated:
+                break
         self.state = State(saved, self.state.donated)
         return tokens
 
