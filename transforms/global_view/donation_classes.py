@@ -262,10 +262,15 @@ class InstanceDonatedReads(DonatedReads):
     def _construct(self, call: ast.Call, cls: ast.ClassDef) -> frozenset:
         uses = [n for n in ast.walk(self.module.tree)
                 if isinstance(n, ast.Name) and n.id == cls.name and isinstance(n.ctx, ast.Load)]
-        if self.constructing != id(call) or len(uses) != 1:
-            raise Blocker(CLASS_HELD, call, f"`{cls.name}` is called at line {call.lineno} "
-                          "other than as the one `name = " + cls.name + "(...)` of the module, "
-                          "so the attributes of its instances are not told apart")
+        if len(uses) != 1:
+            lines = ", ".join(str(n.lineno) for n in uses)
+            raise Blocker(CLASS_HELD, call, f"`{cls.name}` is used more than once in the "
+                          f"module (lines {lines}): the attributes of its instances are not "
+                          "told apart")
+        if self.constructing != id(call):
+            raise Blocker(CLASS_HELD, call, f"`{cls.name}(...)` at line {call.lineno} is not "
+                          f"the value of a `name = {cls.name}(...)` statement, so where its "
+                          "instance goes is not followed")
         self.constructing = None
         instance = frozenset({("instance", cls.name)})
         if any(isinstance(m, ast.FunctionDef) and m.name == "__init__" for m in cls.body):
@@ -339,6 +344,8 @@ class InstanceDonatedReads(DonatedReads):
         self._block(method.body)
         self.following.pop()
         returns = self.frames.pop()
+        for declared in self.escaping:  # a global the method sets: read at any later time
+            self.closures.append((method, {declared}))
         end = self.state
         for _, state in returns:
             end = end.join(state)
