@@ -138,3 +138,26 @@ def test_a_method_publishing_the_stack_as_a_global_keeps_the_trainer_faithful():
     found = _findings(source)
     assert "PM600" not in found, found
     assert any("`FIRST` may hold" in m for m in found.get("PM609", [])), found
+
+
+BOUND = _edit(
+    ("    def __init__(self, lr):\n        self.step = make_step(lr)\n",
+     "    def __init__(self, lr):\n        self.lr = lr\n"
+     "        self.step = jax.pmap(self._step, axis_name=\"batch\", donate_argnums=0)\n"),
+    ("    def init(self, n):",
+     "    def _step(self, w, x):\n        grad = jax.lax.pmean(jnp.mean(x, axis=0), \"batch\")\n"
+     "        return w - self.lr * grad, jax.lax.pmean(jnp.sum(x), \"batch\")\n\n"
+     "    def init(self, n):"))
+
+
+def test_a_bound_method_step_that_donates_goes_global():
+    found = _findings(BOUND)
+    assert "PM600" in found and "PM609" not in found, found
+
+
+def test_a_method_used_as_a_value_keeps_the_trainer_faithful():
+    source = BOUND.replace("        losses = []\n",
+                           "        losses = []\n        grad_fn = self._step\n")
+    found = _findings(source)
+    assert "PM600" not in found, found
+    assert any("used as a value" in m for m in found.get("PM609", [])), found

@@ -52,20 +52,23 @@ from transforms.global_view.sites import Blocker
 
 
 def check_donated_reads(analysis) -> None:
-    """donation.check_donated_reads, following the instances of classes whose held pmaps
-    donate when the caller `analysis` reaches one."""
+    """donation.check_donated_reads; when a method the caller `analysis` follows calls a
+    donating site, with the calls of every class holding sites followed into its methods."""
     instances = getattr(analysis, "instances", None)
-    held = [s for s in instances.site_calls.values() if s.holder and s.donate] \
-        if instances is not None else []
-    if not held:
-        donation.check_donated_reads(analysis)
+    if instances is None or not any(s.donate for s in instances.site_calls.values()):
+        donation.check_donated_reads(analysis)  # no method the caller follows donates
         return
+    holders = {s.holder for s in analysis.all_sites.values() if s.holder}
     classes = {s.name: s for s in analysis.module.tree.body
-               if isinstance(s, ast.ClassDef) and s.name in {h.holder for h in held}}
+               if isinstance(s, ast.ClassDef) and s.name in holders}
     walk = InstanceDonatedReads(
         analysis.function, {**instances.site_calls, **analysis.site_calls},
         {**instances.produced, **analysis.produced}, analysis.module, analysis.qualified,
         frozenset(analysis.lowerings), classes)
+    # `self.step = jax.pmap(self._step, ...)`: the bound method mapped is read where the site
+    # is built (its reads of `self` are checked at each call of the site).
+    walk.builds = {id(n) for s in analysis.all_sites.values() if s.holder
+                   for n in ast.walk(s.built)}
     try:
         walk.run()
     except Blocker as blocker:
@@ -87,6 +90,7 @@ class InstanceDonatedReads(DonatedReads):
         self.renamed: list = []  # tokens `_token` renamed "earlier", in order
         self.statement = function  # the statement being walked (for refusals' lines)
         self.constructing: int | None = None  # the `name = Cls(...)` call being bound
+        self.builds: set[int] = set()  # the nodes of held sites' `jax.pmap(...)` expressions
 
     # -- the instance and its attributes --------------------------------------------------
     def _instance_name(self, node) -> str | None:
@@ -110,8 +114,10 @@ class InstanceDonatedReads(DonatedReads):
             if name in self.state.names:
                 return self.state.names[name]
             holder, attribute = name.split(".", 1)
-            assigned = {t.id for s in self.classes[holder].body if isinstance(s, ast.Assign)
-                        for t in s.targets if isinstance(t, ast.Name)}
+            assigned = {t.id for s in self.classes[holder].body
+                        for t in (s.targets if isinstance(s, ast.Assign) else [s.target]
+                                  if isinstance(s, ast.AnnAssign) else [])
+                        if isinstance(t, ast.Name)}
             return frozenset({("global", name)}) if attribute in assigned else frozenset()
         tokens = super()._names(name)
         holder = next((value for kind, value in tokens if kind == "instance"), None)
@@ -119,8 +125,8 @@ class InstanceDonatedReads(DonatedReads):
             raise Blocker(CLASS_HELD, self.statement,
                           f"`{name}`, the `{holder}` instance, is used other than as "
                           f"`{name}.<attribute>` (line {self.statement.lineno}): where the "
-                          f"values it holds go is not followed, and a pmap `{holder}` holds "
-                          "donates them")
+                          "values it holds go is not followed, and a step this function "
+                          "reaches donates")
         return tokens
 
     def _alias_key(self, node) -> str | None:
@@ -141,6 +147,12 @@ class InstanceDonatedReads(DonatedReads):
     def _eval(self, node) -> frozenset:
         key = self._attribute_key(node)
         if key is not None:
+            cls = self.classes[key.split(".")[0]]
+            if id(node) not in self.builds and any(
+                    isinstance(m, ast.FunctionDef) and m.name == node.attr for m in cls.body):
+                raise Blocker(CLASS_HELD, node, f"`{ast.unparse(node)}` (line {node.lineno}), "
+                              f"a method of `{cls.name}`, is used as a value: where it is "
+                              "called, and what it reads, is not followed")
             return self._read(node, key)
         return super()._eval(node)
 
