@@ -139,3 +139,18 @@ def test_wrapping_keeps_the_tree_and_is_idempotent(target, callee, arguments, in
     assert ast.dump(ast.parse(once)) == ast.dump(ast.parse(text))
     assert wrap_long_lines(once, b"") == once
     assert wrap_long_lines(once, text.encode()) == once
+
+
+def test_a_split_that_would_change_the_tree_is_dropped(monkeypatch):
+    """The AST check is what makes wrapping safe: a splitter that changed the code would leave
+    the line as written (the other lines keep their wraps)."""
+    import transforms.line_wrap as line_wrap
+
+    good = line_wrap._split_statement
+    long_call = "y = f(" + ", ".join(f"argument_{i}" for i in range(12)) + ")"
+    bad_call = "z = g(" + ", ".join(f"value_{i}" for i in range(14)) + ")"
+    monkeypatch.setattr(line_wrap, "_split_statement", lambda text, indent, statement=True: (
+        ["z = 0"] if text.startswith("z =") else good(text, indent, statement)))
+    text = _wrap(f"{long_call}\n{bad_call}\n")
+    assert bad_call in text and long_call not in text
+    assert ast.dump(ast.parse(text)) == ast.dump(ast.parse(f"{long_call}\n{bad_call}\n"))

@@ -7,7 +7,8 @@ original, not a line of a helper template) is split as black splits it: at its l
 pair, the contents on their own line, or one item per line with a trailing comma if they do
 not fit; a bare tuple after `return` or `=` is put in brackets first. A line inside brackets
 is split at its own commas. Only whitespace and those brackets change: the result must parse
-to the same AST, or the source is returned as it was.
+to the same AST (checked once for all the lines; line by line only if that fails), or a split
+that changes it is dropped.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def wrap_long_lines(source: bytes, original: bytes) -> bytes:
         reference = ast.dump(ast.parse(text))
     except (SyntaxError, tokenize.TokenError, ValueError):
         return source
-    for i in reversed(long):
+    splits: dict[int, str] = {}  # line -> its wrapped text
+    for i in long:
         if i not in starts:
             continue
         line = lines[i]
@@ -58,10 +60,17 @@ def wrap_long_lines(source: bytes, original: bytes) -> bytes:
         else:
             split = None
         if split:
-            kept, lines[i] = lines[i], "".join(part + newline for part in split)
-            if not _same_tree("".join(lines), reference):
-                lines[i] = kept
-    wrapped = "".join(lines)
+            splits[i] = "".join(part + newline for part in split)
+    wrapped = "".join(splits.get(i, line) for i, line in enumerate(lines))
+    if splits and not _same_tree(wrapped, reference):  # rare: find the lines at fault
+        for i in list(splits):
+            kept = {k: v for k, v in splits.items() if k != i}
+            if _same_tree("".join(kept.get(k, line) for k, line in enumerate(lines)),
+                          reference):
+                splits = kept
+        wrapped = "".join(splits.get(i, line) for i, line in enumerate(lines))
+        if not _same_tree(wrapped, reference):
+            return source
     return wrapped.encode("utf-8") if wrapped != text else source
 
 
