@@ -165,6 +165,8 @@ def test_two_jobs_at_once_get_their_own_ports(trees):
 GLOBAL_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_train"
 PER_DEVICE_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_per_device_results"
 AXES_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_axes"  # two meshes, two axis names
+# Host values made global once, where they are bound (placement_bindings.py).
+CONVERT_ONCE_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_convert_once"
 # The second axis's mesh over this process's devices only: its collectives stop at the host.
 AXES_LOCAL_MESH = ("return jax.make_mesh((jax.device_count(),), (axis_name,)",
                    "return jax.make_mesh((jax.device_count() if axis_name != 'eval' else "
@@ -208,7 +210,9 @@ def global_trees(tmp_path_factory):
                "axes_honest": ((AXES_CASE / "before.py").read_bytes(),
                                (AXES_CASE / "after.py").read_bytes()),
                "axes_local_mesh": ((AXES_CASE / "before.py").read_bytes(),
-                                   planted((AXES_CASE / "after.py").read_bytes(), AXES_LOCAL_MESH))}
+                                   planted((AXES_CASE / "after.py").read_bytes(), AXES_LOCAL_MESH)),
+               "convert_once_honest": ((CONVERT_ONCE_CASE / "before.py").read_bytes(),
+                                       (CONVERT_ONCE_CASE / "after.py").read_bytes())}
     for name, (original, migrated) in modules.items():
         (root / "orig" / f"{name}.py").write_bytes(original)
         (root / "migrated" / f"{name}.py").write_bytes(migrated)
@@ -244,10 +248,13 @@ def test_global_style_faults_show_only_with_two_processes(global_trees):
 def test_global_style_meshes_of_two_axis_names_at_two_processes(global_trees):
     """Each process's rows made global on the mesh of the site taking them; both meshes span
     every process's devices. A second mesh over one process's devices is caught."""
-    two, results, _ = check(global_trees, ["axes_honest", "axes_local_mesh"], processes=2,
-                            devices=8, timeout=120, extra=["--style=global"])
+    names = ["axes_honest", "axes_local_mesh", "convert_once_honest"]
+    two, results, _ = check(global_trees, names, processes=2, devices=8, timeout=120,
+                            extra=["--style=global"])
     assert two.returncode == 1, two.stdout[-3000:]
     for process in (0, 1):
         assert results[("axes_honest", process)]["verdict"] == "equivalent", results
+        # (and a value placed once where it is bound, each batch once per iteration)
+        assert results[("convert_once_honest", process)]["verdict"] == "equivalent", results
         assert results[("axes_local_mesh", process)]["verdict"] != "equivalent", results
     assert alive_under(global_trees) == []

@@ -17,8 +17,8 @@ Modules, from the driver down:
   a caller), `lowering` (`site.lower(...).compile()` and its calls, `*xs` arguments), with
   `values` (what a local value is), `ranks`, `replication` (which outputs are
   provably the same on every device), `axes` (several axis names), `donation` (PM610);
-  `multiprocess`, `process_dependence` and `call_layout` (the text of the calls it writes)
-  for multi-process modules;
+  `multiprocess`, `process_dependence`, `placement_bindings` (host values made global once,
+  where bound) and `call_layout` (the text of the calls it writes) for multi-process modules;
 - the emitter: `module_info` (source spans and rendering), `site_edits` (a site's text and
   the composition of edits), `step_text`, `post_passes` (libcst passes, the `_mesh`
   function), `hoist` (local sites built once at module level), `site_findings` (PM600 /

@@ -134,6 +134,9 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
     # (0, 0, ...), so a replicated state can loop while a per-device result stays stacked.
     split_results = False
     keep_stacked: frozenset = frozenset()  # producer calls (ids) left in pmap's layout
+    # Names a multi-process caller converts at each call rather than where they are bound
+    # (multiprocess.py, placement_bindings.py).
+    unhoisted: frozenset = frozenset()
     # When keeping values stacked does not rescue the function: report what failed first (the
     # cause) rather than the last attempt's blocker. Off where the fixpoint demotes one site
     # by the last blocker's site (single-process modules), unless that blocker names no site.

@@ -217,15 +217,15 @@ class DonatedValues:
             self._eval(call.func)  # a factory's or an inline pmap's own arguments
         passed = [self._eval(a) for a in call.args]
         starred = next((i for i, a in enumerate(call.args) if isinstance(a, ast.Starred)), None)
-        if starred is not None and any(i >= starred for i in _donated_positions(site)):
+        if starred is not None and any(i >= starred for i in donated_positions(site)):
             raise Blocker(DONATED_COPY_READ, call.args[starred],
                           f"{site.label} donates an argument that `{short(call.args[starred])}` "
                           "or an argument after it fills: which values it deletes is not "
                           "followed")
-        donated = frozenset().union(*(passed[i] for i in _donated_positions(site)
+        donated = frozenset().union(*(passed[i] for i in donated_positions(site)
                                       if i < len(passed)))
         for position, tokens in enumerate(passed):
-            if position not in _donated_positions(site) and tokens & donated:
+            if position not in donated_positions(site) and tokens & donated:
                 raise Blocker(DONATED_COPY_READ, call.args[position],
                               f"`{short(call.args[position])}` may "
                               f"be donated by {site.label} in the same call, as another "
@@ -288,7 +288,7 @@ class DonatedValues:
         return token
 
 
-def _donated_positions(site: Site) -> set[int]:
+def donated_positions(site: Site) -> set[int]:
     if not site.donate:
         return set()
     value = ast.literal_eval(site.donate)

@@ -55,7 +55,7 @@ class InstancesMixin:
         seed: dict = {}
         for _ in range(8):
             trial = type(self)(self.function, self.all_sites, self.module)
-            for flag in ("merge_outputs", "per_device_scalars", "batches_placed"):
+            for flag in ("merge_outputs", "per_device_scalars", "batches_placed", "unhoisted"):
                 setattr(trial, flag, getattr(self, flag))
             trial.instances = InstanceModel(attributes=dict(seed))
             try:

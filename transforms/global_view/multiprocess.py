@@ -20,6 +20,9 @@ devices (`jax.device_count()`, as in one process) and these edits in the callers
   are turned back into the process's own rows at the call with
   `multihost_utils.global_array_to_host_local_array`, where the original read its host-local
   rows;
+- a host value that only steps read, each converting it the same way, is converted once where
+  it is bound (`params = jax.device_put({...}, ...)`, or `batch = ...(batch)` first in a
+  loop's body) instead of at every call: placement_bindings.py says which names qualify;
 - a step called only on some processes (under `if jax.process_index() == 0:`), or a caller
   some process may not call, would wait for the others in its collectives and placements:
   that function stays faithful (PM607).
@@ -34,7 +37,9 @@ import ast
 from transforms.codes.global_view import UNAVAILABLE
 from transforms.global_view.call_layout import Nested, call_text
 from transforms.global_view.dataflow import CallerAnalysis
+from transforms.global_view.donation_values import donated_positions
 from transforms.global_view.lowering import compiled_aliases, compiled_site
+from transforms.global_view.placement_bindings import Binding, placement_bindings
 from transforms.global_view.process_dependence import ProcessDependence
 from transforms.global_view.sites import Blocker, Site, dotted
 from transforms.global_view.values import (
@@ -143,6 +148,12 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
         super().__init__(function, sites, module, parameters, depth)
         self.dependence: ProcessDependence = module.process_dependence
         self._tainted: dict[frozenset, set[str]] = {}
+        # Names whose conversion may move to their binding (placement_bindings.py), and how
+        # each of their reads is converted at its call: (function, other arguments, where the
+        # value goes), None where it is not converted or is donated.
+        self.bindings: dict[str, Binding] = {} if depth else \
+            placement_bindings(function, module.tree)
+        self.conversions: dict[str, dict[int, tuple | None]] = {}
 
     @property
     def tainted(self) -> set[str]:
@@ -173,6 +184,26 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                           "other processes would not join its steps' collectives and "
                           "placements: kept in the faithful style (multi-process)")
         return super().run()
+
+    def _run(self):
+        try:
+            return super()._run()
+        except _ConvertAtEachCall as failed:  # analysed again, converting it at each call
+            again = type(self)(self.function, self.all_sites, self.module)
+            for flag in ("merge_outputs", "split_results", "keep_stacked"):
+                setattr(again, flag, getattr(self, flag))
+            again.unhoisted = self.unhoisted | {failed.name}
+            return again._run()
+
+    def _analyse_body(self) -> None:
+        super()._analyse_body()
+        for name, reads in self.conversions.items():
+            binding = self.bindings[name]
+            how = set(reads.values())
+            if set(reads) == binding.reads and len(how) == 1 and None not in how:
+                self._convert_at_binding(binding, how.pop())
+            elif how - {None}:  # some reads were written bare: not so, after all
+                raise _ConvertAtEachCall(name)
 
     # -- producers ------------------------------------------------------------------------
     def producer(self, call: ast.Call, name: str) -> Kind | None:
@@ -273,15 +304,17 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                           "modules yet, kept in the faithful style (multi-process)")
         jax = self.module.jax
         arguments = []
-        for argument, spec, axis, kinds, starred in self._argument_groups(call, site):
+        donated = donated_positions(site)
+        for argument, spec, axis, kinds, starred, filled in self._argument_groups(call, site):
             text = self.render(argument)
+            conversion = None
             if spec == "P()":
                 if axis is None:
                     self._same_on_every_process(
                         argument, "is given to every device (in_axes None) in the original")
                     if any(kind.tag != "repl" for kind in kinds):
-                        text = Nested(f"{jax}.device_put",
-                                      [text, f"NamedSharding({MESH_PLACEHOLDER}, P())"])
+                        conversion = (f"{jax}.device_put",
+                                      (f"NamedSharding({MESH_PLACEHOLDER}, P())",), 0)
             elif STACKED_SPEC in spec:
                 # A stack: the process's own rows, one per local device. Made global on the
                 # buffers it has where it is already spread over them (a step's result), so a
@@ -289,8 +322,12 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                 text = Nested("multihost_utils.host_local_array_to_global_array",
                               [text, MESH_PLACEHOLDER, f"P({AXIS_PLACEHOLDER})"])
             else:  # a batch: the process's own rows, merged
-                text = Nested(f"{jax}.make_array_from_process_local_data",
-                              [f"NamedSharding({MESH_PLACEHOLDER}, {spec})", text])
+                conversion = (f"{jax}.make_array_from_process_local_data",
+                              (f"NamedSharding({MESH_PLACEHOLDER}, {spec})",), 1)
+            if self._converted_at_binding(argument, conversion, bool(filled & donated)):
+                pass  # the name holds the converted value already
+            elif conversion is not None:
+                text = Nested(conversion[0], _with_value(conversion, text))
             if starred:
                 text = text._replace(prefix="*") if isinstance(text, Nested) else f"*{text}"
             arguments.append(text)
@@ -318,21 +355,94 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
         edits use take trees), so every parameter it fills must have the same spec and
         in_axes entry."""
         filled: dict[int, list] = {}
-        for (_, kind, index), spec, axis in zip(self.expansions[id(call)], self.specs[site.key],
-                                                site.in_axes):
-            filled.setdefault(index, []).append((spec, axis, kind))
+        for position, ((_, kind, index), spec, axis) in enumerate(zip(
+                self.expansions[id(call)], self.specs[site.key], site.in_axes)):
+            filled.setdefault(index, []).append((spec, axis, kind, position))
         for index, argument in enumerate(call.args):
             entries = filled.get(index)
             if not entries:
                 continue  # `*()`: nothing to place
-            if len({(spec, axis) for spec, axis, _ in entries}) > 1:
+            if len({(spec, axis) for spec, axis, _, _ in entries}) > 1:
                 raise Blocker(UNAVAILABLE, argument,
                               f"`{ast.unparse(argument)}` fills parameters of {site.label} "
                               "with different layouts: each would be made global apart, which "
                               "the multi-process global style does not write")
             starred = isinstance(argument, ast.Starred)
             yield (argument.value if starred else argument, entries[0][0], entries[0][1],
-                   [kind for _, _, kind in entries], starred)
+                   [entry[2] for entry in entries], starred, {entry[3] for entry in entries})
+
+    # -- a conversion made once, where the name is bound (placement_bindings.py) ------------
+    def _converted_at_binding(self, argument, conversion, donated: bool) -> bool:
+        """Whether `argument`, a read of a name converted where it is bound, goes in bare.
+        Every such read is recorded, so that `_analyse_body` can check they all agree."""
+        binding = self.bindings.get(argument.id) if isinstance(argument, ast.Name) else None
+        if binding is None or argument.id in self.unhoisted or id(argument) not in binding.reads:
+            return False
+        how = None if donated else conversion
+        self.conversions.setdefault(argument.id, {})[id(argument)] = how
+        return how is not None
+
+    def _convert_at_binding(self, binding: Binding, conversion) -> None:
+        """`name = convert(value)`, or, for a loop's target, `name = convert(name)` first in
+        the loop's body."""
+        statement, lines = binding.statement, self.module.source.splitlines()
+        if isinstance(statement, ast.Assign):
+            value = statement.value
+            line = lines[statement.lineno - 1].decode("utf-8")
+            indent = line[:len(line) - len(line.lstrip())]
+            tail = len(line) - value.end_col_offset if value.end_lineno == value.lineno else 0
+            rendered = self.render(value)
+            moved = _moved(rendered, value, len(indent) + 4 - value.col_offset)
+            if moved is not None:  # a value of several lines gets lines of its own
+                arguments = _with_value(conversion, moved)
+                text = f"{conversion[0]}(\n" + "".join(
+                    f"{indent}    {a},\n" for a in arguments) + f"{indent})"
+            else:
+                text = call_text(conversion[0], _with_value(conversion, rendered), indent,
+                                 value.col_offset, tail)
+            self._edit(value, text)
+            return
+        first = statement.body[0]
+        indent = lines[first.lineno - 1].decode("utf-8")[:first.col_offset]
+        head = f"{binding.name} = "
+        text = call_text(conversion[0], _with_value(conversion, binding.name), indent,
+                         len(indent) + len(head), 0)
+        self._edit(first, f"{head}{text}\n{indent}{self.render(first)}")
+
+
+class _ConvertAtEachCall(Exception):
+    """A name's reads were written bare, expecting its conversion at the binding, but some
+    read turned out to need another (or none): the analysis runs again without moving it."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
+def _moved(text: str, node, shift: int) -> str | None:
+    """`text`, the source of `node` over several lines, with its lines after the first moved
+    `shift` columns (to start on a line of its own); None when it is one line, or holds a
+    string of several lines, or a line has too little indentation to move left."""
+    lines = text.split("\n")
+    if len(lines) == 1 or any(isinstance(n, ast.Constant) and isinstance(n.value, str)
+                              and n.lineno != n.end_lineno for n in ast.walk(node)):
+        return None
+    moved = [lines[0]]
+    for line in lines[1:]:
+        if shift >= 0 or not line.strip():
+            moved.append(" " * shift + line if line.strip() else line)
+        elif line[:-shift].strip():
+            return None
+        else:
+            moved.append(line[-shift:])
+    return "\n".join(moved)
+
+
+def _with_value(conversion, value: str) -> list:
+    """The arguments of a conversion `(function, other arguments, the value's index)`."""
+    arguments = list(conversion[1])
+    arguments.insert(conversion[2], value)
+    return arguments
 
 
 

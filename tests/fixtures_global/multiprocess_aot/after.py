@@ -39,23 +39,17 @@ def run():
     rows = np.linspace(-1.0, 1.0, 96, dtype=np.float32).reshape(-1, 3)
     x = rows[jax.process_index()::jax.process_count()]
     y = x @ np.array([0.5, -1.0, 2.0], np.float32)
-    batch = [x.reshape(-1, 3), y.reshape(-1)]
+    batch = jax.make_array_from_process_local_data(
+        NamedSharding(mesh, P("batch")),
+        [x.reshape(-1, 3), y.reshape(-1)],
+    )
     w = np.array([0.4, -0.9, 2.1], np.float32)
     first = evaluate.lower(
         jax.device_put(w, NamedSharding(mesh, P())),
-        *jax.make_array_from_process_local_data(NamedSharding(mesh, P("batch")), batch),
-    ).compile()(
-        jax.device_put(w, NamedSharding(mesh, P())),
-        *jax.make_array_from_process_local_data(NamedSharding(mesh, P("batch")), batch),
-    )
-    compiled = evaluate.lower(
-        jax.device_put(w, NamedSharding(mesh, P())),
-        *jax.make_array_from_process_local_data(NamedSharding(mesh, P("batch")), batch),
-    ).compile()
+        *batch,
+    ).compile()(jax.device_put(w, NamedSharding(mesh, P())), *batch)
+    compiled = evaluate.lower(jax.device_put(w, NamedSharding(mesh, P())), *batch).compile()
     errors = []
     for scale in (1.0, 2.0):
-        errors.append(compiled(
-            jax.device_put(w * scale, NamedSharding(mesh, P())),
-            *jax.make_array_from_process_local_data(NamedSharding(mesh, P("batch")), batch),
-        ))
+        errors.append(compiled(jax.device_put(w * scale, NamedSharding(mesh, P())), *batch))
     return {"first": np.asarray(first), "errors": np.stack([np.asarray(e) for e in errors])}
