@@ -31,7 +31,7 @@ import dataclasses
 from transforms.codes.findings import Finding
 from transforms.codes.global_view import CONTRACT
 from transforms.global_view.contract_text import ACROSS_PROCESSES, ADAPTER
-from transforms.global_view.sites import PARTIAL, PMAP, dotted
+from transforms.global_view.sites import JIT, PARTIAL, PMAP, dotted
 from transforms.global_view.step_text import LINE_LIMIT
 from transforms.global_view.values import DEFAULT_AXIS, quoted, tuple_text
 from transforms.reading.pmap_options import (
@@ -146,7 +146,8 @@ def contract_text(site: ContractSite, jit: str, partial: str, source_of, indent:
                   column: int) -> str:
     """The text that replaces the site's node, which starts at `column` of a line indented
     by `indent`; wrapped as a formatter would, to LINE_LIMIT. `jit`: `jax.jit`, or
-    `_across_processes` in a multi-process module."""
+    `_across_processes` in a multi-process module, or None for the adapter alone (the user's
+    own jit already wraps the site)."""
     options = [f"in_specs={site.in_specs}", f"out_specs={site.out_specs}"]
     if site.static:
         options.append(f"static_argnums={site.static}")
@@ -155,12 +156,16 @@ def contract_text(site: ContractSite, jit: str, partial: str, source_of, indent:
     jit_options = [f"static_argnums={site.static}"] if site.static else []
     if site.donate:
         jit_options.append(f"donate_argnums={site.donate}")
+    if site.decorator and jit is None:
+        return _wrapped(partial, [ADAPTER, f"axis_name={site.axis}", *options], indent, column)
     if site.decorator:
         jit = _wrapped(partial, [jit, *jit_options], indent, column) if jit_options else jit
         adapter = _wrapped(partial, [ADAPTER, f"axis_name={site.axis}", *options], indent,
                            len(indent) + 1)
         return f"{jit}\n{indent}@{adapter}"
     inner = [source_of(site.function), site.axis, *options]
+    if jit is None:
+        return _wrapped(ADAPTER, inner, indent, column)
     one_line = f"{jit}({ADAPTER}({', '.join(inner)}){''.join(', ' + o for o in jit_options)})"
     if column + len(one_line) <= LINE_LIMIT and "\n" not in one_line:
         return one_line
@@ -240,6 +245,8 @@ def contract_sites(module, taken_spans: list[tuple[int, int]], skip: set[int],
     found = pmap_nodes(tree, imported)
     skip = skip | nested(found, tree)
     source_of = lambda node: module.source[slice(*module.span(node))].decode("utf-8")
+    jits = {id(n.args[0]): n for n in ast.walk(tree) if isinstance(n, ast.Call)
+            and dotted(n.func, imported) == JIT and len(n.args) == 1}  # jax.jit(<pmap>, ...)
     contracts, notes = [], {}
     for node, function in found:
         span = module.span(node)
@@ -261,6 +268,9 @@ def contract_sites(module, taken_spans: list[tuple[int, int]], skip: set[int],
             indent = " " * (len(line) - len(line.lstrip()))
         column = node.col_offset - 1 if site.decorator else node.col_offset
         jit = ACROSS_PROCESSES if multiprocess else f"{module.jax}.jit"
+        if not multiprocess:  # a jit the user wrote around the pmap serves as the site's
+            span, own_jit = _joined_with_jit(site, function, span, module, jits)
+            jit = jit if own_jit else None
         text = contract_text(site, jit, module.partial, source_of, indent, column)
         end = function.end_lineno if site.decorator else node.end_lineno
         contracts.append(Contract(site, span, text, range(node.lineno, end + 1)))
@@ -302,6 +312,25 @@ def contract_sites(module, taken_spans: list[tuple[int, int]], skip: set[int],
 
 
 _FALLBACK_CODES = {f"PM60{i}" for i in range(1, 10)}
+
+
+def _joined_with_jit(site: ContractSite, function, span: tuple[int, int], module, jits):
+    """One jit, not two. Where the user's jit already wraps the pmap (`jax.jit(jax.pmap(f))`,
+    a bare `@jax.jit` right above the pmap decorator), the site is the adapter alone under it;
+    a bare `@jax.jit` right below is dropped, as it only compiled what the site's jit compiles.
+    A site with jit options of its own (donate, static) under the user's jit keeps both jits:
+    pmap's donation inside a jit's trace donated nothing, and neither does an inner jit's.
+    Returns the span to replace and whether the site writes its own jit."""
+    own_options = bool(site.static or site.donate)
+    if not site.decorator:
+        return span, own_options or id(site.node) not in jits
+    decorators = function.decorator_list
+    at = next(i for i, d in enumerate(decorators) if d is site.node)
+    bare = lambda d: not isinstance(d, ast.Call) and dotted(d, module.imported) == JIT
+    start, end = span
+    if at + 1 < len(decorators) and bare(decorators[at + 1]) and not site.static:
+        end = module.span(decorators[at + 1])[1]
+    return (start, end), own_options or not (at > 0 and bare(decorators[at - 1]))
 
 
 def _may_be_none(node: ast.AST, tree: ast.Module) -> bool:
