@@ -68,7 +68,7 @@ from migrator.notebook_json import NotebookDocument
 from migrator.options import MigrationOptions
 from transforms.codes.findings import Finding
 from transforms.pipeline import might_need_migration, migrate_source
-from transforms.module_helpers import HELPER_NAMES
+from transforms.module_helpers import HELPER_NAMES, is_header_statement
 from transforms.helpers.placement_helpers import HELPER_MARKER
 
 
@@ -213,7 +213,7 @@ def _run_pipeline(
         raise CellFailed("PM005", "cell too deeply nested for the parser") from None
     top = wrapper.module.body
     header = 0
-    while header < len(top) and _is_header_statement(top[header]):
+    while header < len(top) and is_header_statement(top[header]):
         header += 1
     lines = [c + n for c, n in split(body)]
     context_lines: list[str] = []
@@ -288,15 +288,6 @@ def _cut_context(text: str, context_lines: list[str]) -> str:
             raise CellFailed("PM005", "the notebook context added to the cell was changed")
         end += 1
     return "".join(lines[: starts[0]] + lines[end:])
-
-
-def _is_header_statement(statement: cst.CSTNode) -> bool:
-    """Imports and strings, as transforms.faithful.pmap_sites counts a module's header."""
-    return isinstance(statement, cst.SimpleStatementLine) and all(
-        isinstance(s, (cst.Import, cst.ImportFrom))
-        or (isinstance(s, cst.Expr) and isinstance(s.value, (cst.SimpleString, cst.ConcatenatedString)))
-        for s in statement.body
-    )
 
 
 def _imports_of(tree: ast.Module | None) -> list[str]:

@@ -162,19 +162,39 @@ def _replace_small(module: cst.Module, i: int, j: int, new: cst.BaseSmallStateme
     return module.with_changes(body=body)
 
 
+def is_module_dunder(small: cst.CSTNode) -> bool:
+    """`__name__ = <literal>`: an assignment of dunder names to a value that calls nothing."""
+    if isinstance(small, cst.Assign):
+        targets = [t.target for t in small.targets]
+    elif isinstance(small, cst.AnnAssign) and small.value is not None:
+        targets = [small.target]
+    else:
+        return False
+    return all(isinstance(t, cst.Name) and len(t.value) > 4 and t.value.startswith("__")
+               and t.value.endswith("__") for t in targets) and \
+        not _calls_anything(small.value)
+
+
+def _calls_anything(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Call) or any(_calls_anything(c) for c in node.children)
+
+
 def _insertion_index(module: cst.Module) -> int:
-    """After the last import of the header (docstring, imports); else after the docstring."""
-    index = 0
+    """After the last import of the header (docstring, module dunders, imports); else after
+    the docstring and the dunders, which PEP 8 puts before the imports."""
+    index, imported = 0, False
     for i, statement in enumerate(module.body):
         if not isinstance(statement, cst.SimpleStatementLine):
             break
         kinds = {type(s) for s in statement.body}
         if kinds <= {cst.Import, cst.ImportFrom}:
-            index = i + 1
+            index, imported = i + 1, True
         elif i == 0 and kinds == {cst.Expr} and isinstance(
             statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString)
         ):
             index = 1
+        elif all(is_module_dunder(s) for s in statement.body):
+            index = index if imported else i + 1
         else:
             break
     return index

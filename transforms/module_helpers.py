@@ -11,12 +11,13 @@ migrator writes that module (migrator/helper_module.py).
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 
 import libcst as cst
 
-from transforms.imports import RuleContext, add_import
+from transforms.imports import RuleContext, add_import, is_module_dunder
 
 _SCRATCH_KEY = "pmap_migrate.helpers"
 
@@ -90,11 +91,12 @@ def insert_helpers(
     if not missing:
         return module
     header_end = 0
-    while header_end < len(module.body) and _is_header_statement(module.body[header_end]):
+    while header_end < len(module.body) and is_header_statement(module.body[header_end]):
         header_end += 1
     index = header_end
     new_statements: list[cst.BaseStatement] = []
     for text in missing.values():
+        text = docstrings_indented(text, module.default_indent)
         if as_text:
             new_statements.append(_helper_text(text, module.default_newline, module.default_indent))
         else:
@@ -158,12 +160,40 @@ def printed_helper(text: str, newline: str, indent: str) -> str:
     return cst.Module(body=statements, default_newline=newline, default_indent=indent).code
 
 
-def _is_header_statement(stmt: cst.CSTNode) -> bool:
-    """Docstrings and imports: the part of a module the helpers go after."""
+def is_header_statement(stmt: cst.CSTNode) -> bool:
+    """Docstrings, imports and module dunders (`__all__ = [...]`, `__version__ = "1.0"`, which
+    PEP 8 puts between the docstring and the imports): the part of a module the helpers go
+    after. A dunder whose value calls anything is not header: it could need a helper."""
     if not isinstance(stmt, cst.SimpleStatementLine):
         return False
     return all(
         isinstance(s, (cst.Import, cst.ImportFrom))
         or (isinstance(s, cst.Expr) and isinstance(s.value, (cst.SimpleString, cst.ConcatenatedString)))
+        or is_module_dunder(s)
         for s in stmt.body
     )
+
+
+@functools.lru_cache(maxsize=64)
+def docstrings_indented(text: str, indent: str) -> str:
+    """`text`, code written with 4-space indentation, with the continuation lines of its
+    docstrings indented as `indent` indents the code around them. libcst prints inserted code
+    with the module's own indentation (2 spaces in Google-style code) but a string as it is
+    written, so a docstring would otherwise keep 4-space continuation lines under a 2-space
+    body. Only docstrings change, and only in their leading whitespace, which help() and
+    inspect.cleandoc strip anyway."""
+    if indent == "    ":
+        return text
+    lines = text.split("\n")
+    for node in ast.walk(ast.parse(text)):
+        body = getattr(node, "body", None)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or \
+                not (isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                     and isinstance(body[0].value.value, str)):
+            continue
+        for i in range(body[0].lineno, body[0].end_lineno):  # the lines after the first
+            stripped = lines[i].lstrip(" ")
+            width = len(lines[i]) - len(stripped)
+            if stripped:
+                lines[i] = indent * (width // 4) + " " * (width % 4) + stripped
+    return "\n".join(lines)

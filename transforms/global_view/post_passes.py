@@ -21,6 +21,7 @@ from transforms.global_view.sites import Site
 from transforms.global_view.step_text import MESH_FUNCTION_TEXT
 from transforms.global_view.values import quoted
 from transforms.imports import RuleContext, add_import, apply_queued_imports, remove_import
+from transforms.module_helpers import docstrings_indented
 
 
 def hoist_key(site: Site) -> tuple[str, str] | None:
@@ -177,8 +178,8 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
         texts.append(contract_functions_text(contract, functools=functools or "functools",
                                              jax=module.jax))
     if texts:
-        new_module = new_module.visit(MeshFunction("\n\n".join(texts),
-                                                   import_functools=functools is None))
+        text = docstrings_indented("\n\n".join(texts), new_module.default_indent)
+        new_module = new_module.visit(MeshFunction(text, import_functools=functools is None))
     keys = [(s, hoist_key(s)) for s in global_sites]
     assigned = {k for s, k in keys if k is not None and not s.inline}
     inline = {k for s, k in keys if k is not None and s.inline}

@@ -1,0 +1,60 @@
+"""Where the migration puts what it adds to a module: helpers and imports go after the
+module's header (docstring, PEP 8's dunders, imports), never above `__all__` or the imports."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from transforms.pipeline import migrate_source
+
+SOURCE = b'''"""Docstring."""
+
+__all__ = ["train"]
+__version__: str = "1.0"
+
+import jax
+import jax.numpy as jnp
+
+
+def train(x):
+    params = jax.device_put_replicated(jnp.ones(3), jax.local_devices())
+    return jax.pmap(lambda p, b: p * b, axis_name="i")(params, x)
+'''
+
+
+def _top_level(source: bytes) -> list[str]:
+    """A name for each top-level statement: the def's name, `import`, or the assigned name."""
+    names = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef):
+            names.append(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.append("import")
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+            names.append(target.id)
+        else:
+            names.append(type(node).__name__)
+    return names
+
+
+@pytest.mark.parametrize("style", ["faithful", "global"])
+def test_helpers_go_after_the_imports_that_follow_module_dunders(style):
+    result = migrate_source(SOURCE, style=style)
+    order = _top_level(result.source)
+    assert order[:3] == ["Expr", "__all__", "__version__"]
+    last_import = max(i for i, name in enumerate(order) if name == "import")
+    helpers = [i for i, name in enumerate(order) if name.startswith("_")
+               and not name.startswith("__")]
+    assert helpers and min(helpers) > last_import, order
+    assert order[-1] == "train"
+
+
+def test_a_dunder_that_calls_something_ends_the_header():
+    source = SOURCE.replace(b'__version__: str = "1.0"', b'__version__ = version("pkg")')
+    result = migrate_source(source)
+    order = _top_level(result.source)
+    # The helper must exist before any statement that could call it at import time runs.
+    assert order.index("_device_put_replicated") < order.index("__version__")
