@@ -98,3 +98,14 @@ def test_a_multiprocess_module_gets_the_host_local_form():
     assert "pmap_sum = _across_processes(" in text
     assert "from jax.experimental import multihost_utils" in text
     assert "host-local rows" in findings["PM612"]
+
+
+def test_a_multi_line_function_moves_with_its_continuation_lines_unless_a_string_spans_them():
+    from transforms.global_view.contract import _shifted
+
+    text = "functools.partial(\n    f, a=1,\n    b=2)"
+    assert _shifted(text, 8) == "functools.partial(\n            f, a=1,\n            b=2)"
+    assert _shifted(text, -2) == "functools.partial(\n  f, a=1,\n  b=2)"
+    assert _shifted(text, -9) == "functools.partial(\nf, a=1,\nb=2)"  # never into the code
+    spanning = 'partial(f, doc="""a\n    b""")'
+    assert _shifted(spanning, 4) == spanning

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import io
+import tokenize
 
 from transforms.codes.findings import Finding
 from transforms.codes.global_view import CONTRACT
@@ -61,6 +63,7 @@ class ContractSite:
     donate: str | None  # source text of donate_argnums
     function: ast.AST | None = None  # the mapped function expression of a call
     devices: str | None = None  # `tuple(...)` of the source text of devices=
+    function_indent: int = 0  # the indentation of the line the mapped function starts on
 
 
 def contract_options(node: ast.AST, imported: dict[str, str], source_of) -> ContractSite:
@@ -163,7 +166,11 @@ def contract_text(site: ContractSite, jit: str, partial: str, source_of, indent:
         adapter = _wrapped(partial, [ADAPTER, f"axis_name={site.axis}", *options], indent,
                            len(indent) + 1)
         return f"{jit}\n{indent}@{adapter}"
-    inner = [source_of(site.function), site.axis, *options]
+    function = source_of(site.function)
+    if "\n" in function:  # on a line of its own, as deep as the adapter's other arguments
+        depth = len(indent) + (4 if jit is None else 8)
+        function = _shifted(function, depth - site.function_indent)
+    inner = [function, site.axis, *options]
     if jit is None:
         return _wrapped(ADAPTER, inner, indent, column)
     one_line = f"{jit}({ADAPTER}({', '.join(inner)}){''.join(', ' + o for o in jit_options)})"
@@ -171,8 +178,29 @@ def contract_text(site: ContractSite, jit: str, partial: str, source_of, indent:
         return one_line
     pad = indent + "    "
     adapter = _wrapped(ADAPTER, inner, pad, len(pad))
+    if not jit_options:  # one argument: no trailing comma, as black writes it
+        return f"{jit}(\n{pad}{adapter}\n{indent})"
     return f"{jit}(\n" + "".join(f"{pad}{a},\n" for a in [adapter, *jit_options]) + \
         f"{indent})"
+
+
+def _shifted(text: str, by: int) -> str:
+    """`text`'s continuation lines moved right by `by` columns (left where negative, never
+    into a line's code), so that a multi-line function keeps its shape where it now stands.
+    Text with a string over several lines is kept as written: moving would change the string."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return text
+    if by == 0 or any(t.type == tokenize.STRING and t.start[0] != t.end[0] for t in tokens):
+        return text
+    first, *rest = text.split("\n")
+    moved = []
+    for line in rest:
+        width = len(line) - len(line.lstrip(" "))
+        moved.append(" " * by + line if by > 0 and line.strip() else line[min(-by, width):]
+                     if by < 0 else line)
+    return "\n".join([first, *moved])
 
 
 def _wrapped(head: str, arguments: list[str], indent: str, column: int) -> str:
@@ -261,6 +289,9 @@ def contract_sites(module, taken_spans: list[tuple[int, int]], skip: set[int],
         except NotExpressible as why:
             notes[node] = str(why)
             continue
+        if site.function is not None:
+            line = module.source[module.line_starts[site.function.lineno - 1]:].split(b"\n", 1)[0]
+            site.function_indent = len(line) - len(line.lstrip())
         if site.decorator:
             indent = " " * function.col_offset
         else:

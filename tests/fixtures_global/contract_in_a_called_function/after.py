@@ -42,7 +42,7 @@ def total(values):
     return jax.jit(
         _per_device_shard_map(
             lambda v: jax.lax.psum(v, "i"), "i", in_specs=P("i"), out_specs=P("i")
-        ),
+        )
     )(values)
 
 

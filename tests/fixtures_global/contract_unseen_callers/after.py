@@ -29,7 +29,7 @@ class Buffer:
                 "devices",
                 in_specs=(P("devices"), P()),
                 out_specs=P("devices"),
-            ),
+            )
         )
 
     def insert_internal(self, state, value):
@@ -70,7 +70,7 @@ def run():
     sub = jax.jit(
         _per_device_shard_map(
             lambda v: v * 2, "devices", in_specs=P("devices"), out_specs=P("devices")
-        ),
+        )
     )(jnp.ones((2, 3)))  # fewer devices than the mesh
     return {
         "w": np.asarray(w),

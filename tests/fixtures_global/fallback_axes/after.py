@@ -47,7 +47,7 @@ def on_one_line():
     n = jax.local_device_count()
     x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
     t = jax.jit(_per_device_shard_map(total, "i", in_specs=P("i"), out_specs=P("i")))(x); m = jax.jit(
-        _per_device_shard_map(largest, "j", in_specs=P("j"), out_specs=P("j")),
+        _per_device_shard_map(largest, "j", in_specs=P("j"), out_specs=P("j"))
     )(x)
     return np.asarray(t), np.asarray(m)
 
@@ -87,14 +87,14 @@ def nested_calls():
     n = jax.local_device_count()
     x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
     return np.asarray(jax.jit(
-        _per_device_shard_map(largest, "j", in_specs=P("j"), out_specs=P("j")),
+        _per_device_shard_map(largest, "j", in_specs=P("j"), out_specs=P("j"))
     )(jax.jit(
-        _per_device_shard_map(total, "i", in_specs=P("i"), out_specs=P("i")),
+        _per_device_shard_map(total, "i", in_specs=P("i"), out_specs=P("i"))
     )(x)))
 
 
 p_double = jax.jit(
-    _per_device_shard_map(double, "devices", in_specs=P("devices"), out_specs=P("devices")),
+    _per_device_shard_map(double, "devices", in_specs=P("devices"), out_specs=P("devices"))
 )
 
 

@@ -11,7 +11,7 @@ class Lazy:
         summed = jax.jit(
             _per_device_shard_map(
                 lambda v: jax.lax.psum(v, "i"), "i", in_specs=P("i"), out_specs=P("i")
-            ),
+            )
         )
         return summed(x)
 

@@ -14,7 +14,7 @@ class Model:
                 "batch",
                 in_specs=P("batch"),
                 out_specs=P("batch"),
-            ),
+            )
         )
 
 

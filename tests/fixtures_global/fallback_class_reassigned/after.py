@@ -11,14 +11,14 @@ class Runner:
         self.step = jax.jit(
             _per_device_shard_map(
                 lambda x: jax.lax.psum(x, "i"), "i", in_specs=P("i"), out_specs=P("i")
-            ),
+            )
         )
 
     def use_max(self):
         self.step = jax.jit(
             _per_device_shard_map(
                 lambda x: jax.lax.pmax(x, "i"), "i", in_specs=P("i"), out_specs=P("i")
-            ),
+            )
         )
 
     def __call__(self, x):

@@ -11,7 +11,7 @@ class Base:
         self._mean = jax.jit(
             _per_device_shard_map(
                 lambda x: jax.lax.pmean(x, "i"), "i", in_specs=P("i"), out_specs=P("i")
-            ),
+            )
         )
 
     def mean(self, x):

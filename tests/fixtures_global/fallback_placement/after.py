@@ -18,7 +18,7 @@ def half_rms():
     return jax.jit(
         _per_device_shard_map(
             rms, "i", in_specs=P("i"), out_specs=P("i"), devices=tuple(jax.local_devices()[:k])
-        ),
+        )
     )(x[:k])
 
 

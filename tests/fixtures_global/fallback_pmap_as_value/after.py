@@ -12,7 +12,7 @@ def make_step():
     return jax.jit(
         _per_device_shard_map(
             lambda x: jax.lax.psum(x, "i"), "i", in_specs=P("i"), out_specs=P("i")
-        ),
+        )
     )
 
 

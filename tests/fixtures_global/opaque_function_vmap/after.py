@@ -61,5 +61,5 @@ def batch_max():
     n = jax.local_device_count()
     batch = np.arange(n * 4.0).reshape(n, 4)
     return {"max": np.asarray(jax.jit(
-        _per_device_shard_map(jnp.max, "devices", in_specs=P("devices"), out_specs=P("devices")),
+        _per_device_shard_map(jnp.max, "devices", in_specs=P("devices"), out_specs=P("devices"))
     )(batch))}

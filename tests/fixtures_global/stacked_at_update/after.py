@@ -55,6 +55,6 @@ def run():
     shifted = jax.jit(
         _per_device_shard_map(
             lambda g: g + 1.0, "devices", in_specs=P("devices"), out_specs=P("devices")
-        ),
+        )
     )
     return {"paths": np.asarray(paths), "grid": np.asarray(jax.vmap(shifted)(grid[None]))}

@@ -41,6 +41,6 @@ def run():
             "d",
             in_specs=P("d"),
             out_specs=P("d"),
-        ),
+        )
     )(keys)
     return {"mats": np.asarray(mats), "scaled": np.asarray(scaled), "total": np.asarray(total)}

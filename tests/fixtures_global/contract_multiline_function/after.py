@@ -1,0 +1,54 @@
+"""PM612 with a mapped function written over several lines (jaxline's `functools.partial(`
+hugging the pmap, jumanji's on lines of its own): the function keeps its shape one level
+inside the adapter's call, its continuation lines moved with it."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from _pmap_helpers import _per_device_shard_map
+from jax.sharding import PartitionSpec as P
+
+
+def scale(x, factor, axis_name):
+    return jax.lax.psum(x * factor, axis_name)
+
+
+class Evaluator:
+    def __init__(self, factor):
+        self.evaluate = jax.jit(
+            _per_device_shard_map(
+                functools.partial(
+                    scale, factor=factor, axis_name="devices"
+                ),
+                "devices",
+                in_specs=P("devices"),
+                out_specs=P("devices"),
+            )
+        )
+
+
+def keys_for(key, apply):
+    n = jax.local_device_count()
+    key = jnp.broadcast_to(key, (n,) + key.shape)
+    key = jax.jit(
+        _per_device_shard_map(
+            functools.partial(
+                scale, factor=2.0,
+                axis_name="i"),
+            "i",
+            in_specs=P("i"),
+            out_specs=P("i"),
+        )
+    )(key)
+    return apply(key)
+
+
+def run():
+    n = jax.local_device_count()
+    evaluator = Evaluator(3.0)
+    x = jnp.arange(n * 2, dtype=jnp.float32).reshape(n, 2)
+    return {
+        "evaluate": np.asarray(evaluator.evaluate(x)),
+        "keys": np.asarray(keys_for(jnp.ones(2), lambda k: k + 1)),
+    }
