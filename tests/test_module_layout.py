@@ -58,3 +58,24 @@ def test_a_dunder_that_calls_something_ends_the_header():
     order = _top_level(result.source)
     # The helper must exist before any statement that could call it at import time runs.
     assert order.index("_device_put_replicated") < order.index("__version__")
+
+
+def test_no_import_of_named_sharding_for_the_users_own_dotted_use():
+    """chex's asserts_chexify_test: `jax.sharding.NamedSharding(...)` in the user's code and a
+    site that keeps pmap's contract; nothing the migration writes names NamedSharding."""
+    source = b'''import jax
+
+
+def place(x, mesh):
+    return jax.device_put(x, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()))
+
+
+def transform():
+    return lambda fn: jax.pmap(fn, axis_name="i")
+'''
+    result = migrate_source(source, style="global")
+    assert b"_per_device_shard_map" in result.source
+    imported = [node for node in ast.parse(result.source).body
+                if isinstance(node, ast.ImportFrom) and node.module == "jax.sharding"]
+    assert imported and all(alias.name != "NamedSharding"
+                            for node in imported for alias in node.names)

@@ -4,6 +4,7 @@ sites hoist.py moved to module level."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 import sys
@@ -197,8 +198,10 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
         for name in CONTRACT_NAMES:
             if name in used:
                 add_import(context, helper_module, name)
-    if "NamedSharding(" in new_module.code:
-        add_import(context, "jax.sharding", "NamedSharding")
+    code = new_module.code
+    if "NamedSharding(" in code and any(isinstance(n, ast.Name) and n.id == "NamedSharding"
+                                        for n in ast.walk(ast.parse(code))):
+        add_import(context, "jax.sharding", "NamedSharding")  # not for `jax.sharding.NamedSharding(`
     add_import(context, "jax.sharding", "PartitionSpec", "P")
     if re.search(r"multihost_utils\.(global_array_to_host_local|host_local_array_to_global)_array\(",
                  new_module.code):
