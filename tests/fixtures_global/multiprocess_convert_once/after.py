@@ -73,6 +73,9 @@ def run():
         jax.device_put(u, NamedSharding(mesh, P())),
         jax.make_array_from_process_local_data(NamedSharding(mesh, P("batch")), x),
     )]
+    # Waited for before `v` changes: on CPU, JAX may read a numpy argument's memory
+    # after the call returns (jax-ml/jax#37830), under pmap as under jit.
+    jax.block_until_ready(sums)
     v[0] = 5.0
     sums += [total(
         jax.device_put(w, NamedSharding(mesh, P())),

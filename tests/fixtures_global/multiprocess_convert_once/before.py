@@ -38,6 +38,9 @@ def run():
     v = np.ones(3, np.float32)
     u = np.asarray(v)
     sums = [total(w, x), total(u, x)]
+    # Waited for before `v` changes: on CPU, JAX may read a numpy argument's memory
+    # after the call returns (jax-ml/jax#37830), under pmap as under jit.
+    jax.block_until_ready(sums)
     v[0] = 5.0
     sums += [total(w, x), total(u, x), total(w.sum() * np.ones(3, np.float32), x)]
     return {"errors": np.stack([np.asarray(e) for e in errors]),
