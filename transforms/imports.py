@@ -21,6 +21,8 @@ from typing import NamedTuple
 
 import libcst as cst
 
+from transforms.import_uses import module_binding_used
+
 # libcst's keys (AddImportsVisitor.CONTEXT_KEY, RemoveImportsVisitor.CONTEXT_KEY).
 ADD_KEY = "AddImportsVisitor"
 REMOVE_KEY = "RemoveImportsVisitor"
@@ -51,7 +53,8 @@ def add_import(context, module: str, obj: str | None = None, asname: str | None 
 
 def remove_import(context, module: str, obj: str | None = None, asname: str | None = None) -> None:
     """Queue the removal of `from module import obj [as asname]`, done only if nothing in the
-    final module still loads the name."""
+    final module still loads the name; or, with no `obj`, of `import module [as asname]`, done
+    only if nothing uses its module-level binding (import_uses.py)."""
     context.scratch.setdefault(REMOVE_KEY, []).append((module, obj, asname))
 
 
@@ -68,6 +71,31 @@ def apply_queued_imports(module: cst.Module, context: RuleContext) -> cst.Module
         for module_name, obj_name, alias in removals:
             if obj_name is not None and (alias or obj_name) not in loaded:
                 module = _remove(module, module_name, obj_name, alias)
+            elif obj_name is None and "." not in module_name and not _binding_used(
+                    module.code, alias or module_name):
+                module = _remove_plain(module, module_name, alias)
+    return module
+
+
+def _binding_used(code: str, name: str) -> bool:
+    try:
+        return module_binding_used(ast.parse(code), name)
+    except SyntaxError:  # grammar newer than this interpreter: keep every import
+        return True
+
+
+def _remove_plain(module: cst.Module, module_name: str, alias: str | None) -> cst.Module:
+    """Remove `import module_name [as alias]` from the module's top-level imports."""
+    for i, j, node in _top_level_imports(module):
+        if not isinstance(node, cst.Import):
+            continue
+        kept = [a for a in node.names if _alias_parts(a) != (module_name, alias)]
+        if len(kept) == len(node.names):
+            continue
+        if not kept:
+            return _replace_small(module, i, j, None)
+        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return _replace_small(module, i, j, node.with_changes(names=kept))
     return module
 
 
@@ -154,12 +182,26 @@ def _replace_small(module: cst.Module, i: int, j: int, new: cst.BaseSmallStateme
     else:
         # Keep the statement's leading comments and blank lines on the next statement.
         removed = body.pop(i)
-        if i < len(body) and removed.leading_lines:
-            following = body[i]
-            body[i] = following.with_changes(
-                leading_lines=[*removed.leading_lines, *following.leading_lines]
-            )
+        if i < len(body):
+            body[i] = _with_leading_lines(module, body[i], removed.leading_lines,
+                                          first=i == 0 and not module.header)
     return module.with_changes(body=body)
+
+
+def _with_leading_lines(module: cst.Module, statement: cst.BaseStatement, lines,
+                        first: bool) -> cst.BaseStatement:
+    """`statement` with `lines` (a removed statement's comments and blank lines) above its own;
+    as the file's first statement, with no blank line above it. An inserted helper's printed
+    text (module_helpers.HelperText) has no leading_lines: the lines become text."""
+    if hasattr(statement, "leading_lines"):
+        lines = [*lines, *statement.leading_lines]
+    while first and lines and lines[0].comment is None:
+        lines = lines[1:]
+    if hasattr(statement, "leading_lines"):
+        return statement.with_changes(leading_lines=lines)
+    text = statement.code.lstrip("\r\n") if first and not lines else statement.code
+    return dataclasses.replace(statement,
+                               code="".join(module.code_for_node(line) for line in lines) + text)
 
 
 def is_module_dunder(small: cst.CSTNode) -> bool:

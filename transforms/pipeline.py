@@ -17,7 +17,8 @@ from transforms.faithful.collective_groups import CollectiveGroups
 from transforms.faithful.config_flags import ConfigFlags
 from transforms.codes.findings import Finding
 from transforms.faithful.host_barriers import HostBarriers
-from transforms.imports import RuleContext, apply_queued_imports
+from transforms.import_uses import module_binding_used
+from transforms.imports import RuleContext, apply_queued_imports, remove_import
 from transforms.line_wrap import wrap_long_lines
 from transforms.module_helpers import provide_helpers
 from transforms.faithful.multiprocess import MultiProcess
@@ -109,13 +110,28 @@ def run_rules(
              else ModuleFacts(module, source, syntax_tree))
     for rule in rules:
         rule.facts = facts
+    used = _used_plain_imports(facts.syntax_tree)
     module = transform_module(module, RuleRunner(rules, facts))
     findings = facts.placed([finding for rule in rules for finding in rule.findings])
+    for module_name, alias in used:  # unused only because the rules rewrote their uses
+        remove_import(context, module_name, None, alias)
     module = provide_helpers(module, context, helper_module, as_text=helpers_as_text)
     module = apply_queued_imports(module, context)
     findings.extend(suppressions.unused())
     findings.sort(key=lambda f: (f.line, f.col, f.code))
     return module, findings
+
+
+def _used_plain_imports(tree: ast.Module | None) -> list[tuple[str, str | None]]:
+    """(module, alias) of the module's top-level `import jax [as j]` whose binding it uses:
+    the rules may leave it unused (a module whose only uses were `jax.pmap` and
+    `jax.device_put_sharded` calls the helpers, which import jax themselves)."""
+    if tree is None:
+        return []
+    imports = [(a.name, a.asname) for node in tree.body if isinstance(node, ast.Import)
+               for a in node.names if a.name == "jax"]
+    return [(name, alias) for name, alias in imports
+            if module_binding_used(tree, alias or name)]
 
 
 def _patches_pmap(source: bytes, syntax_tree) -> bool:
