@@ -218,7 +218,9 @@ def test_templates_for_an_old_target_compute_what_legacy_pmap_computes():
 def test_a_module_gets_the_features_its_sites_use_and_keeps_them_when_migrated_again():
     from transforms.pipeline import migrate_source
 
-    first = migrate_source(b'import jax\n\np = jax.pmap(lambda x: x * 2, axis_name="i")\n').source
+    # (`n` keeps `import jax` used: the new sites below are written as jax.pmap)
+    first = migrate_source(
+        b'import jax\n\nn = jax.device_count()\np = jax.pmap(lambda x: x * 2, axis_name="i")\n').source
     assert helper_text("_pmap_style_shard_map", MODERN, frozenset()).encode() in first
     # A new plain site: the module keeps its helper.
     plain = first + b'\nq = jax.pmap(lambda x: x * 3, axis_name="i")\n'
