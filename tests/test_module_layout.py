@@ -79,3 +79,50 @@ def transform():
                 if isinstance(node, ast.ImportFrom) and node.module == "jax.sharding"]
     assert imported and all(alias.name != "NamedSharding"
                             for node in imported for alias in node.names)
+
+
+# Where a new import line goes: in the header's block of its kind, in the order that block
+# keeps (isort's default, `import` lines before `from` lines; or Google's, sorted by module),
+# never among relative imports; a helper module's import (the user's own package) last.
+STEP = "\n\n@jax.pmap\ndef step(x):\n    return x\n\n\nstep(x)\n"
+PLACEMENTS = {
+    "isort's default: among the from lines, by module, any case": (
+        "import warnings\n\nimport jax\nimport numpy as np\nfrom flax.jax_utils import unreplicate\n"
+        "from packaging import version\nfrom PIL import Image\n\nfrom ...models import Model\n",
+        ["import functools", "import warnings", "", "import jax", "import numpy as np",
+         "from flax.jax_utils import unreplicate",
+         "from jax.sharding import AxisType, PartitionSpec as P",
+         "from packaging import version", "from PIL import Image", "",
+         "from ...models import Model"]),
+    "Google's: import and from lines sorted together": (
+        "import jax\nfrom jax import lax\nimport jax.numpy as jnp\nimport numpy as np\n",
+        ["import functools", "", "import jax", "from jax import lax", "import jax.numpy as jnp",
+         "from jax.sharding import AxisType, PartitionSpec as P", "import numpy as np"]),
+    "the block that holds its package": (
+        "import numpy as np\n\nimport jax\nimport optax\n",
+        ["import functools", "", "import numpy as np", "", "import jax", "import optax",
+         "from jax.sharding import AxisType, PartitionSpec as P"]),
+}
+
+
+@pytest.mark.parametrize("header, expected", PLACEMENTS.values(), ids=PLACEMENTS)
+def test_a_new_import_goes_where_isort_would_put_it(header, expected):
+    source = (header + STEP).encode()
+    out = migrate_source(source, style="global").source.decode()
+    assert out.splitlines()[:len(expected)] == expected
+    assert migrate_source(out.encode(), style="global").source.decode() == out
+
+
+def test_a_standard_library_import_opens_its_own_block_above_the_others():
+    source = (b'"""Doc."""\nimport jax\nimport numpy as np\n\n\n'
+              b'@jax.pmap\n@jax.pmap\ndef f(x):\n    return x\n')
+    out = migrate_source(source).source.decode()  # (nested pmap: its helper uses functools)
+    assert out.splitlines()[:4] == ['"""Doc."""', "import functools", "", "import numpy as np"]
+
+
+def test_a_helper_module_import_comes_after_the_others():
+    source = b"import jax\nimport numpy as np\n\nstep = jax.pmap(lambda x: x, in_axes=(0,))\n"
+    out = migrate_source(source, helper_module="mypkg.helpers").source.decode()
+    assert out.splitlines()[:3] == ["import numpy as np",
+                                    "from jax.sharding import PartitionSpec as P",
+                                    "from mypkg.helpers import _pmap_style_shard_map"]

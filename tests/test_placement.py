@@ -141,8 +141,8 @@ def test_flax_replicate_keeps_the_meaning_of_devices_none():
         """
     )
     assert body(source).splitlines() == [
+        "import jax",  # (isort's order: `import` lines before `from` lines)
         "from flax import jax_utils",
-        "import jax",
         "a = _device_put_replicated(state, jax.local_devices())",
         "b = _device_put_replicated(state, jax.local_devices())",
         "c = _device_put_replicated(state, (lambda: 0) or jax.local_devices())",

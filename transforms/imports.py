@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import sys
 from typing import NamedTuple
 
 import libcst as cst
@@ -44,11 +45,15 @@ class QueuedImport(NamedTuple):
     obj_name: str | None = None
     alias: str | None = None
     relative: int = 0
+    first_party: bool = False
 
 
-def add_import(context, module: str, obj: str | None = None, asname: str | None = None) -> None:
-    """Queue `import module [as asname]`, or `from module import obj [as asname]`."""
-    context.scratch.setdefault(ADD_KEY, []).append(QueuedImport(module, obj, asname))
+def add_import(context, module: str, obj: str | None = None, asname: str | None = None, *,
+               first_party: bool = False) -> None:
+    """Queue `import module [as asname]`, or `from module import obj [as asname]`. A
+    `first_party` one (the user's own --helper-module) goes after the other imports."""
+    context.scratch.setdefault(ADD_KEY, []).append(
+        QueuedImport(module, obj, asname, first_party=first_party))
 
 
 def remove_import(context, module: str, obj: str | None = None, asname: str | None = None) -> None:
@@ -61,10 +66,12 @@ def remove_import(context, module: str, obj: str | None = None, asname: str | No
 def apply_queued_imports(module: cst.Module, context: RuleContext) -> cst.Module:
     """Apply, then forget, the imports queued in `context` (so a caller that runs libcst's
     visitors afterwards, like CodemodCommand, finds nothing left to do)."""
-    for item in context.scratch.pop(ADD_KEY, []):
+    # (libcst's own ImportItem, queued by a CodemodContext, has no first_party)
+    first_party = lambda item: getattr(item, "first_party", False)
+    for item in sorted(context.scratch.pop(ADD_KEY, []), key=first_party):
         if item.relative:
             raise ValueError("relative imports are not queued by pmap-migrate rules")
-        module = _add(module, item.module_name, item.obj_name, item.alias)
+        module = _add(module, item.module_name, item.obj_name, item.alias, first_party(item))
     removals = context.scratch.pop(REMOVE_KEY, [])
     if removals:
         loaded = _loaded_names(module.code)
@@ -121,7 +128,8 @@ def _top_level_imports(module: cst.Module):
                     yield i, j, small
 
 
-def _add(module: cst.Module, module_name: str, obj: str | None, alias: str | None) -> cst.Module:
+def _add(module: cst.Module, module_name: str, obj: str | None, alias: str | None,
+         first_party: bool = False) -> cst.Module:
     wanted = (obj or module_name, alias)
     for i, j, node in _top_level_imports(module):
         if obj is None and isinstance(node, cst.Import) and any(
@@ -159,8 +167,65 @@ def _add(module: cst.Module, module_name: str, obj: str | None, alias: str | Non
         text = f"from {module_name} import {obj}" + (f" as {alias}" if alias else "")
     statement = cst.parse_statement(text + module.default_newline)
     body = list(module.body)
+    placed = None if first_party else _place_among_its_group(body, statement, module_name,
+                                                              obj is not None)
+    if placed is not None:
+        return module.with_changes(body=placed)
     index = _insertion_index(module)
     return module.with_changes(body=body[:index] + [statement] + body[index:])
+
+
+def _import_facts(statement) -> tuple[str, bool, bool] | None:
+    """(module name, is a from-import, is the standard library's) of a top-level line holding one
+    absolute import; None for anything else (a `__future__` import, a relative one)."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return None
+    node = statement.body[0]
+    if isinstance(node, cst.Import):
+        name, is_from = _dotted(node.names[0].name), False
+    elif isinstance(node, cst.ImportFrom) and not node.relative and node.module is not None:
+        name, is_from = _dotted(node.module), True
+    else:
+        return None
+    top = name.split(".")[0]
+    return None if top == "__future__" else (name, is_from, top in sys.stdlib_module_names)
+
+
+def _place_among_its_group(body: list, statement, module_name: str, is_from: bool):
+    """`body` with the new import `statement` where isort would put it: in the header's block of
+    imports of its kind (the standard library's, or third-party) that holds its package, else
+    the first such block, in the order the block keeps. Google's style sorts `import x` and
+    `from x import` together by module; isort's default puts every `from` line after the
+    `import` lines. A standard library import with no such block opens one above the others.
+    None: nothing to go by (no third-party block for a third-party import)."""
+    package = module_name.split(".")[0]
+    stdlib = package in sys.stdlib_module_names
+    header = body[:_insertion_index(cst.Module(body=body))]
+    facts = {i: _import_facts(line) for i, line in enumerate(header)}
+    blocks: list[list[int]] = []
+    for i, line in enumerate(header):
+        if facts[i] is None or facts[i][2] != stdlib:
+            continue
+        joined = blocks and blocks[-1][-1] == i - 1 and not line.leading_lines
+        blocks[-1:] = [blocks[-1] + [i]] if joined else [*blocks[-1:], [i]]
+    if not blocks:
+        first = next((i for i, f in facts.items() if f is not None), None)
+        if not stdlib or first is None:
+            return None
+        moved = body[first]
+        return [*body[:first], statement.with_changes(leading_lines=moved.leading_lines),
+                moved.with_changes(leading_lines=[cst.EmptyLine()]), *body[first + 1:]]
+    block = next((b for b in blocks if any(
+        facts[i][0].split(".")[0] == package for i in b)), blocks[0])
+    mixed = any(facts[a][1] and not facts[b][1] for a, b in zip(block, block[1:]))
+    key = (lambda name, frm: (name.lower(),)) if mixed else (lambda name, frm: (frm, name.lower()))
+    new_key = key(module_name, is_from)
+    at = next((i for i in block if key(*facts[i][:2]) > new_key), None)
+    if at is None:
+        return [*body[:block[-1] + 1], statement, *body[block[-1] + 1:]]
+    moved = body[at]
+    return [*body[:at], statement.with_changes(leading_lines=moved.leading_lines),
+            moved.with_changes(leading_lines=[]), *body[at + 1:]]
 
 
 def _import_alias(obj: str, alias: str | None) -> cst.ImportAlias:

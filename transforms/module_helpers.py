@@ -64,7 +64,7 @@ def provide_helpers(
         # A helper requested only because another calls it (`_pmap_compat` calls
         # `_pmap_style_shard_map`) is the helper module's business, not an import here.
         if name not in defined and name in used.names:
-            add_import(context, helper_module, name)
+            add_import(context, helper_module, name, first_party=True)
     return module
 
 

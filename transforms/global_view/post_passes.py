@@ -197,7 +197,7 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
         used = _names_in(new_module)
         for name in CONTRACT_NAMES:
             if name in used:
-                add_import(context, helper_module, name)
+                add_import(context, helper_module, name, first_party=True)
     code = new_module.code
     if "NamedSharding(" in code and any(isinstance(n, ast.Name) and n.id == "NamedSharding"
                                         for n in ast.walk(ast.parse(code))):

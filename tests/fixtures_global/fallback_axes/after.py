@@ -5,8 +5,8 @@ style takes as they are; they stay faithful only because their results go to oth
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _pmap_helpers import _per_device_shard_map
 from jax.sharding import PartitionSpec as P
+from _pmap_helpers import _per_device_shard_map
 
 
 def total(x):

@@ -2,8 +2,8 @@
 the tool does not follow it: kept in the faithful style."""
 import jax
 import numpy as np
-from _pmap_helpers import _per_device_shard_map
 from jax.sharding import PartitionSpec as P
+from _pmap_helpers import _per_device_shard_map
 
 
 class Lazy:

@@ -4,8 +4,8 @@ only trip is the first), where the migrated jit has deleted it: faithful (PM609 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _pmap_helpers import _per_device_shard_map
 from jax.sharding import PartitionSpec as P
+from _pmap_helpers import _per_device_shard_map
 
 
 def make_step(lr, axis_name="batch"):

@@ -3,8 +3,8 @@ layouts the tool does not see: the class stays faithful."""
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _pmap_helpers import _per_device_shard_map
 from jax.sharding import PartitionSpec as P
+from _pmap_helpers import _per_device_shard_map
 
 
 class Summer:

@@ -2,8 +2,8 @@
 with other layouts: both stay faithful."""
 import jax
 import numpy as np
-from _pmap_helpers import _per_device_shard_map
 from jax.sharding import PartitionSpec as P
+from _pmap_helpers import _per_device_shard_map
 
 
 class Base:

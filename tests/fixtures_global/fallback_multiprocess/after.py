@@ -5,8 +5,8 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _pmap_helpers import _per_device_shard_map, _across_processes
 from jax.sharding import PartitionSpec as P
+from _pmap_helpers import _per_device_shard_map, _across_processes
 
 
 @functools.partial(_across_processes, donate_argnums=(0,))

@@ -3,8 +3,8 @@ pmap's contract on those devices, PM612), and backend= picks a platform: it stay
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _pmap_helpers import _per_device_shard_map, _pmap_style_shard_map
 from jax.sharding import PartitionSpec as P
+from _pmap_helpers import _per_device_shard_map, _pmap_style_shard_map
 
 
 def rms(x):

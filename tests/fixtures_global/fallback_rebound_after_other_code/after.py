@@ -3,8 +3,8 @@ rebinding (here a call of the plain def): the site keeps pmap's calling contract
 assignment evaluated before the name is rebound, and the finding says why."""
 import jax
 import numpy as np
-from _pmap_helpers import _per_device_shard_map
 from jax.sharding import PartitionSpec as P
+from _pmap_helpers import _per_device_shard_map
 
 
 def step(x):

@@ -3,8 +3,8 @@ still the plain def: the site keeps pmap's calling contract and the finding name
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _pmap_helpers import _per_device_shard_map
 from jax.sharding import PartitionSpec as P
+from _pmap_helpers import _per_device_shard_map
 
 
 def train():

@@ -4,8 +4,8 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _pmap_helpers import _per_device_shard_map
 from jax.sharding import PartitionSpec as P
+from _pmap_helpers import _per_device_shard_map
 
 
 @jax.jit

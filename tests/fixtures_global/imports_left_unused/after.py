@@ -4,8 +4,8 @@ import functools
 from functools import reduce
 
 import jax
-import numpy as np
 from jax.sharding import AxisType, PartitionSpec as P
+import numpy as np
 
 
 @functools.cache

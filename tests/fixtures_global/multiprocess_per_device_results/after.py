@@ -5,8 +5,8 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 from jax.experimental import multihost_utils
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 
 @functools.cache
