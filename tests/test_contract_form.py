@@ -101,7 +101,7 @@ def test_a_multiprocess_module_gets_the_host_local_form():
 
 
 def test_a_multi_line_function_moves_with_its_continuation_lines_unless_a_string_spans_them():
-    from transforms.global_view.contract import _shifted
+    from transforms.global_view.step_text import shifted as _shifted
 
     text = "functools.partial(\n    f, a=1,\n    b=2)"
     assert _shifted(text, 8) == "functools.partial(\n            f, a=1,\n            b=2)"

@@ -27,14 +27,12 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import io
-import tokenize
 
 from transforms.codes.findings import Finding
 from transforms.codes.global_view import CONTRACT
 from transforms.global_view.contract_text import ACROSS_PROCESSES, ADAPTER
 from transforms.global_view.sites import JIT, PARTIAL, PMAP, dotted
-from transforms.global_view.step_text import LINE_LIMIT
+from transforms.global_view.step_text import LINE_LIMIT, shifted
 from transforms.global_view.values import DEFAULT_AXIS, quoted, tuple_text
 from transforms.reading.pmap_options import (
     NOT_LITERAL,
@@ -169,7 +167,7 @@ def contract_text(site: ContractSite, jit: str, partial: str, source_of, indent:
     function = source_of(site.function)
     if "\n" in function:  # on a line of its own, as deep as the adapter's other arguments
         depth = len(indent) + (4 if jit is None else 8)
-        function = _shifted(function, depth - site.function_indent)
+        function = shifted(function, depth - site.function_indent)
     inner = [function, site.axis, *options]
     if jit is None:
         return _wrapped(ADAPTER, inner, indent, column)
@@ -182,25 +180,6 @@ def contract_text(site: ContractSite, jit: str, partial: str, source_of, indent:
         return f"{jit}(\n{pad}{adapter}\n{indent})"
     return f"{jit}(\n" + "".join(f"{pad}{a},\n" for a in [adapter, *jit_options]) + \
         f"{indent})"
-
-
-def _shifted(text: str, by: int) -> str:
-    """`text`'s continuation lines moved right by `by` columns (left where negative, never
-    into a line's code), so that a multi-line function keeps its shape where it now stands.
-    Text with a string over several lines is kept as written: moving would change the string."""
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
-    except (tokenize.TokenError, SyntaxError):
-        return text
-    if by == 0 or any(t.type == tokenize.STRING and t.start[0] != t.end[0] for t in tokens):
-        return text
-    first, *rest = text.split("\n")
-    moved = []
-    for line in rest:
-        width = len(line) - len(line.lstrip(" "))
-        moved.append(" " * by + line if by > 0 and line.strip() else line[min(-by, width):]
-                     if by < 0 else line)
-    return "\n".join([first, *moved])
 
 
 def _wrapped(head: str, arguments: list[str], indent: str, column: int) -> str:

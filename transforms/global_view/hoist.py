@@ -27,7 +27,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from transforms.global_view.step_text import step_def
+from transforms.global_view.step_text import shifted, step_def
 
 # Added to the module's imports after this pass runs.
 ADDED_IMPORTS = frozenset({"P", "AxisType", "NamedSharding"})
@@ -197,8 +197,9 @@ def _comments_above(line: int, lines: list[str]) -> int:
 def _as_def(name: str, built: ast.Call, params: str, jax: str, partial: str, text: str) -> str:
     """`jax.jit(jax.shard_map(f, **options), **jit_options)` as the module-level def `name`."""
     shard = built.args[0]
-    function = _dedent_expression(ast.get_source_segment(text, shard.args[0]), shard.args[0],
-                                  text.splitlines(keepends=True))
+    line = text.splitlines()[shard.args[0].lineno - 1]
+    function = shifted(ast.get_source_segment(text, shard.args[0]),
+                       -(len(line) - len(line.lstrip())))
     options = [ast.get_source_segment(text, k) for k in shard.keywords]
     jit_options = [ast.get_source_segment(text, k) for k in built.keywords]
     return step_def(name, params, function, options, params, jax, partial, jit_options) + "\n"
@@ -371,11 +372,3 @@ def _alone_on_lines(statement: ast.stmt, lines: list[str]) -> bool:
                  or last[statement.end_col_offset:].strip().startswith(b"#")))
 
 
-def _dedent_expression(segment: str, node: ast.AST, lines: list[str]) -> str:
-    """An inline expression's text with its continuation lines moved left by its line's
-    indentation."""
-    line = lines[node.lineno - 1]
-    indent = len(line) - len(line.lstrip())
-    parts = segment.split("\n")
-    return "\n".join([parts[0]] + [p[indent:] if not p[:indent].strip() else p.lstrip()
-                                   for p in parts[1:]])

@@ -9,6 +9,9 @@ jax.numpy code between the steps runs on one device, as it did under pmap.
 
 from __future__ import annotations
 
+import io
+import tokenize
+
 LINE_LIMIT = 99  # the longest line the global style writes (site_edits.py, multiprocess.py)
 
 # The module-level mesh function every global module gets (post_passes.py adds it once).
@@ -41,3 +44,23 @@ def step_def(name: str, params: str, callee: str, options: list[str], mapped: st
     else:
         body = f"{pad}    {callee},\n" + "".join(f"{pad}    {o},\n" for o in options)
     return head + f"{pad}return {jax}.shard_map(\n{body}{pad})({mapped})"
+
+
+def shifted(text: str, by: int) -> str:
+    """`text`'s continuation lines moved right by `by` columns (left where negative, never
+    into a line's code), so that a multi-line expression keeps its shape where it now stands
+    (contract.py, hoist.py). Text with a string over several lines is kept as written: moving
+    would change the string."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return text
+    if by == 0 or any(t.type == tokenize.STRING and t.start[0] != t.end[0] for t in tokens):
+        return text
+    first, *rest = text.split("\n")
+    moved = []
+    for line in rest:
+        width = len(line) - len(line.lstrip(" "))
+        moved.append(" " * by + line if by > 0 and line.strip() else line[min(-by, width):]
+                     if by < 0 else line)
+    return "\n".join([first, *moved])
