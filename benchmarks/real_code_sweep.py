@@ -40,9 +40,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Public packages with pmap-era code: the newest release of each is swept.
+# Public packages with pmap-era code: the newest release of each is swept, or the release
+# pinned here where the newest dropped its pmap code (diffusers removed its flax pipelines,
+# which pmap with flax's replicate and shard, after 0.25).
 JAX_PACKAGES = (
-    "blackjax", "brax", "chex", "deepqmc", "diffrax", "distrax", "dm-acme", "dm-haiku",
+    "blackjax", "brax", "chex", "clu", "deepqmc", "diffrax", "diffusers==0.25.0", "distrax",
+    "dm-acme", "dm-haiku",
     "dopamine-rl", "dynamax", "equinox", "evojax", "evosax", "flashbax", "flax", "gymnax",
     "jax-cfd", "jax-md", "jaxline", "jraph", "jumanji", "kfac-jax", "lineax", "mctx",
     "neural-tangents", "numpyro", "objax", "optax", "optimistix", "optuna-integration",
@@ -58,7 +61,8 @@ FINDING = re.compile(r": (PM\d{3}) (?:error|warning|info) ")
 
 
 def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+    """The project a name or a pinned requirement (`diffusers==0.25.0`) names, as PyPI does."""
+    return re.sub(r"[-_.]+", "-", re.split(r"[=<>!~]", name, maxsplit=1)[0]).lower()
 
 
 def _archive_project(path: Path) -> str:
@@ -287,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
             copy_site_packages(tree / "installed", only)
         if args.downloads:
             if args.download:
-                names = tuple(n for n in JAX_PACKAGES if only is None or n in only)
+                names = tuple(n for n in JAX_PACKAGES
+                              if only is None or _canonical(n) in {_canonical(o) for o in only})
                 failed_downloads = download(args.downloads, names)
             for archive in sorted(args.downloads.iterdir()):
                 if not archive.name.endswith(ARCHIVE_SUFFIXES):
