@@ -166,3 +166,26 @@ def test_any_import_header_stays_sound(lines, blanks, style):
                       if isinstance(n, (ast.Import, ast.ImportFrom)))
     assert max(counted.values()) == 1, counted
     assert migrate_source(out, style=style).source == out
+
+
+@pytest.mark.parametrize("source, quote", [
+    (b"x = 'a'\ny = 'b'\nz = \"c\"\n", "'"),
+    (b'"""Doc."""\nx = "a"\n', '"'),
+    (b"'''Doc.'''\nx = 1\n", '"'),  # docstrings do not count; none: double
+    (b"x = r'a'\ny = u'b'\nz = \"c\"\n", "'"),
+    (b"x = 'a'\ny = \"b\"\n", '"'),  # as many of each: double
+])
+def test_the_global_style_writes_the_quotes_most_one_line_literals_use(source, quote):
+    from transforms.global_view.values import module_quote
+    assert module_quote(ast.parse(source), source) == quote
+
+
+@pytest.mark.parametrize("source, unit", [
+    (b"def f():\n  return 1\n", "  "),
+    (b"x = 1\nclass A:\n    pass\n", "    "),
+    (b"if x: y()\ndef f():\n\treturn 1\n", "\t"),
+    (b"x = 1\n", "    "),
+])
+def test_the_global_style_indents_its_defs_as_the_module_does(source, unit):
+    from transforms.global_view.step_text import indent_unit
+    assert indent_unit(ast.parse(source), source.decode().splitlines()) == unit

@@ -27,7 +27,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from transforms.global_view.step_text import shifted, step_def
+from transforms.global_view.site_shapes import free_name_nodes
+from transforms.global_view.step_text import indent_unit, shifted, step_def
 
 # Added to the module's imports after this pass runs.
 ADDED_IMPORTS = frozenset({"P", "AxisType", "NamedSharding"})
@@ -59,6 +60,7 @@ def hoist_local_sites(text: str, jax: str, assigned: set[tuple[str, str]],
     if not assigned and not inline:
         return text, {}
     tree = ast.parse(text)
+    unit = indent_unit(tree, text.splitlines())
     lines = text.splitlines(keepends=True)
     bindings = _module_bindings(tree)
     declared_global = {n for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names}
@@ -88,7 +90,7 @@ def hoist_local_sites(text: str, jax: str, assigned: set[tuple[str, str]],
             first = _comments_above(statement.lineno, lines)
             comments = [line.lstrip() for line in lines[first - 1:statement.lineno - 1]]
             definition = _as_def(target, statement.value, params[(owner.name, target)], jax,
-                                 partial, text)
+                                 partial, text, unit)
             moves.append(_Move(owner, "".join(comments) + definition,
                                (first, statement.end_lineno), name=target))
         targets = {id(s.value): s.targets[0].id for s, _ in _statements(owner)
@@ -109,7 +111,8 @@ def hoist_local_sites(text: str, jax: str, assigned: set[tuple[str, str]],
                 continue
             if (owner.name, mapped) not in inline or name in used or not readable(built):
                 continue
-            definition = _as_def(name, built, params[(owner.name, mapped)], jax, partial, text)
+            definition = _as_def(name, built, params[(owner.name, mapped)], jax, partial, text,
+                                 unit)
             moves.append(_Move(owner, definition, None,
                                (built.lineno, built.col_offset, built.end_lineno, built.end_col_offset),
                                name, mapped))
@@ -194,7 +197,8 @@ def _comments_above(line: int, lines: list[str]) -> int:
     return line
 
 
-def _as_def(name: str, built: ast.Call, params: str, jax: str, partial: str, text: str) -> str:
+def _as_def(name: str, built: ast.Call, params: str, jax: str, partial: str, text: str,
+            unit: str = "    ") -> str:
     """`jax.jit(jax.shard_map(f, **options), **jit_options)` as the module-level def `name`."""
     shard = built.args[0]
     line = text.splitlines()[shard.args[0].lineno - 1]
@@ -202,7 +206,8 @@ def _as_def(name: str, built: ast.Call, params: str, jax: str, partial: str, tex
                        -(len(line) - len(line.lstrip())))
     options = [ast.get_source_segment(text, k) for k in shard.keywords]
     jit_options = [ast.get_source_segment(text, k) for k in built.keywords]
-    return step_def(name, params, function, options, params, jax, partial, jit_options) + "\n"
+    return step_def(name, params, function, options, params, jax, partial, jit_options,
+                    unit=unit) + "\n"
 
 
 def _first_line(function: ast.FunctionDef) -> int:
@@ -330,32 +335,9 @@ def _module_constant(name: str, bindings: dict, declared_global: set[str], befor
 
 
 def _free_names(value: ast.AST) -> set[str]:
-    """Names the expression reads from outside it (lambda and comprehension variables aside)."""
-    free: set[str] = set()
-
-    def visit(node: ast.AST, bound: frozenset) -> None:
-        if isinstance(node, ast.Lambda):
-            params = {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
-            for default in node.args.defaults + [d for d in node.args.kw_defaults if d]:
-                visit(default, bound)
-            visit(node.body, bound | params)
-            return
-        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            targets = {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
-            for child in ast.iter_child_nodes(node):
-                visit(child, bound | targets)
-            return
-        if isinstance(node, ast.Name):
-            if node.id not in bound:
-                free.add(node.id)
-            return
-        if isinstance(node, ast.NamedExpr):
-            free.add(node.target.id)  # binds in the enclosing function: not hoistable
-        for child in ast.iter_child_nodes(node):
-            visit(child, bound)
-
-    visit(value, frozenset())
-    return free
+    """Names the expression reads from outside it (lambda and comprehension variables aside),
+    and any walrus target (it binds in the enclosing function: not hoistable)."""
+    return {n.id for n in free_name_nodes(value)}
 
 
 def _multiline_string(value: ast.AST) -> bool:

@@ -10,6 +10,7 @@ from transforms.global_view.axes import fresh_name, module_names
 from transforms.global_view.replication import BodyAnalysis
 from transforms.global_view.site_options import string_constants
 from transforms.global_view.sites import Site, dotted
+from transforms.global_view.step_text import indent_unit
 from transforms.global_view.values import MESH_FUNCTION, TREE_MAP, is_row_zero_lambda
 from transforms.reading.names import ImportTable
 
@@ -55,6 +56,7 @@ class ModuleInfo:
                             None) or next((f"{n}.partial" for n, full in table.imported.items()
                                            if full == "functools"), None)
         self.partial = self.partial or "functools.partial"
+        self.indent_unit = indent_unit(tree, source.decode("utf-8", "replace").splitlines())
         self.numpy = next((n for n, full in table.imported.items() if full == "jax.numpy"),
                           f"{self.jax}.numpy")
 

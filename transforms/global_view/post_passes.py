@@ -148,6 +148,27 @@ def _with_functools(body: list) -> list:
     return [*body[:at], line, first.with_changes(leading_lines=[cst.EmptyLine()]), *body[at + 1:]]
 
 
+def _spaced_step_defs(module: cst.Module, names: set[str]) -> cst.Module:
+    """Two blank lines before and after each step def written at module level, as PEP 8 asks:
+    `a = jax.pmap(f)` and `b = jax.pmap(g)` on adjacent lines become two defs. Other code's
+    spacing is the user's and stays as it is."""
+    def spaced(statement):
+        lines = list(getattr(statement, "leading_lines", ()))
+        blank = next((i for i, line in enumerate(lines) if line.comment is not None), len(lines))
+        if blank >= 2 or not hasattr(statement, "leading_lines"):
+            return statement
+        return statement.with_changes(leading_lines=[cst.EmptyLine()] * (2 - blank) + lines)
+
+    body = list(module.body)
+    for i, statement in enumerate(body):
+        if isinstance(statement, cst.FunctionDef) and statement.name.value in names:
+            if i > 0:
+                body[i] = spaced(statement)
+            if i + 1 < len(body):
+                body[i + 1] = spaced(body[i + 1])
+    return module.with_changes(body=body)
+
+
 def _comments(statement) -> list:
     """The comment lines right above a statement (its blank lines are re-made)."""
     return [line for line in statement.leading_lines if line.comment is not None]
@@ -190,6 +211,7 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
     if moved:
         new_module = cst.parse_module(hoisted.encode("utf-8"))
         findings = with_hoisting_noted(findings, global_sites, moved)
+    new_module = _spaced_step_defs(new_module, {s.name for s in global_sites})
     context = RuleContext()
     if texts:  # the mesh functions name it
         add_import(context, "jax.sharding", "AxisType")

@@ -56,6 +56,7 @@ from transforms.global_view.site_findings import (
     stacked_findings,
 )
 from transforms.global_view.sites import Blocker
+from transforms.global_view.values import literals_quoted_as, module_quote
 from transforms.reading.names import ImportTable
 from transforms.target import TargetJax
 
@@ -79,6 +80,12 @@ def migrate_global(source: bytes, target: TargetJax, helper_module: str | None =
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError):
         return GlobalResult(source, [])
+    with literals_quoted_as(module_quote(tree, source)):  # the module's quotes, for what it gets
+        return _migrate_parsed(source, tree, target, helper_module)
+
+
+def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
+                    helper_module: str | None) -> GlobalResult:
     table = ImportTable.from_tree(tree)
     sites, blockers = find_sites(tree, table.imported)
     # Host barriers become sync_global_devices in the faithful rules, with no pmap left.

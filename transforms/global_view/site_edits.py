@@ -269,7 +269,7 @@ def _step_def(site: Site, options: list[str], module: ModuleInfo, inner_edits: d
     line = module.source.splitlines()[site.statement.lineno - 1].decode("utf-8")
     indent = line[:len(line) - len(line.lstrip())]
     return step_def(site.name, params, inner, options, mapped, module.jax, module.partial,
-                    jit_options, indent)
+                    jit_options, indent, module.indent_unit)
 
 
 def within(span, outer) -> bool:

@@ -26,7 +26,7 @@ def closed_over(site: Site) -> list[ast.Name]:
     reads but does not bind."""
     found = []
     if site.function_node is not None and not site.factory and not site.holder:
-        found += [n for n in ast.walk(site.function_node) if isinstance(n, ast.Name)]
+        found += free_name_nodes(site.function_node)
     body = site.body
     if site.owner is not None and isinstance(body, ast.FunctionDef) and body.col_offset:
         bound = {a.arg for a in ast.walk(body.args) if isinstance(a, ast.arg)}
@@ -36,6 +36,38 @@ def closed_over(site: Site) -> list[ast.Name]:
             n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
         found += [n for n in ast.walk(body) if isinstance(n, ast.Name)
                   and isinstance(n.ctx, ast.Load) and n.id not in bound]
+    return found
+
+
+def free_name_nodes(expression: ast.AST) -> list[ast.Name]:
+    """The names an expression reads from the scope around it: not a lambda's own parameters
+    (`lambda x: x * 2` closes over no `x`) nor a comprehension's variables. A walrus target
+    counts: it binds in the enclosing function."""
+    found: list[ast.Name] = []
+
+    def visit(node: ast.AST, bound: frozenset) -> None:
+        if isinstance(node, ast.Lambda):
+            params = {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+            for default in node.args.defaults + [d for d in node.args.kw_defaults if d]:
+                visit(default, bound)
+            visit(node.body, bound | params)
+            return
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            targets = {n.id for g in node.generators for n in ast.walk(g.target)
+                       if isinstance(n, ast.Name)}
+            for child in ast.iter_child_nodes(node):
+                visit(child, bound | targets)
+            return
+        if isinstance(node, ast.Name):
+            if node.id not in bound:
+                found.append(node)
+            return
+        if isinstance(node, ast.NamedExpr):
+            found.append(node.target)
+        for child in ast.iter_child_nodes(node):
+            visit(child, bound)
+
+    visit(expression, frozenset())
     return found
 
 

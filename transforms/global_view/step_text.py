@@ -9,6 +9,7 @@ jax.numpy code between the steps runs on one device, as it did under pmap.
 
 from __future__ import annotations
 
+import ast
 import io
 import tokenize
 
@@ -28,12 +29,15 @@ def jit_decorator(jax: str, partial: str, jit_options: list[str]) -> str:
 
 
 def step_def(name: str, params: str, callee: str, options: list[str], mapped: str,
-             jax: str, partial: str, jit_options: list[str], indent: str = "") -> str:
+             jax: str, partial: str, jit_options: list[str], indent: str = "",
+             unit: str = "    ") -> str:
     """`@jax.jit` (with pmap's donation / static numbering) over `def name(params)` that
     returns `jax.shard_map(callee, options...)(mapped)`; the shard_map call is wrapped the way
-    a formatter would wrap it when it does not fit on one line."""
+    a formatter would wrap it when it does not fit on one line. `unit`: the module's block
+    indentation (indent_unit); continuation lines add four spaces, as black and Google's
+    style both do."""
     head = f"{jit_decorator(jax, partial, jit_options)}\n{indent}def {name}({params}):\n"
-    pad = indent + "    "
+    pad = indent + unit
     arguments = ", ".join([callee, *options])
     one_line = f"{pad}return {jax}.shard_map({arguments})({mapped})"
     if len(one_line) <= LINE_LIMIT and "\n" not in callee:
@@ -64,3 +68,17 @@ def shifted(text: str, by: int) -> str:
         moved.append(" " * by + line if by > 0 and line.strip() else line[min(-by, width):]
                      if by < 0 else line)
     return "\n".join([first, *moved])
+
+
+def indent_unit(tree: ast.Module, lines: list[str]) -> str:
+    """The indentation a block adds in this module, read off its first indented block at the
+    top level (two spaces in Google's style); four spaces when it has none."""
+    for statement in tree.body:
+        body = getattr(statement, "body", None)
+        if statement.col_offset == 0 and isinstance(body, list) and body \
+                and body[0].lineno != statement.lineno:
+            line = lines[body[0].lineno - 1]
+            unit = line[:len(line) - len(line.lstrip())]
+            if unit.strip(" \t") == "" and unit:
+                return unit
+    return "    "

@@ -4,6 +4,8 @@ the small pure helpers the caller analysis (dataflow.py and its mixins) shares."
 from __future__ import annotations
 
 import ast
+import contextlib
+import contextvars
 import dataclasses
 
 from transforms.codes.global_view import CONSUMER_UNKNOWN
@@ -173,9 +175,39 @@ def is_minus_one(node) -> bool:
         isinstance(node, ast.Constant) and node.value == -1 and type(node.value) is int)
 
 
+# The quote the literals the global style writes use: the module's own (module_quote), set
+# for the time one module is migrated (rewrite.migrate_global).
+_QUOTE: contextvars.ContextVar[str] = contextvars.ContextVar("quote", default='"')
+
+
+@contextlib.contextmanager
+def literals_quoted_as(quote: str):
+    token = _QUOTE.set(quote)
+    try:
+        yield
+    finally:
+        _QUOTE.reset(token)
+
+
+def module_quote(tree: ast.Module, source: bytes) -> str:
+    """The quote most of the module's one-line string literals use (single in much Google
+    code, double in black's); double quotes when it has none, or as many of each."""
+    lines = source.splitlines()
+    counts = {"'": 0, '"': 0}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and node.lineno == node.end_lineno and node.lineno <= len(lines):
+            start = lines[node.lineno - 1][node.col_offset:node.col_offset + 5].lstrip(b"rRbBuUfF")
+            if start[:3] not in (b"'''", b'"""') and start[:1].decode("ascii", "replace") in counts:
+                counts[start[:1].decode()] += 1
+    return "'" if counts["'"] > counts['"'] else '"'
+
+
 def quoted(text: str) -> str:
-    """A string literal in double quotes, as most Python code writes them."""
-    return f'"{text}"' if '"' not in text and "\\" not in text else repr(text)
+    """A string literal in the module's quotes (double quotes by default, as most Python code
+    writes them)."""
+    quote = _QUOTE.get()
+    return f"{quote}{text}{quote}" if quote not in text and "\\" not in text else repr(text)
 
 
 def tuple_text(items: list[str]) -> str:
