@@ -75,6 +75,13 @@ def _pmap_style_shard_map(
     out_specs = P(axis_name) if out_specs is None else out_specs
     specs = (in_specs, P(axis_name))  # of (positional arguments, keyword arguments)
     jit_options = {}  # jit sees every argument, so pmap's argument numbers are jit's
+    # pmap-migrate: if donate
+    jit_options["donate_argnums"] = (
+        (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums))
+    # pmap-migrate: end
+    # pmap-migrate: if devices
+    devices = None if devices is None else tuple(devices)
+    # pmap-migrate: end
     # pmap-migrate: if not static
     dynamic = lambda args: (args, specs)  # what shard_map gets, and its specs
     with_static = lambda args, dyn: dyn
@@ -93,14 +100,6 @@ def _pmap_style_shard_map(
     def with_static(args, dyn):
         it = iter(dyn)
         return tuple(args[i] if i in static else next(it) for i in range(len(args)))
-
-    # pmap-migrate: end
-    # pmap-migrate: if donate
-    jit_options["donate_argnums"] = (
-        (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums))
-    # pmap-migrate: end
-    # pmap-migrate: if devices
-    devices = None if devices is None else tuple(devices)
     # pmap-migrate: end
 
     def over_axes(op, specs, tree):  # op(x, [axis]) on every leaf of `tree` a spec maps
