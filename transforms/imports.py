@@ -94,16 +94,24 @@ def _binding_used(code: str, name: str) -> bool:
 def _remove_plain(module: cst.Module, module_name: str, alias: str | None) -> cst.Module:
     """Remove `import module_name [as alias]` from the module's top-level imports."""
     for i, j, node in _top_level_imports(module):
-        if not isinstance(node, cst.Import):
-            continue
-        kept = [a for a in node.names if _alias_parts(a) != (module_name, alias)]
-        if len(kept) == len(node.names):
-            continue
-        if not kept:
-            return _replace_small(module, i, j, None)
-        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return _replace_small(module, i, j, node.with_changes(names=kept))
+        if isinstance(node, cst.Import):
+            changed = _without(module, i, j, node, (module_name, alias))
+            if changed is not None:
+                return changed
     return module
+
+
+def _without(module: cst.Module, i: int, j: int, node, name: tuple[str, str | None]):
+    """`module` without `name` (dotted name, alias) in the import `node` (small statement j of
+    statement i), and without the statement once it imports nothing; None: `node` does not
+    import that name."""
+    kept = [a for a in node.names if _alias_parts(a) != name]
+    if len(kept) == len(node.names):
+        return None
+    if not kept:
+        return _replace_small(module, i, j, None)
+    kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return _replace_small(module, i, j, node.with_changes(names=kept))
 
 
 def _dotted(node: cst.BaseExpression | None) -> str:
@@ -308,18 +316,13 @@ def _insertion_index(module: cst.Module) -> int:
 
 
 def _remove(module: cst.Module, module_name: str, obj: str, alias: str | None) -> cst.Module:
+    """Remove `from module_name import obj [as alias]` from the module's top-level imports."""
     for i, j, node in _top_level_imports(module):
-        if not isinstance(node, cst.ImportFrom) or node.relative:
-            continue
-        if _dotted(node.module) != module_name or isinstance(node.names, cst.ImportStar):
-            continue
-        kept = [a for a in node.names if _alias_parts(a) != (obj, alias)]
-        if len(kept) == len(node.names):
-            continue
-        if not kept:
-            return _replace_small(module, i, j, None)
-        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return _replace_small(module, i, j, node.with_changes(names=kept))
+        if isinstance(node, cst.ImportFrom) and not node.relative \
+                and _dotted(node.module) == module_name and not isinstance(node.names, cst.ImportStar):
+            changed = _without(module, i, j, node, (obj, alias))
+            if changed is not None:
+                return changed
     return module
 
 
