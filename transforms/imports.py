@@ -74,21 +74,19 @@ def apply_queued_imports(module: cst.Module, context: RuleContext) -> cst.Module
         module = _add(module, item.module_name, item.obj_name, item.alias, first_party(item))
     removals = context.scratch.pop(REMOVE_KEY, [])
     if removals:
-        loaded = _loaded_names(module.code)
+        code = module.code
+        try:
+            tree = ast.parse(code)
+        except SyntaxError:  # grammar newer than this interpreter: keep every import
+            return module
+        loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         for module_name, obj_name, alias in removals:
             if obj_name is not None and (alias or obj_name) not in loaded:
                 module = _remove(module, module_name, obj_name, alias)
-            elif obj_name is None and "." not in module_name and not _binding_used(
-                    module.code, alias or module_name):
+            elif obj_name is None and "." not in module_name and not module_binding_used(
+                    tree, alias or module_name):
                 module = _remove_plain(module, module_name, alias)
     return module
-
-
-def _binding_used(code: str, name: str) -> bool:
-    try:
-        return module_binding_used(ast.parse(code), name)
-    except SyntaxError:  # grammar newer than this interpreter: keep every import
-        return True
 
 
 def _remove_plain(module: cst.Module, module_name: str, alias: str | None) -> cst.Module:
@@ -324,11 +322,3 @@ def _remove(module: cst.Module, module_name: str, obj: str, alias: str | None) -
             if changed is not None:
                 return changed
     return module
-
-
-def _loaded_names(code: str) -> set[str]:
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:  # grammar newer than this interpreter: keep every import
-        return {"*"} | {n for n in code.split() if n.isidentifier()}
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
