@@ -18,7 +18,10 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
 def module_binding_used(tree: ast.Module, name: str) -> bool:
-    """Whether anything in `tree` may use the module-level binding of `name`."""
+    """Whether anything in `tree` may use the module-level binding of `name`. (Loads first:
+    most modules still load it, and that walk stops at the first.)"""
+    if _used_in(tree, name, top=True):
+        return True
     word = re.compile(rf"\b{re.escape(name)}\b")
     for node in ast.walk(tree):
         if isinstance(node, ast.Global) and name in node.names:
@@ -30,7 +33,7 @@ def module_binding_used(tree: ast.Module, name: str) -> bool:
             if any(isinstance(c, ast.Constant) and isinstance(c.value, str)
                    and word.search(c.value) for c in ast.walk(annotation)):
                 return True
-    return _used_in(tree, name, top=True)
+    return False
 
 
 def _used_in(scope: ast.AST, name: str, top: bool = False) -> bool:

@@ -27,6 +27,7 @@ from transforms.import_uses import module_binding_used
 # libcst's keys (AddImportsVisitor.CONTEXT_KEY, RemoveImportsVisitor.CONTEXT_KEY).
 ADD_KEY = "AddImportsVisitor"
 REMOVE_KEY = "RemoveImportsVisitor"
+PLAIN_KEY = "pmap-migrate: unused plain imports"  # apply_queued_imports(plain_imports=False)
 
 
 @dataclasses.dataclass
@@ -63,9 +64,12 @@ def remove_import(context, module: str, obj: str | None = None, asname: str | No
     context.scratch.setdefault(REMOVE_KEY, []).append((module, obj, asname))
 
 
-def apply_queued_imports(module: cst.Module, context: RuleContext) -> cst.Module:
+def apply_queued_imports(module: cst.Module, context: RuleContext, *,
+                         plain_imports: bool = True) -> cst.Module:
     """Apply, then forget, the imports queued in `context` (so a caller that runs libcst's
-    visitors afterwards, like CodemodCommand, finds nothing left to do)."""
+    visitors afterwards, like CodemodCommand, finds nothing left to do). `plain_imports=False`:
+    the queued removals of `import jax` are left for remove_unused_plain_imports, which
+    decides them on the final text the caller prints anyway."""
     # (libcst's own ImportItem, queued by a CodemodContext, has no first_party)
     first_party = lambda item: getattr(item, "first_party", False)
     for item in sorted(context.scratch.pop(ADD_KEY, []), key=first_party):
@@ -73,6 +77,9 @@ def apply_queued_imports(module: cst.Module, context: RuleContext) -> cst.Module
             raise ValueError("relative imports are not queued by pmap-migrate rules")
         module = _add(module, item.module_name, item.obj_name, item.alias, first_party(item))
     removals = context.scratch.pop(REMOVE_KEY, [])
+    if not plain_imports:
+        context.scratch[PLAIN_KEY] = [r for r in removals if r[1] is None]
+        removals = [r for r in removals if r[1] is not None]
     if removals:
         code = module.code
         try:
@@ -87,6 +94,24 @@ def apply_queued_imports(module: cst.Module, context: RuleContext) -> cst.Module
                     tree, alias or module_name):
                 module = _remove_plain(module, module_name, alias)
     return module
+
+
+def remove_unused_plain_imports(module: cst.Module, data: bytes, context: RuleContext
+                                ) -> tuple[cst.Module, bytes]:
+    """The module and its text (`data`, its `bytes`) without the queued `import jax` that
+    nothing in `data` uses any more; printed again only when one goes."""
+    pending = context.scratch.pop(PLAIN_KEY, [])
+    if not pending:
+        return module, data
+    try:
+        tree = ast.parse(data)
+    except SyntaxError:  # grammar newer than this interpreter: keep every import
+        return module, data
+    changed = module
+    for module_name, _, alias in pending:
+        if "." not in module_name and not module_binding_used(tree, alias or module_name):
+            changed = _remove_plain(changed, module_name, alias)
+    return (module, data) if changed is module else (changed, changed.bytes)
 
 
 def _remove_plain(module: cst.Module, module_name: str, alias: str | None) -> cst.Module:

@@ -17,8 +17,12 @@ from transforms.faithful.collective_groups import CollectiveGroups
 from transforms.faithful.config_flags import ConfigFlags
 from transforms.codes.findings import Finding
 from transforms.faithful.host_barriers import HostBarriers
-from transforms.import_uses import module_binding_used
-from transforms.imports import RuleContext, apply_queued_imports, remove_import
+from transforms.imports import (
+    RuleContext,
+    apply_queued_imports,
+    remove_import,
+    remove_unused_plain_imports,
+)
 from transforms.line_wrap import wrap_long_lines
 from transforms.module_helpers import provide_helpers
 from transforms.faithful.multiprocess import MultiProcess
@@ -95,6 +99,7 @@ def run_rules(
     *,
     helpers_as_text: bool = False,
     rule_names: frozenset[str] | None = None,
+    plain_imports: bool = True,
 ) -> tuple[cst.Module, list[Finding]]:
     """Every rule over `module` in one traversal with one shared context, then the helpers
     and imports any rule asked for, each added once. `source`: the bytes `module` was parsed
@@ -102,6 +107,8 @@ def run_rules(
     helpers from this module instead of defining them. `helpers_as_text`: for a caller that
     only wants the module's code (module_helpers.HelperText). `rule_names`: only these of
     RULES (prefilter.referenced_rules: the others can do nothing here), in RULES' order.
+    `plain_imports=False`: an `import jax` the rules left unused is for the caller to remove
+    (imports.remove_unused_plain_imports, on the text it prints anyway).
     Findings are sorted and include unused suppressions."""
     rules = [rule_class(context, target, suppressions) for rule_class in RULES
              if rule_names is None or rule_class.__name__ in rule_names]
@@ -116,22 +123,41 @@ def run_rules(
     for module_name, alias in used:  # unused only because the rules rewrote their uses
         remove_import(context, module_name, None, alias)
     module = provide_helpers(module, context, helper_module, as_text=helpers_as_text)
-    module = apply_queued_imports(module, context)
+    module = apply_queued_imports(module, context, plain_imports=plain_imports)
     findings.extend(suppressions.unused())
     findings.sort(key=lambda f: (f.line, f.col, f.code))
     return module, findings
 
 
 def _used_plain_imports(tree: ast.Module | None) -> list[tuple[str, str | None]]:
-    """(module, alias) of the module's top-level `import jax [as j]` whose binding it uses:
-    the rules may leave it unused (a module whose only uses were `jax.pmap` and
-    `jax.device_put_sharded` calls the helpers, which import jax themselves)."""
+    """(module, alias) of the module's top-level `import jax [as j]` that it uses only for
+    what the rules rewrite: they may leave it unused (a module whose only uses were `jax.pmap`
+    and `jax.device_put_sharded` calls the helpers, which import jax themselves)."""
     if tree is None:
         return []
     imports = [(a.name, a.asname) for node in tree.body if isinstance(node, ast.Import)
                for a in node.names if a.name == "jax"]
-    return [(name, alias) for name, alias in imports
-            if module_binding_used(tree, alias or name)]
+    return [(name, alias) for name, alias in imports if _only_rewritten_uses(tree, alias or name)]
+
+
+# What the rules may rewrite away: `jax.<one of these>` (a pmap, a removed placement API, the
+# jax_pmap_shmap_merge flag).
+_REWRITTEN_ATTRIBUTES = frozenset({"pmap", "device_put_sharded", "device_put_replicated", "config"})
+
+
+def _only_rewritten_uses(tree: ast.Module, name: str) -> bool:
+    """Whether `name` is loaded, and every load is `name.<an API the rules rewrite>`: only then
+    can the migration leave the import unused (the check after the rewrite, import_uses.py,
+    prints and parses the whole module; most modules use jax for more and stop here)."""
+    rewritten = set()
+    for node in ast.walk(tree):  # breadth first: an attribute comes before its name
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id == name and node.attr in _REWRITTEN_ATTRIBUTES:
+            rewritten.add(id(node.value))
+        elif isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load) \
+                and id(node) not in rewritten:
+            return False
+    return bool(rewritten)
 
 
 def _patches_pmap(source: bytes, syntax_tree) -> bool:
@@ -184,7 +210,8 @@ def migrate_source(
     context = RuleContext()
     module, findings = run_rules(
         module, context, target, Suppressions.from_source(source, ignored), source, syntax_tree,
-        helper_module, helpers_as_text=True, rule_names=rule_names,
+        helper_module, helpers_as_text=True, rule_names=rule_names, plain_imports=False,
     )
-    return MigrationResult(source=wrap_long_lines(module.bytes, source), findings=findings,
+    module, data = remove_unused_plain_imports(module, module.bytes, context)
+    return MigrationResult(source=wrap_long_lines(data, source), findings=findings,
                            _original=source)
