@@ -227,6 +227,109 @@ def test_static_argument_holding_a_per_device_value_falls_back():
     assert any(f.code == "PM604" and "static argument 1" in f.message for f in findings)
 
 
+_PARTIAL = """import functools
+
+import jax
+import numpy as np
+
+SCALE = 2.0
+
+
+def step(x, scale, offset=0.0):
+    return jax.lax.psum(x * scale + offset, "i")
+
+
+def shifted(bias, x, scale):
+    return jax.lax.psum(x * scale, "i") + bias
+
+
+def shifted_more(x, scale, y):
+    return jax.lax.psum(x * scale, "i") + y
+
+
+def run():
+    n = jax.local_device_count()
+    cfg = {{"scale": 3.0}}
+    f = jax.pmap(functools.partial({partial}), axis_name="i"{options})
+    return np.asarray(f(np.ones((n, 2), np.float32))[0])
+"""
+
+
+@pytest.mark.parametrize("partial, code, message", [
+    ("step, scale=SCALE", "PM600", None),  # `offset` after it keeps its default
+    ("step, scale=SCALE, offset=1.0", "PM600", None),
+    ("shifted, 1.0, scale=SCALE", "PM600", None),  # a leading parameter bound by position
+    # `scale` is filled by position, and this call leaves it out (a TypeError in pmap too)
+    ("step, offset=1.0", "PM603", "called with 1 of its 2 parameters"),
+    ("step, scale=cfg['scale']", "PM602", "not a constant, a name or an attribute"),
+    ("step, scale=SCALE, bogus=1", "PM602", "not a parameter of the mapped function"),
+    ("step, 1.0, 2.0, 3.0, 4.0", "PM602", "more positional arguments"),
+    # `y` after the bound `scale` has no default: only a keyword could pass it
+    ("shifted_more, scale=SCALE", "PM602", "before `y`, which has no default"),
+])
+def test_partial_binding_reads_which_parameters_calls_fill(partial, code, message):
+    """pmap over `functools.partial(f, ...)`: calls fill by position the parameters before the
+    first bound keyword (after any bound by position); anything else keeps the site on pmap's
+    contract, with the reason."""
+    _, codes, findings = _global(_PARTIAL.format(partial=partial, options=""))
+    if message is None:
+        assert "PM600" in codes, findings
+    else:
+        assert "PM600" not in codes
+        assert any(f.code == code and message in f.message for f in findings), findings
+
+
+def test_a_partial_attribute_keyword_is_read_where_pmap_read_it():
+    """`scale=cfg.scale` is read when the site is built: the site stays an assignment there,
+    it is not hoisted, and with static arguments (a jitted def, read at each trace) it keeps
+    pmap's contract."""
+    source = _PARTIAL.format(partial="step, scale=Cfg.scale", options="").replace(
+        "SCALE = 2.0", "class Cfg:\n    scale = 2.0")
+    text, codes, _ = _global(source)
+    assert "PM600" in codes
+    assert "functools.partial(step, scale=Cfg.scale)" in text and "def f(" not in text
+    constant, _, _ = _global(_PARTIAL.format(partial="step, scale=SCALE", options=""))
+    assert "def f(x):" in constant  # a module constant: hoisted to module level
+    static = source.replace("def step(x, scale", "def step(x, k, scale").replace(
+        'axis_name="i"', 'axis_name="i", static_broadcasted_argnums=(1,)').replace(
+        "np.float32))", "np.float32), 3)")
+    _, codes, findings = _global(static)
+    assert "PM600" not in codes
+    assert any("keyword read from an attribute" in f.message for f in findings)
+
+
+_LATE_READ = """import functools
+
+import jax
+import numpy as np
+
+
+def step(x, k, scale):
+    return jax.lax.psum(x * scale, "i") + k
+
+
+def run():
+    n = jax.local_device_count()
+    scale = 2.0
+    f = jax.pmap(functools.partial(step, scale=scale), axis_name="i",
+                 static_broadcasted_argnums=(1,))
+    {after} = 5.0
+    return np.asarray(f(np.arange(n * 2, dtype=np.float32).reshape(n, 2), 3))
+"""
+
+
+@pytest.mark.parametrize("after, goes_global", [("other", True), ("scale", False)])
+def test_a_partial_name_bound_again_keeps_a_static_site_on_the_contract(after, goes_global):
+    """With static arguments the site becomes a jitted def that reads `scale` at its first
+    trace; pmap's partial read it when built. Rebinding it in between would change the step."""
+    text, codes, findings = _global(_LATE_READ.format(after=after))
+    assert ("PM600" in codes) == goes_global
+    if not goes_global:
+        assert any(f.code == "PM602" and "`scale`" in f.message and "bound again" in f.message
+                   for f in findings)
+        assert "functools.partial(step, scale=scale)" in text
+
+
 _CLASS_AXIS = """import jax
 import numpy as np
 

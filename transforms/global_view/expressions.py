@@ -138,6 +138,10 @@ class ExpressionsMixin:
             if kind.rows and isinstance(index, ast.Constant) and isinstance(index.value, str):
                 return ROWS  # a leaf of a dict of stacked rows (a string key is no device row)
             return SAME
+        if kind.tag == "devices" and isinstance(index, ast.Constant) and type(index.value) is int:
+            # One device of the list (`jax.local_devices()[0].platform`): a plain Device,
+            # which the migration neither places nor reorders.
+            return SAME
         if id(node) in self.container_rows and kind.tag in ("repl", "merged"):
             return kind  # one tree of a list of trees: the same layout
         if kind.tag == "repl" and kind.axis == 0 and isinstance(index, ast.Constant) \

@@ -75,8 +75,9 @@ def hoist_local_sites(text: str, jax: str, assigned: set[tuple[str, str]],
         start = _first_line(owner)
 
         def readable(value: ast.AST, before: int = start) -> bool:
-            return not _multiline_string(value) and all(
-                _module_constant(n, bindings, declared_global, before) for n in _free_names(value))
+            return not _multiline_string(value) and not _reads_attribute_when_built(value) \
+                and all(_module_constant(n, bindings, declared_global, before)
+                        for n in _free_names(value))
 
         for statement, parent_body in _statements(owner):
             target = _assigned_site(statement, jax)
@@ -338,6 +339,15 @@ def _free_names(value: ast.AST) -> set[str]:
     """Names the expression reads from outside it (lambda and comprehension variables aside),
     and any walrus target (it binds in the enclosing function: not hoistable)."""
     return {n.id for n in free_name_nodes(value)}
+
+
+def _reads_attribute_when_built(value: ast.AST) -> bool:
+    """A partial keyword `k=config.x` in the construction: read where the site is built, while
+    a module-level def would read it at its first call, after any change to `config`."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))
+               and ast.unparse(n.func).endswith("partial")
+               and any(isinstance(k.value, ast.Attribute) for k in n.keywords)
+               for n in ast.walk(value))
 
 
 def _multiline_string(value: ast.AST) -> bool:

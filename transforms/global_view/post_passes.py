@@ -148,10 +148,12 @@ def _with_functools(body: list) -> list:
     return [*body[:at], line, first.with_changes(leading_lines=[cst.EmptyLine()]), *body[at + 1:]]
 
 
-def _spaced_step_defs(module: cst.Module, names: set[str]) -> cst.Module:
+def _spaced_step_defs(module: cst.Module, names: set[str],
+                      local: dict[str, set[str]]) -> cst.Module:
     """Two blank lines before and after each step def written at module level, as PEP 8 asks:
     `a = jax.pmap(f)` and `b = jax.pmap(g)` on adjacent lines become two defs. Other code's
-    spacing is the user's and stays as it is."""
+    spacing is the user's and stays as it is. `local`: the step defs written inside each
+    module-level function (sites with static arguments, built there)."""
     def spaced(statement):
         lines = list(getattr(statement, "leading_lines", ()))
         blank = next((i for i, line in enumerate(lines) if line.comment is not None), len(lines))
@@ -166,7 +168,30 @@ def _spaced_step_defs(module: cst.Module, names: set[str]) -> cst.Module:
                 body[i] = spaced(statement)
             if i + 1 < len(body):
                 body[i + 1] = spaced(body[i + 1])
+        elif isinstance(statement, cst.FunctionDef) and statement.name.value in local \
+                and isinstance(statement.body, cst.IndentedBlock):
+            inner = _spaced_nested_defs(list(statement.body.body), local[statement.name.value])
+            body[i] = statement.with_changes(body=statement.body.with_changes(body=inner))
     return module.with_changes(body=body)
+
+
+def _spaced_nested_defs(body: list, names: set[str]) -> list:
+    """One blank line before and after each step def written in a function (pycodestyle's
+    E306): a site with static arguments becomes `@functools.partial(jax.jit, ...)` over a def
+    where its assignment stood."""
+    def spaced(statement):
+        lines = list(getattr(statement, "leading_lines", ()))
+        if not hasattr(statement, "leading_lines") or (lines and lines[0].comment is None):
+            return statement
+        return statement.with_changes(leading_lines=[cst.EmptyLine(indent=False), *lines])
+
+    for i, statement in enumerate(body):
+        if isinstance(statement, cst.FunctionDef) and statement.name.value in names:
+            if i > 0:
+                body[i] = spaced(statement)
+            if i + 1 < len(body):
+                body[i + 1] = spaced(body[i + 1])
+    return body
 
 
 def _comments(statement) -> list:
@@ -211,7 +236,11 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
     if moved:
         new_module = cst.parse_module(hoisted.encode("utf-8"))
         findings = with_hoisting_noted(findings, global_sites, moved)
-    new_module = _spaced_step_defs(new_module, {s.name for s in global_sites})
+    local: dict[str, set[str]] = {}
+    for site in global_sites:
+        if site.owner and site.static and not site.inline and (site.owner, site.name) not in moved:
+            local.setdefault(site.owner, set()).add(site.name)
+    new_module = _spaced_step_defs(new_module, {s.name for s in global_sites}, local)
     context = RuleContext()
     if texts:  # the mesh functions name it
         add_import(context, "jax.sharding", "AxisType")

@@ -21,7 +21,12 @@ from transforms.global_view.ranks import (
     least_result_ranks,
 )
 from transforms.global_view.replication import NotProvable
-from transforms.global_view.site_shapes import closed_over, defaults_fill, tuple_of_results
+from transforms.global_view.site_shapes import (
+    closed_over,
+    defaults_fill,
+    free_name_nodes,
+    tuple_of_results,
+)
 from transforms.global_view.sites import Blocker, Site
 from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
@@ -102,6 +107,7 @@ class SiteCallsMixin:
                 specs.append(spec)
                 if whole:
                     replicated.add(site.params[position])
+        self._read_when_built(site)
         for node in closed_over(site):
             # A closure or partial keyword sees the caller's value as it is: it must keep
             # its layout.
@@ -295,6 +301,27 @@ class SiteCallsMixin:
                     for i, shown in enumerate(arrays)))
             return Kind("fields", fields=tuple((f"[{i}]", leaf) for i in range(len(value.elts))))
         return leaf
+
+    def _read_when_built(self, site: Site) -> None:
+        """A site with static arguments becomes a jitted def where it was built, and its body
+        reads the partial's arguments at each trace, not once when pmap's partial was made:
+        each name they read must be bound at most once in this function, so that both reads
+        see the same value (`scale = 5.0` after the site would change the migrated step)."""
+        function = site.function_node
+        if not (site.static and site.owner and isinstance(function, ast.Call)):
+            return
+        stores = {}
+        for node in ast.walk(self.function):
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                stores[node.id] = stores.get(node.id, 0) + 1
+            elif isinstance(node, ast.arg):
+                stores[node.arg] = stores.get(node.arg, 0) + 1
+        for node in free_name_nodes(function):
+            if stores.get(node.id, 0) > 1:
+                raise Blocker(OPTIONS, node, f"`{node.id}`, which {site.label}'s "
+                              "functools.partial reads when it is built, is bound again in "
+                              f"`{self.function.name}`: the jitted def a site with static "
+                              "arguments becomes would read it at each trace instead")
 
 
 def vmapped_lambda(site: Site, specs) -> bool:

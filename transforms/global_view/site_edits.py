@@ -13,7 +13,7 @@ from transforms.global_view.dataflow import CallerResult
 from transforms.global_view.module_info import ModuleInfo, first_body_statement, own_returns
 from transforms.global_view.replication import result_elements
 from transforms.global_view.sites import Site
-from transforms.global_view.step_text import LINE_LIMIT, step_def
+from transforms.global_view.step_text import LINE_LIMIT, shifted, step_def
 from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
     MERGED_OUT,
@@ -292,7 +292,12 @@ def _site_text(site: Site, options: list[str], module: ModuleInfo, inner_edits: 
     line = module.source.splitlines()[site.built.lineno - 1].decode("utf-8")
     indent = line[:len(line) - len(line.lstrip())]
     column = site.built.col_offset
-    if column + len(text) > LINE_LIMIT and "\n" not in function:
+    if "\n" in function:  # the mapped function spans lines: it keeps its shape, moved
+        pad = indent + "    "
+        function = shifted(function, len(pad) - site.node.args[0].col_offset)
+        joined = f",\n{pad}".join(options)
+        text = f"{jax}.jit({jax}.shard_map(\n{pad}{function},\n{pad}{joined},\n{indent}){donate})"
+    elif column + len(text) > LINE_LIMIT:
         pad = indent + "    "
         lambda_node = site.node.args[0]
         if isinstance(lambda_node, ast.Lambda) and len(pad) + len(function) + 1 > \

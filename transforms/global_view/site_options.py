@@ -94,14 +94,20 @@ def assigned_site(name, call, statement, imported, functions, constants, owner=N
     elif isinstance(function, ast.Name) and function.id in functions:
         body = functions[function.id]
     elif isinstance(function, ast.Call) and dotted(function.func, imported) == PARTIAL \
-            and len(function.args) == 1 and isinstance(function.args[0], ast.Name) \
+            and function.args and isinstance(function.args[0], ast.Name) \
             and function.args[0].id in functions and all(k.arg for k in function.keywords):
         body = functions[function.args[0].id]
-        bound = [k.arg for k in function.keywords]
-        for keyword in function.keywords:
-            if not isinstance(keyword.value, (ast.Constant, ast.Name, ast.UnaryOp)):
-                raise Blocker(OPTIONS, keyword.value, "a functools.partial keyword that is not "
-                              "a constant or a name")
+        # `partial(train_step, config, learning_rate_fn)` binds the first parameters
+        leading = [a.arg for a in body.args.args][:len(function.args) - 1]
+        bound = leading + [k.arg for k in function.keywords]
+        for value in [*function.args[1:], *(k.value for k in function.keywords)]:
+            if not isinstance(value, (ast.Constant, ast.Name, ast.UnaryOp)) \
+                    and not _dotted_name(value):
+                raise Blocker(OPTIONS, value, "a functools.partial argument that is not "
+                              "a constant, a name or an attribute of one")
+        if len(leading) < len(function.args) - 1 or isinstance(function.args[-1], ast.Starred):
+            raise Blocker(OPTIONS, function, "functools.partial binds more positional "
+                          "arguments than the mapped function has parameters")
     elif arity is not None and function is not None and not positional and not call.keywords \
             and not isinstance(function, ast.Starred):
         body, opaque = opaque_lambda(function, arity), True
@@ -109,9 +115,24 @@ def assigned_site(name, call, statement, imported, functions, constants, owner=N
         raise Blocker(OPTIONS, call, "the mapped function is not a lambda, a module-level def "
                       "or functools.partial of one with keywords")
     site = make_site(name, call, statement, body, positional, keywords, False, constants, bound)
+    if site.static and bound and any(isinstance(v, ast.Attribute) for v in [
+            *function.args[1:], *(k.value for k in function.keywords)]):
+        # With static arguments the site becomes a jitted def, whose body would read the
+        # attribute at each trace rather than once where pmap's site was built.
+        raise Blocker(OPTIONS, call, "static_broadcasted_argnums with a functools.partial "
+                      "keyword read from an attribute")
     site.owner, site.function_node = owner, function
     site.opaque = opaque
     return site
+
+
+def _dotted_name(node: ast.AST) -> bool:
+    """`config.label_smoothing`: read once, where the partial is built, as pmap's site read it.
+    The rewrite keeps such a site there: hoist.py does not move it to module level, and with
+    static arguments (a jitted def, read at each trace) the site is not taken."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
 
 
 def opaque_lambda(function: ast.AST, arity: int) -> ast.Lambda:
@@ -181,14 +202,12 @@ def make_site(name, node, statement, body, positional, keywords, decorated, cons
     # defaults are never used.
     params = [a.arg for a in args.args]
     if bound:
-        if any(b not in params for b in bound) or params[len(params) - len(bound):] != list(bound):
-            raise Blocker(OPTIONS, node, "functools.partial binds parameters other than the last")
-        params = params[:len(params) - len(bound)]
+        params = _unbound_params(params, bound, args, node)
     in_axes = _in_axes(options.get("in_axes"), len(params), node, body)
     donate = options.get("donate_argnums")
     if donate is not None and literal_argnums(donate) is None:
         raise Blocker(OPTIONS, node, "donate_argnums is not a literal int or tuple of ints")
-    static = _static_argnums(options.get("static_broadcasted_argnums"), len(params), bound, node)
+    static = _static_argnums(options.get("static_broadcasted_argnums"), len(params), node)
     return Site(name, node, statement, body, params, axis_name, in_axes,
                 ast.unparse(donate) if donate is not None else None, decorated,
                 out_none=isinstance(out_axes, ast.Constant) and out_axes.value is None,
@@ -196,7 +215,30 @@ def make_site(name, node, statement, body, positional, keywords, decorated, cons
                 placement={k: options[k] for k in ("devices", "axis_size") if k in options})
 
 
-def _static_argnums(node, count: int, bound, where) -> tuple[int, ...]:
+def _unbound_params(params: list[str], bound: list[str], args: ast.arguments, where) -> list[str]:
+    """The parameters a call of `functools.partial(f, *leading, k=...)` fills by position:
+    those after the leading ones and before the first bound keyword. A call passing more
+    positionally would fill a bound parameter twice (a TypeError in the original), so each
+    parameter after the first bound keyword is bound or keeps its default (flax's
+    `partial(train_step, config=..., learning_rate_fn=...)` over
+    `train_step(state, batch, config, learning_rate_fn, label_smoothing=0.0)`)."""
+    if len(set(bound)) != len(bound) or any(b not in params for b in bound):
+        raise Blocker(OPTIONS, where, "functools.partial binds a parameter twice, or a keyword "
+                      "that is not a parameter of the mapped function")
+    defaulted = params[len(params) - len(args.defaults):] if args.defaults else []
+    free = [p for p in params if p not in bound]
+    first = min((params.index(b) for b in bound if params.index(b) >= params.index(free[0])),
+                default=len(params)) if free else len(params)
+    unpassed = [p for p in params[first:] if p not in bound and p not in defaulted]
+    if unpassed:
+        raise Blocker(OPTIONS, where, f"functools.partial binds parameters before "
+                      f"`{unpassed[0]}`, which has no default, so calls pass it by keyword "
+                      "(pmap maps keyword arguments on axis 0; one in_specs tuple describes "
+                      "positional calls only)")
+    return [p for p in params[:first] if p not in bound]
+
+
+def _static_argnums(node, count: int, where) -> tuple[int, ...]:
     """pmap's static_broadcasted_argnums as sorted positions (they become jit's static_argnums
     with the same numbering)."""
     if node is None:
@@ -205,9 +247,9 @@ def _static_argnums(node, count: int, bound, where) -> tuple[int, ...]:
     if values is None:
         raise Blocker(OPTIONS, where, "static_broadcasted_argnums is not a literal int or "
                       "tuple of ints")
-    if bound or any(not 0 <= v < count for v in values) or len(set(values)) != len(values):
-        raise Blocker(OPTIONS, where, "static_broadcasted_argnums outside the mapped function's "
-                      "parameters (negative, repeated, or with functools.partial keywords)")
+    if any(not 0 <= v < count for v in values) or len(set(values)) != len(values):
+        raise Blocker(OPTIONS, where, "static_broadcasted_argnums outside the parameters calls "
+                      "pass (negative, repeated, or a functools.partial keyword's)")
     if len(values) == count:
         raise Blocker(OPTIONS, where, "every argument is static: pmap maps nothing")
     return tuple(sorted(values))

@@ -15,8 +15,10 @@ def defaults_fill(site: Site, given: int) -> bool:
     maps the given ones and the function takes its defaults, constants that pmap did not
     map either (a jitted def of the site takes the given parameters only)."""
     arguments = site.body.args
+    defaulted = [a.arg for a in arguments.args[len(arguments.args) - len(arguments.defaults):]] \
+        if arguments.defaults else []
     return not site.static and given < len(site.params) and not arguments.kwonlyargs \
-        and len(site.params) - given <= len(arguments.defaults) \
+        and all(p in defaulted for p in site.params[given:]) \
         and all(isinstance(d, ast.Constant) for d in arguments.defaults)
 
 
