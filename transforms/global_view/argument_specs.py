@@ -16,6 +16,7 @@ from transforms.global_view.values import (
     BROADCAST_TO,
     CONSTANT_FILLS,
     SAME,
+    SHARD_PRNG_KEY,
     STACKED_SPEC,
     Kind,
     quoted,
@@ -128,6 +129,9 @@ class ArgumentSpecsMixin:
         if isinstance(producer, ast.Call) and id(producer) in self.site_calls:
             return (f"it holds per-device results of {self.site_calls[id(producer)].label} "
                     f"(line {producer.lineno}), which keep their device axis")
+        if isinstance(producer, ast.Call) and self.qualified(producer.func) == SHARD_PRNG_KEY:
+            return (f"per-device RNG keys (`{_short(producer)}`, line {producer.lineno}): a key "
+                    "per device has no batch axis to merge the device axis into")
         if isinstance(producer, ast.Call) and self.qualified(producer.func) in (
                 "jax.random.split", "jax.random.key_split", "numpy.arange", "jax.numpy.arange"):
             return self._unmergeable(argument) or "its leading axis is the device count"

@@ -19,6 +19,7 @@ from transforms.global_view.values import (
     ROWS,
     SAME,
     SHARD,
+    SHARD_PRNG_KEY,
     Kind,
     describe,
     with_origin,
@@ -265,7 +266,7 @@ def _is_generator(function: ast.FunctionDef) -> bool:
 
 
 # What a module function calls when it builds per-device values of its own.
-_PRODUCING = DEVICE_COUNT | DEVICES | REPLICATE | SHARD | {"jax.device_put_sharded"}
+_PRODUCING = DEVICE_COUNT | DEVICES | REPLICATE | SHARD | {"jax.device_put_sharded", SHARD_PRNG_KEY}
 
 
 # jax's out-of-place updates, `x.at[index].<method>(...)`: each gives an array shaped like x.

@@ -17,7 +17,9 @@ from transforms.global_view.values import (
     REPLICATE,
     RNG_DRAWS,
     ROWS,
+    SAME,
     SHARD,
+    SHARD_PRNG_KEY,
     TREE_MAP,
     Kind,
     is_minus_one,
@@ -66,6 +68,10 @@ class IdiomsMixin:
                     self._edit(call, self._unstacked(body, self.qualified(body.func), tree,
                                                      tree=True))
                     return _replicated_tree(tree)
+        if name in TREE_MAP and len(call.args) == 2 and not call.keywords:
+            sharded = self._sharded_leaves(call.args[0], call.args[1])
+            if sharded is not None:
+                return sharded
         if name in CONSTANT_FILLS and call.args and not any(k.arg == "shape" for k in call.keywords):
             shape = call.args[0]
             rest = None
@@ -146,12 +152,77 @@ class IdiomsMixin:
                 self._need_same(keyword.value)
             return Kind("same", rank=1, scalars=True, rows=True)
         if name in ("jax.random.split", "jax.random.key_split") and len(call.args) == 2 \
-                and not call.keywords and self._is_devcount(call.args[1]):
+                and not call.keywords and self._is_devcount(call.args[1]) or (
+                    name in ("jax.random.split", "jax.random.key_split") and len(call.args) == 1
+                    and [k.arg for k in call.keywords] == ["num"]
+                    and self._is_devcount(call.keywords[0].value)) or (
+                    name == SHARD_PRNG_KEY and len(call.args) == 1 and not call.keywords):
             self._need_same(call.args[0])
             return ROWS  # one key per device: no batch axis to merge into, kept stacked
         if name == "jax.device_put_sharded" and len(call.args) == 2:
             return self._device_put_sharded(call)
         return None
+
+    def _sharded_leaves(self, function, tree) -> Kind | None:
+        """flax's shard written out: `tree_map(lambda x: x.reshape((n, -1) + x.shape[1:]), xs)`
+        or the same with a def nested in this function (`_prepare(x)`, whose body may first
+        convert `x = x._numpy()`), read by nothing else. Each leaf is a per-device batch, and
+        the reshape inside is merged as it would be at top level."""
+        leaf = self._leaf_function(function)
+        if leaf is None:
+            return None
+        param, statements, value = leaf
+        if not (isinstance(value, ast.Call) and (
+                isinstance(value.func, ast.Attribute) and value.func.attr == "reshape"
+                or self.qualified(value.func) in _RESHAPE_FUNCTIONS)) \
+                or self.eval(tree).changed:  # a consumer's tree_map (consumers.py)
+            return None
+        saved = dict(self.kinds)
+        self.kinds[param] = SAME  # one leaf of `tree`, a plain array
+        try:
+            for statement in statements:
+                self._need_same(statement.value)
+            kind = self.eval(value)
+        finally:
+            self.kinds = saved
+        if kind.tag != "merged":
+            if kind.changed:
+                raise Blocker(PRODUCER_UNKNOWN, value, "a tree_map whose function gives "
+                              "per-device values other than a batch reshaped to the device count")
+            return None
+        return kind
+
+    def _leaf_function(self, function) -> tuple[str, list, ast.AST] | None:
+        """(parameter, statements before the return, returned value) of a one-parameter
+        lambda, or of a def nested in this function that is loaded only here and whose body is
+        `param = ...` assignments (after a docstring) and one return."""
+        if isinstance(function, ast.Lambda):
+            arguments, statements, value = function.args, [], function.body
+        elif isinstance(function, ast.Name) and function.id not in self.kinds:
+            defs = [n for n in ast.walk(self.function) if isinstance(n, ast.FunctionDef)
+                    and n.name == function.id and n is not self.function]
+            loads = sum(isinstance(n, ast.Name) and n.id == function.id
+                        for n in ast.walk(self.function))
+            if len(defs) != 1 or loads != 1 or defs[0].decorator_list \
+                    or defs[0] not in self.function.body:
+                return None
+            body = defs[0].body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                body = body[1:]
+            if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
+                return None
+            arguments, statements, value = defs[0].args, body[:-1], body[-1].value
+        else:
+            return None
+        if len(arguments.args) != 1 or arguments.vararg or arguments.kwarg \
+                or arguments.kwonlyargs or arguments.posonlyargs or arguments.defaults:
+            return None
+        param = arguments.args[0].arg
+        if not all(isinstance(s, ast.Assign) and len(s.targets) == 1
+                   and isinstance(s.targets[0], ast.Name) and s.targets[0].id == param
+                   for s in statements):
+            return None
+        return param, statements, value
 
     def _reshape_to_devices(self, call: ast.Call, name: str):
         """(array, dims, dims written as one tuple) of a reshape whose leading dimension is

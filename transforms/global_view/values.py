@@ -34,6 +34,8 @@ DEVICES = {"jax.local_devices", "jax.devices"}
 REPLICATE = {"jax.device_put_replicated", "flax.jax_utils.replicate"}
 UNREPLICATE = {"flax.jax_utils.unreplicate"}
 SHARD = {"flax.training.common_utils.shard"}
+# flax's `jax.random.split(key, num=jax.local_device_count())`: one key per device
+SHARD_PRNG_KEY = "flax.training.common_utils.shard_prng_key"
 # numpy random draws fill their `size` in C order, so (n, b, ...) and (n * b, ...) draw the
 # same numbers: the merged batch is the same data.
 RNG_DRAWS = {"normal", "uniform", "standard_normal", "random", "integers", "randint", "rand"}
