@@ -15,6 +15,7 @@ from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
     BROADCAST_TO,
     CONSTANT_FILLS,
+    DEVICE_COUNT,
     SAME,
     SHARD_PRNG_KEY,
     STACKED_SPEC,
@@ -185,7 +186,9 @@ class ArgumentSpecsMixin:
         producer = self.producers.get(argument.id) if isinstance(argument, ast.Name) else argument
         if not isinstance(producer, ast.Call) or not any(
                 isinstance(n, ast.Name) and self.kinds.get(n.id, SAME).tag == "devcount"
-                for a in producer.args for n in ast.walk(a)):
+                or isinstance(n, ast.Call) and not n.args and self.qualified(n.func) in DEVICE_COUNT
+                for a in [*producer.args, *(k.value for k in producer.keywords)]
+                for n in ast.walk(a)):
             return None
         text = ast.unparse(producer)
         text = text if len(text) <= 60 else text[:57] + "..."

@@ -224,10 +224,25 @@ class DonatedValues:
                           "followed")
         donated = frozenset().union(*(passed[i] for i in donated_positions(site)
                                       if i < len(passed)))
-        for position, tokens in enumerate(passed):
+        arguments = [(position, argument, tokens)
+                     for position, (argument, tokens) in enumerate(zip(call.args, passed))]
+        # keyword arguments: never donated by pmap, but they may hold what another one donates
+        arguments += [(None, k.value, self._eval(k.value)) for k in call.keywords]
+        # The same variable (or a field of it) donated and passed again in one call: the same
+        # buffers twice, which pmap's copy allowed and jit refuses (`f(donate(a), a)`),
+        # whatever the analysis knows of where the value came from.
+        donated_roots = {_root_name(call.args[i]) for i in donated_positions(site)
+                         if i < len(call.args)} - {None}
+        for position, argument, tokens in arguments:
+            root = _root_name(argument)
+            if position not in donated_positions(site) and root in donated_roots:
+                raise Blocker(DONATED_COPY_READ, argument,
+                              f"`{short(argument)}` is `{root}` or part of it, which "
+                              f"{site.label} donates in the same call: pmap donated a copy, the "
+                              "migrated jit would be handed the donated buffers twice")
             if position not in donated_positions(site) and tokens & donated:
-                raise Blocker(DONATED_COPY_READ, call.args[position],
-                              f"`{short(call.args[position])}` may "
+                raise Blocker(DONATED_COPY_READ, argument,
+                              f"`{short(argument)}` may "
                               f"be donated by {site.label} in the same call, as another "
                               "argument: pmap donated a copy, the migrated jit the array itself")
         for token in donated:
@@ -335,3 +350,10 @@ def free_names(node) -> set[str]:
 def short(node) -> str:
     text = ast.unparse(node)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _root_name(node) -> str | None:
+    """`state` of `state`, `state.params` or `state["w"][0]`; None for anything else."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None

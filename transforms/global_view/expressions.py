@@ -9,6 +9,7 @@ import ast
 from transforms.codes.global_view import CALLERS_UNSEEN, CONSUMER_UNKNOWN
 from transforms.global_view.sites import Blocker, dotted
 from transforms.global_view.values import (
+    ARRAY_ATTRIBUTES,
     NUMBER,
     ROWS,
     SAME,
@@ -21,6 +22,15 @@ from transforms.global_view.values import (
 
 class ExpressionsMixin:
     """`CallerAnalysis`'s evaluation of expressions (dataflow.py holds the state it reads)."""
+
+    def _called(self, node) -> bool:
+        """`node` is the function of a call in this function (`state.replace(...)`: a method,
+        which the analysis does not follow, not a field)."""
+        funcs = self.__dict__.get("_call_funcs")
+        if funcs is None:
+            funcs = self._call_funcs = {id(n.func) for n in ast.walk(self.function)
+                                        if isinstance(n, ast.Call)}
+        return id(node) in funcs
 
     def _still_none(self, node) -> bool:
         """`node` names a followed helper's parameter that its call leaves None, read in a
@@ -60,9 +70,13 @@ class ExpressionsMixin:
             if node.attr == "shape" and isinstance(node.value, ast.Attribute) \
                     and _shard_data(node.value) is not None:
                 return self._shard_data(node.value, _shard_data(node.value), node)
-            if self.eval(node.value).changed:
+            kind = self.eval(node.value)
+            if kind.tag == "repl" and kind.axis == 0 and node.attr not in ARRAY_ATTRIBUTES \
+                    and not node.attr.startswith("_") and not self._called(node):
+                return kind  # a field of a replicated tree (`state.params`): replicated too
+            if kind.changed:
                 raise Blocker(CONSUMER_UNKNOWN, node,
-                              f"`.{node.attr}` of {describe(self.eval(node.value))}"
+                              f"`.{node.attr}` of {describe(kind)}"
                               " (its layout changes)")
             return SAME
         if isinstance(node, ast.BinOp):

@@ -287,12 +287,13 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                           f"`{ast.unparse(condition)}`, line {condition.lineno}): its collectives "
                           "would wait for the others; kept in the faithful style (multi-process)")
         if site.static or site.out_tree is not None or site.placement or any(
-                axis not in (0, None) for axis in site.in_axes):
+                axis not in (0, None) for axis in site.in_axes) or site.keyword_params:
             raise Blocker(UNAVAILABLE, site.node,
                           f"{site.label} uses pmap options the multi-process "
                           "global style does not handle yet (static_broadcasted_argnums, "
                           "out_axes or in_axes trees or axes other than 0, devices= / "
-                          "axis_size=): kept in the faithful style (multi-process)")
+                          "axis_size=, calls passing keywords): kept in the faithful style "
+                          "(multi-process)")
         kind = super().site_call(call, site)
         mode, specs = self.modes[site.key], self.specs[site.key]
         if getattr(site, "static", ()) or mode not in (REPLICATED_OUT, STACKED_OUT) or any(

@@ -153,7 +153,7 @@ def _spaced_step_defs(module: cst.Module, names: set[str],
     """Two blank lines before and after each step def written at module level, as PEP 8 asks:
     `a = jax.pmap(f)` and `b = jax.pmap(g)` on adjacent lines become two defs. Other code's
     spacing is the user's and stays as it is. `local`: the step defs written inside each
-    module-level function (sites with static arguments, built there)."""
+    module-level function (sites with static arguments or keyword calls, built there)."""
     def spaced(statement):
         lines = list(getattr(statement, "leading_lines", ()))
         blank = next((i for i, line in enumerate(lines) if line.comment is not None), len(lines))
@@ -177,8 +177,8 @@ def _spaced_step_defs(module: cst.Module, names: set[str],
 
 def _spaced_nested_defs(body: list, names: set[str]) -> list:
     """One blank line before and after each step def written in a function (pycodestyle's
-    E306): a site with static arguments becomes `@functools.partial(jax.jit, ...)` over a def
-    where its assignment stood."""
+    E306): a site with static arguments or keyword calls becomes
+    `@functools.partial(jax.jit, ...)` over a def where its assignment stood."""
     def spaced(statement):
         lines = list(getattr(statement, "leading_lines", ()))
         if not hasattr(statement, "leading_lines") or (lines and lines[0].comment is None):
@@ -238,7 +238,8 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
         findings = with_hoisting_noted(findings, global_sites, moved)
     local: dict[str, set[str]] = {}
     for site in global_sites:
-        if site.owner and site.static and not site.inline and (site.owner, site.name) not in moved:
+        if site.owner and (site.static or site.keyword_params) and not site.inline \
+                and (site.owner, site.name) not in moved:
             local.setdefault(site.owner, set()).add(site.name)
     new_module = _spaced_step_defs(new_module, {s.name for s in global_sites}, local)
     context = RuleContext()

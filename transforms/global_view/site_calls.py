@@ -62,15 +62,21 @@ class SiteCallsMixin:
 
     def _site_call(self, call: ast.Call, site: Site) -> Kind:
         self.site_calls[id(call)] = site
-        if call.keywords or any(isinstance(a, ast.Starred) for a in call.args) and (
-                self.depth or site.factory or id(call.func) in self.inline):
+        keywords = self._keyword_arguments(call, site)
+        if call.keywords and keywords is None or any(
+                isinstance(a, ast.Starred) for a in call.args) and (
+                self.depth or site.factory or id(call.func) in self.inline or keywords):
             raise Blocker(CALLERS_UNSEEN, call,
                           f"{site.label} called with keywords or *args (pmap "
                           "maps keyword arguments on axis 0; one in_specs tuple describes "
                           "positional calls only)")
         starred = any(isinstance(a, ast.Starred) for a in call.args)
+        if keywords and len(call.args) != len(site.params) - len(keywords):
+            raise Blocker(CALLERS_UNSEEN, call, f"{site.label} called with {len(call.args)} "
+                          "positional arguments before its keywords, where its other calls' "
+                          f"keywords start after {len(site.params) - len(keywords)}")
         if not starred:
-            self._parameter_count(call, site, len(call.args))
+            self._parameter_count(call, site, len(call.args) + len(keywords or ()))
         self._placement(site)
         if any(type(a) is int and a >= 1 for i, a in enumerate(site.in_axes)
                if i not in site.static) and not (self.module.can_stack_results(site)
@@ -82,8 +88,9 @@ class SiteCallsMixin:
         if starred:  # `*xs`: its elements, each a parameter (lowering.py)
             arguments = self.positional(call, site)
             self._parameter_count(call, site, len(arguments))
-        else:  # read one by one, each before the next is evaluated
-            arguments = ((argument, None, index) for index, argument in enumerate(call.args))
+        else:  # read one by one, each before the next is evaluated (keywords last, in order)
+            arguments = ((argument, None, index) for index, argument in enumerate(
+                [*call.args, *(keywords or ())]))
         specs, replicated, ranks, scalars = [], set(), {}, False
         seen = self.expansions[id(call)] = []
         for position, ((argument, kind, index), axis) in enumerate(zip(arguments, site.in_axes)):
@@ -302,13 +309,23 @@ class SiteCallsMixin:
             return Kind("fields", fields=tuple((f"[{i}]", leaf) for i in range(len(value.elts))))
         return leaf
 
+    def _keyword_arguments(self, call: ast.Call, site: Site) -> list | None:
+        """The values of a call's keywords in the order of the site's `keyword_params`, when
+        they are exactly those (pmap maps each on axis 0); None when the call passes others."""
+        given = {k.arg: k.value for k in call.keywords}
+        if sorted(given) != sorted(site.keyword_params) or None in given:
+            return None
+        return [given[name] for name in site.keyword_params]
+
     def _read_when_built(self, site: Site) -> None:
-        """A site with static arguments becomes a jitted def where it was built, and its body
-        reads the partial's arguments at each trace, not once when pmap's partial was made:
+        """A site with static arguments or keyword calls becomes a jitted def where it was
+        built, and its body reads the partial's arguments at each trace, not once when pmap's
+        partial was made:
         each name they read must be bound at most once in this function, so that both reads
         see the same value (`scale = 5.0` after the site would change the migrated step)."""
         function = site.function_node
-        if not (site.static and site.owner and isinstance(function, ast.Call)):
+        if not ((site.static or site.keyword_params) and site.owner
+                and isinstance(function, ast.Call)):
             return
         stores = {}
         for node in ast.walk(self.function):
@@ -321,7 +338,8 @@ class SiteCallsMixin:
                 raise Blocker(OPTIONS, node, f"`{node.id}`, which {site.label}'s "
                               "functools.partial reads when it is built, is bound again in "
                               f"`{self.function.name}`: the jitted def a site with static "
-                              "arguments becomes would read it at each trace instead")
+                              "arguments or keyword calls becomes would read it at each trace "
+                              "instead")
 
 
 def vmapped_lambda(site: Site, specs) -> bool:

@@ -191,7 +191,8 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
                                   "pmap assigned to a name bound more than once")
                 site = assigned_site(target.id, pmapped, node, imported, functions,
                                      constants, owner=function.name,
-                                     arity=_call_arity(function, target.id))
+                                     arity=_call_arity(function, target.id),
+                                     call_keywords=_call_keywords(function, target.id))
                 site.replaced = node.value if node.value is not pmapped else None
                 site.rebinds = rebound.get(target.id)  # a def rebound to it (read only by it)
                 sites.append(site)
@@ -324,6 +325,20 @@ def _is_pmap_decorator(decorator, imported) -> bool:
         return dotted(decorator.func, imported) == PARTIAL and pmap_call_options(
             decorator, imported) is not None
     return dotted(decorator, imported) == PMAP
+
+
+def _call_keywords(function: ast.FunctionDef, name: str) -> tuple[str, ...]:
+    """The keyword names every call `name(...)` in `function` passes, when every use is such a
+    call and all pass the same ones (no `**`); () otherwise."""
+    calls = {id(n.func): n for n in ast.walk(function) if isinstance(n, ast.Call)}
+    found = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load):
+            call = calls.get(id(node))
+            if call is None or any(k.arg is None for k in call.keywords):
+                return ()
+            found.add(tuple(sorted(k.arg for k in call.keywords)))
+    return found.pop() if len(found) == 1 else ()
 
 
 def _call_arity(function: ast.FunctionDef, name: str) -> int | None:

@@ -122,7 +122,8 @@ def _site_edits(site: Site, options: list[str], module: ModuleInfo, body_edits: 
     if site.decorated:
         return {**body_edits, **_decorated_def_edits(site, options, module)}
     at_module_level = site.owner is None and not site.holder and not site.factory
-    built = module.span(site.statement if site.static or at_module_level else site.built)
+    built = module.span(site.statement if site.static or at_module_level or site.keyword_params
+                        else site.built)
     inside = {k: v for k, v in body_edits.items() if within(k, built)}
     outside = {k: v for k, v in body_edits.items() if k not in inside}
     if site.rebinds is not None and at_module_level:  # `step = jax.pmap(step)`: `_step`
@@ -131,7 +132,7 @@ def _site_edits(site: Site, options: list[str], module: ModuleInfo, body_edits: 
         name_at = module.span(site.rebinds)[0] + re.match(r"def\s+", header).end()
         return {**outside, (name_at, name_at + len(site.name)): private,
                 built: _step_def(site, options, module, inside, private)}
-    if site.static or at_module_level:
+    if site.static or at_module_level or site.keyword_params:
         return {**outside, built: _step_def(site, options, module, inside)}
     return {**outside, built: _site_text(site, options, module, inside)}
 
@@ -254,6 +255,8 @@ def _step_def(site: Site, options: list[str], module: ModuleInfo, inner_edits: d
         inner = f"lambda {mapped}: {private}({params})" if site.static else private
     elif isinstance(site.function_node, ast.Lambda) and site.static:
         inner = f"lambda {mapped}: {module.render(*module.span(site.body.body), inner_edits)}"
+    elif site.keyword_params:
+        inner = f"lambda {mapped}: {_partial_called(site, module, inner_edits)}"
     else:
         function = module.render(*module.span(site.function_node), inner_edits)
         simple = isinstance(site.function_node, (ast.Name, ast.Lambda, ast.Attribute))
@@ -270,6 +273,20 @@ def _step_def(site: Site, options: list[str], module: ModuleInfo, inner_edits: d
     indent = line[:len(line) - len(line.lstrip())]
     return step_def(site.name, params, inner, options, mapped, module.jax, module.partial,
                     jit_options, indent, module.indent_unit)
+
+
+def _partial_called(site: Site, module: ModuleInfo, inner_edits: dict) -> str:
+    """`f(*leading, *positional, k=v, ..., kw=kw, ...)`: `functools.partial(f, *leading,
+    k=v)` called as its calls call it, the parameters they pass by keyword passed so again
+    (shard_map hands its function positional arguments only)."""
+    partial = site.function_node
+    def text(node):
+        return module.render(*module.span(node), inner_edits)
+    positional = site.params[:len(site.params) - len(site.keyword_params)]
+    arguments = [*(text(a) for a in partial.args[1:]), *positional,
+                 *(f"{k.arg}={text(k.value)}" for k in partial.keywords),
+                 *(f"{k}={k}" for k in site.keyword_params)]
+    return f"{text(partial.args[0])}({', '.join(arguments)})"
 
 
 def within(span, outer) -> bool:

@@ -81,12 +81,13 @@ def _class_constants(cls: ast.ClassDef, tree: ast.Module) -> dict[str, str]:
 
 
 def assigned_site(name, call, statement, imported, functions, constants, owner=None,
-                  arity: int | None = None) -> Site:
+                  arity: int | None = None, call_keywords: tuple[str, ...] = ()) -> Site:
     """The site of `name = jax.pmap(f, ...)` (module-level, local, inline or a factory's): `f`
     is a lambda, a module-level def, or functools.partial of one with keywords. `arity`: the
     number of positional arguments every call passes (an inline site, or a local name only
     called); with it, any other function `f` (its body not read) of a pmap without options
-    gets the stand-in body of `opaque_lambda`."""
+    gets the stand-in body of `opaque_lambda`. `call_keywords`: the keyword names every call
+    passes (a partial's parameters after its bound ones)."""
     function, positional, keywords = pmap_call_options(call, imported)
     bound, opaque = [], False
     if isinstance(function, ast.Lambda):
@@ -114,13 +115,16 @@ def assigned_site(name, call, statement, imported, functions, constants, owner=N
     else:
         raise Blocker(OPTIONS, call, "the mapped function is not a lambda, a module-level def "
                       "or functools.partial of one with keywords")
-    site = make_site(name, call, statement, body, positional, keywords, False, constants, bound)
-    if site.static and bound and any(isinstance(v, ast.Attribute) for v in [
-            *function.args[1:], *(k.value for k in function.keywords)]):
-        # With static arguments the site becomes a jitted def, whose body would read the
-        # attribute at each trace rather than once where pmap's site was built.
-        raise Blocker(OPTIONS, call, "static_broadcasted_argnums with a functools.partial "
-                      "keyword read from an attribute")
+    site = make_site(name, call, statement, body, positional, keywords, False, constants, bound,
+                     call_keywords if bound else ())
+    if (site.static or site.keyword_params) and bound and any(
+            isinstance(v, ast.Attribute) for v in [*function.args[1:],
+                                                   *(k.value for k in function.keywords)]):
+        # With static arguments or keyword calls the site becomes a jitted def, whose body
+        # would read the attribute at each trace rather than once where pmap's site was built.
+        what = "static_broadcasted_argnums" if site.static else "calls passing keywords"
+        raise Blocker(OPTIONS, call, f"{what} with a functools.partial argument read from an "
+                      "attribute")
     site.owner, site.function_node = owner, function
     site.opaque = opaque
     return site
@@ -151,7 +155,7 @@ def opaque_lambda(function: ast.AST, arity: int) -> ast.Lambda:
 
 
 def make_site(name, node, statement, body, positional, keywords, decorated, constants,
-              bound=()) -> Site:
+              bound=(), call_keywords=()) -> Site:
     """A `Site` from pmap's options over the mapped function `body`; an option the global
     style cannot take raises a PM602 `Blocker` that names it."""
     options = {k.arg: k.value for k in keywords}
@@ -201,27 +205,34 @@ def make_site(name, node, statement, body, positional, keywords, decorated, cons
     # Defaults are fine: every call must pass every parameter (checked at the calls), so the
     # defaults are never used.
     params = [a.arg for a in args.args]
+    by_keyword: list[str] = []
     if bound:
-        params = _unbound_params(params, bound, args, node)
-    in_axes = _in_axes(options.get("in_axes"), len(params), node, body)
+        params, by_keyword = _unbound_params(params, bound, args, node, call_keywords)
+    in_axes = _in_axes(options.get("in_axes"), len(params), node, body) + (0,) * len(by_keyword)
+    if by_keyword and options.get("static_broadcasted_argnums") is not None:
+        raise Blocker(OPTIONS, node, "static_broadcasted_argnums on a pmap called with keywords")
     donate = options.get("donate_argnums")
     if donate is not None and literal_argnums(donate) is None:
         raise Blocker(OPTIONS, node, "donate_argnums is not a literal int or tuple of ints")
     static = _static_argnums(options.get("static_broadcasted_argnums"), len(params), node)
-    return Site(name, node, statement, body, params, axis_name, in_axes,
+    return Site(name, node, statement, body, params + by_keyword, axis_name, in_axes,
                 ast.unparse(donate) if donate is not None else None, decorated,
                 out_none=isinstance(out_axes, ast.Constant) and out_axes.value is None,
                 static=static, out_tree=out_tree,
-                placement={k: options[k] for k in ("devices", "axis_size") if k in options})
+                placement={k: options[k] for k in ("devices", "axis_size") if k in options},
+                keyword_params=tuple(by_keyword))
 
 
-def _unbound_params(params: list[str], bound: list[str], args: ast.arguments, where) -> list[str]:
-    """The parameters a call of `functools.partial(f, *leading, k=...)` fills by position:
-    those after the leading ones and before the first bound keyword. A call passing more
-    positionally would fill a bound parameter twice (a TypeError in the original), so each
-    parameter after the first bound keyword is bound or keeps its default (flax's
-    `partial(train_step, config=..., learning_rate_fn=...)` over
-    `train_step(state, batch, config, learning_rate_fn, label_smoothing=0.0)`)."""
+def _unbound_params(params: list[str], bound: list[str], args: ast.arguments, where,
+                    call_keywords=()) -> tuple[list[str], list[str]]:
+    """(the parameters a call of `functools.partial(f, *leading, k=...)` fills by position,
+    those its calls pass by keyword). By position: those after the leading ones and before the
+    first bound keyword; a call passing more would fill a bound parameter twice (a TypeError
+    in the original). Each parameter after the first bound keyword is bound, keeps its
+    default, or is in `call_keywords`, the names every call passes (flax's
+    `partial(train_step, config=..., learning_rate_fn=...)` over `train_step(state, batch,
+    config, learning_rate_fn, label_smoothing=0.0, dropout_rng=None)`, called with
+    `dropout_rng=rngs`)."""
     if len(set(bound)) != len(bound) or any(b not in params for b in bound):
         raise Blocker(OPTIONS, where, "functools.partial binds a parameter twice, or a keyword "
                       "that is not a parameter of the mapped function")
@@ -229,13 +240,17 @@ def _unbound_params(params: list[str], bound: list[str], args: ast.arguments, wh
     free = [p for p in params if p not in bound]
     first = min((params.index(b) for b in bound if params.index(b) >= params.index(free[0])),
                 default=len(params)) if free else len(params)
-    unpassed = [p for p in params[first:] if p not in bound and p not in defaulted]
+    after = [p for p in params[first:] if p not in bound]
+    stray = [k for k in call_keywords if k not in after]
+    if stray:
+        raise Blocker(OPTIONS, where, f"calls pass `{stray[0]}` by keyword, which is not a "
+                      "parameter after the functools.partial's bound ones")
+    unpassed = [p for p in after if p not in defaulted and p not in call_keywords]
     if unpassed:
         raise Blocker(OPTIONS, where, f"functools.partial binds parameters before "
-                      f"`{unpassed[0]}`, which has no default, so calls pass it by keyword "
-                      "(pmap maps keyword arguments on axis 0; one in_specs tuple describes "
-                      "positional calls only)")
-    return [p for p in params[:first] if p not in bound]
+                      f"`{unpassed[0]}`, which has no default, and not every call passes it by "
+                      "keyword")
+    return [p for p in params[:first] if p not in bound], [p for p in after if p in call_keywords]
 
 
 def _static_argnums(node, count: int, where) -> tuple[int, ...]:

@@ -68,6 +68,10 @@ class Site:
     # the site; at module level renamed `_step` under the jitted wrapper `def step(...)`, as a
     # decorated def's body is
     rebinds: ast.FunctionDef | None = None
+    # `functools.partial(f, k=...)` parameters after the bound ones that every call passes by
+    # keyword (flax's `p_train_step(state, batch, dropout_rng=rngs)`): the last entries of
+    # `params`, in f's order, each mapped on axis 0 as pmap maps keyword arguments
+    keyword_params: tuple[str, ...] = ()
 
     @property
     def called_params(self) -> list[str]:

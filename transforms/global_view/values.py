@@ -77,6 +77,25 @@ def least_rank(kind: Kind) -> int:
     return kind.rank if kind.rank is not None else kind.least
 
 
+# The public attributes of a numpy / jax array (numpy 2's ndarray and generic, jax.Array and
+# its concrete ArrayImpl). Any other attribute of a replicated value is a field of the tree it
+# is (`state.params` of flax's replicated TrainState): replicated too.
+ARRAY_ATTRIBUTES = frozenset({
+    "T", "addressable_data", "addressable_shards", "all", "any", "argmax", "argmin",
+    "argpartition", "argsort", "astype", "at", "aval", "base", "block_until_ready", "byteswap",
+    "choose", "clip", "committed", "compress", "conj", "conjugate", "copy", "copy_to_host_async",
+    "ctypes", "cumprod", "cumsum", "data", "delete", "device", "device_buffer", "device_buffers",
+    "devices", "diagonal", "dot", "dtype", "dump", "dumps", "fill", "flags", "flat", "flatten",
+    "format", "getfield", "global_shards", "imag", "is_deleted", "is_fully_addressable",
+    "is_fully_replicated", "item", "itemsize", "mT", "max", "mean", "min", "nbytes", "ndim",
+    "nonzero", "on_device_size_in_bytes", "partition", "prod", "ptp", "put", "ravel", "real",
+    "repeat", "reshape", "resize", "round", "searchsorted", "setfield", "setflags", "shape",
+    "sharding", "size", "sort", "squeeze", "std", "strides", "sum", "swapaxes", "take",
+    "to_device", "tobytes", "tofile", "tolist", "trace", "transpose", "traceback",
+    "unsafe_buffer_pointer", "var", "view", "weak_type",
+})
+
+
 SAME = Kind("same")
 NUMBER = Kind("same", rank=0)  # a plain scalar: a number literal, `jax.process_index()`
 # Calls that give a Python int, the same kind of value in the original and the migration.
