@@ -13,6 +13,7 @@ from transforms.global_view.sites import Blocker
 from transforms.global_view.values import (
     AS_ARRAY,
     CONSTANT_FILLS,
+    GET_METRICS,
     REDUCTIONS,
     SAME,
     SHAPED_LIKE,
@@ -39,6 +40,8 @@ class ConsumersMixin:
         if name in TREE_MAP and len(call.args) == 2 and isinstance(call.args[0], ast.Lambda) \
                 and is_row_zero_lambda(call.args[0]):
             return self._row_zero(call, call.args[1])
+        if name == GET_METRICS and len(call.args) == 1 and not call.keywords:
+            return self._metrics_stacked(call)
         if name in TREE_MAP and len(call.args) == 2 and not call.keywords \
                 and isinstance(call.args[0], ast.Lambda):
             per_leaf = self._tree_map_lambda(call.args[0], call.args[1])
@@ -128,6 +131,22 @@ class ConsumersMixin:
                                   "a per-device batch")
                 return self._trailing_reduction(call, kind, axis)
         return None
+
+    def _metrics_stacked(self, call: ast.Call) -> Kind | None:
+        """flax's `common_utils.get_metrics(metrics)` of a list of a step's replicated metrics:
+        it read device 0's copy of each and stacked them on the host. The migrated metrics are
+        that copy, so the call is `common_utils.stack_forest(jax.device_get(metrics))`. A list
+        kept in pmap's layout is read as before."""
+        kind = self.eval(call.args[0])
+        if not kind.changed:
+            return SAME
+        if kind.tag != "list" or kind.element is None or kind.element.tag != "repl" \
+                or kind.element.axis != 0 or not isinstance(call.func, ast.Attribute):
+            return None  # the generic call refuses it, naming what it holds
+        module = self.render(call.func.value)
+        self._edit(call, f"{module}.stack_forest({self.module.jax}.device_get("
+                         f"{self.render(call.args[0])}))")
+        return SAME
 
     def _trailing_reduction(self, call: ast.Call, kind: Kind, axis) -> Kind:
         """A reduction of a per-device batch over a trailing axis (`axis=-k`, k at most its

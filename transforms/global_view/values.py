@@ -34,6 +34,9 @@ DEVICES = {"jax.local_devices", "jax.devices"}
 REPLICATE = {"jax.device_put_replicated", "flax.jax_utils.replicate"}
 UNREPLICATE = {"flax.jax_utils.unreplicate"}
 SHARD = {"flax.training.common_utils.shard"}
+# flax's `stack_forest(device_get(tree_map(lambda x: x[0], xs)))`: device 0's copy of each
+# replicated metric of a list, stacked on the host
+GET_METRICS = "flax.training.common_utils.get_metrics"
 # flax's `jax.random.split(key, num=jax.local_device_count())`: one key per device
 SHARD_PRNG_KEY = "flax.training.common_utils.shard_prng_key"
 # numpy random draws fill their `size` in C order, so (n, b, ...) and (n * b, ...) draw the

@@ -18,7 +18,7 @@ def _mesh(axis_name):
 
 def _train_step(params, batch, dropout_rng):
     dropout_rng = jax.tree.map(lambda y: jnp.squeeze(y, 0), dropout_rng)
-    keep = jax.random.bernoulli(dropout_rng, 0.9, batch.shape)
+    keep = jax.random.bernoulli(dropout_rng, 0.9, batch.shape[:1])
     loss = jnp.mean(jnp.where(keep, batch @ params, 0.0) ** 2)
     grads = jax.lax.pmean(jax.grad(lambda p: jnp.mean((batch @ p) ** 2))(params), "batch")
     return params - 0.1 * grads, jax.lax.pmean(loss, "batch")

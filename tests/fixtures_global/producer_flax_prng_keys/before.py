@@ -10,7 +10,7 @@ from flax.training import common_utils
 
 @functools.partial(jax.pmap, axis_name="batch")
 def train_step(params, batch, dropout_rng):
-    keep = jax.random.bernoulli(dropout_rng, 0.9, batch.shape)
+    keep = jax.random.bernoulli(dropout_rng, 0.9, batch.shape[:1])
     loss = jnp.mean(jnp.where(keep, batch @ params, 0.0) ** 2)
     grads = jax.lax.pmean(jax.grad(lambda p: jnp.mean((batch @ p) ** 2))(params), "batch")
     return params - 0.1 * grads, jax.lax.pmean(loss, "batch")
