@@ -34,9 +34,10 @@ REPORTED = {
     "flax.jax_utils.prefetch_to_device": (
         "PM402",
         "flax.jax_utils.prefetch_to_device calls jax.device_put_sharded (removed in JAX 0.10) "
-        "in flax releases written for JAX < 0.10: put each batch yourself with jax.device_put(x, "
-        "NamedSharding(Mesh(np.array(devices), ('batch',)), PartitionSpec('batch'))) per leaf, "
-        "or use a flax release that no longer calls it",
+        "in flax releases before 0.12.7: use flax >= 0.12.7, whose prefetch_to_device splits "
+        "each leaf's leading axis over the devices with a NamedSharding, or put each batch "
+        "yourself with jax.device_put(x, NamedSharding(Mesh(np.array(devices), ('batch',)), "
+        "PartitionSpec('batch'))) per leaf",
     ),
     "flax.training.common_utils.shard": (
         "PM403",

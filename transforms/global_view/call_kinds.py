@@ -7,6 +7,7 @@ holds the state it reads); the other expressions are expressions.py."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 from transforms.codes.global_view import CALLERS_UNSEEN, CONSUMER_UNKNOWN
 from transforms.global_view.sites import PMAP, Blocker
@@ -14,6 +15,7 @@ from transforms.global_view.values import (
     DEVICE_COUNT,
     DEVICES,
     NUMBER,
+    PREFETCH_TO_DEVICE,
     PROCESS_NUMBERS,
     REPLICATE,
     ROWS,
@@ -76,6 +78,9 @@ class CallKindsMixin:
                 and len(call.args) == 1 and not call.keywords \
                 and self.eval(call.args[0]).tag == "devices":
             return Kind("devices")  # `list(jax.devices())`: the same devices, in their order
+        iterated = self._iterator_call(call, name)
+        if iterated is not None:
+            return iterated
         produced = self.producer(call, name)
         if produced is not None:
             self.produced[id(call)] = name
@@ -123,6 +128,76 @@ class CallKindsMixin:
         # rows, its results have the device count as leading axis too.
         return ROWS if rows and self._contract_pmap(func) else SAME
 
+    def _builtin(self, func, name: str, builtin: str) -> bool:
+        """`func` is the builtin `builtin`, by its qualified or its own unshadowed name."""
+        return name == f"builtins.{builtin}" or (
+            isinstance(func, ast.Name) and func.id == builtin
+            and builtin not in self.module.table.bound_otherwise)
+
+    def _iterator_call(self, call: ast.Call, name: str) -> Kind | None:
+        """What `zip`, `enumerate` and `map` over iterators of per-device values hand out, and
+        flax's prefetch_to_device of an iterator of batches: an iterator whose elements have a
+        known kind (the loop `for step, batch in zip(range(k), train_iter)` binds batch to
+        them). None for any other call, or when nothing per-device is iterated."""
+        func = call.func
+        if call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
+            return None
+        if self._builtin(func, name, "zip") and call.args:
+            elements = [self._element_of(a) for a in call.args]
+        elif self._builtin(func, name, "enumerate") and len(call.args) == 1:
+            elements = [NUMBER, self._element_of(call.args[0])]
+        elif self._builtin(func, name, "map") and len(call.args) == 2:
+            element = self._element_of(call.args[1])
+            mapped = self._mapped(call, call.args[0], element)
+            return Kind("iterator", element=mapped) if mapped.changed else None
+        elif name == PREFETCH_TO_DEVICE and len(call.args) == 2 and self.batches_placed:
+            element = self._element_of(call.args[0])
+            self._need_same(call.args[1])
+            if element.tag == "merged" and element.axis == 0:
+                # each leaf split on its leading axis over the local devices: the batch placed
+                return Kind("iterator", element=dataclasses.replace(element, placed=True))
+            if element.changed:
+                raise Blocker(CONSUMER_UNKNOWN, call.args[0], f"{describe(element)} prefetched "
+                              "to the devices, which the global style does not follow")
+            return None
+        else:
+            return None
+        if not any(e.changed for e in elements):
+            return None
+        return Kind("iterator", element=Kind("fields", fields=tuple(
+            (f"[{i}]", e) for i, e in enumerate(elements))))
+
+    def _element_of(self, iterable) -> Kind:
+        """The kind of each element of `iterable`: SAME for a plain one."""
+        kind = self.eval(iterable)
+        if not kind.changed:
+            return SAME
+        element = self.element(kind)
+        if element is None:
+            raise Blocker(CONSUMER_UNKNOWN, iterable, f"{describe(kind)} iterated in a way the "
+                          "global style does not follow")
+        return element
+
+    def _mapped(self, call: ast.Call, function, element: Kind) -> Kind:
+        """The kind `map(function, xs)` gives each element: `function` a module function (a
+        program's own `prepare_tf_data`, followed as a helper given one element) or flax's
+        shard; SAME where it is given and makes nothing per-device."""
+        name = self.qualified(function)
+        if name in SHARD:
+            if element.changed:
+                raise Blocker(CONSUMER_UNKNOWN, call, f"{describe(element)} passed to "
+                              f"`{ast.unparse(function)}`")
+            # Each element stays the whole host batch: the iterator of the batches themselves
+            self._edit(call, f"iter({self.render(call.args[1])})")
+            return Kind("merged", least=2)
+        if isinstance(function, ast.Name) and function.id in self.module.functions and (
+                element.changed or self._produces(function.id)):
+            return self._helper_call(call, self.module.functions[function.id], [element])
+        if element.changed:
+            raise Blocker(CONSUMER_UNKNOWN, call, f"{describe(element)} passed to "
+                          f"`{ast.unparse(function)}`, which the global style does not follow")
+        return SAME
+
     def _contract_pmap(self, func) -> bool:
         """`func` is a pmap left to pmap's contract with in_axes and out_axes 0: a blocked site
         called by name, or `jax.pmap(f)` / `jax.pmap(f, axis_name)` called on the spot."""
@@ -135,12 +210,16 @@ class CallKindsMixin:
         return isinstance(func, ast.Call) and self.qualified(func.func) == PMAP \
             and len(func.args) <= 2 and all(k.arg == "axis_name" for k in func.keywords)
 
-    def _helper_call(self, call: ast.Call, helper: ast.FunctionDef) -> Kind:
+    def _helper_call(self, call: ast.Call, helper: ast.FunctionDef,
+                     given: list[Kind] | None = None) -> Kind:
         """A module function given the device count or stacks (`x, y = make_data(n)`): it is
         followed with those parameter kinds, and its own edits join this function's, when
-        nothing else in the module calls it."""
+        nothing else in the module calls it. `given`: the kinds of its positional arguments,
+        where `call` does not pass them itself (`map(prepare, batches)` calls it on each
+        element)."""
         name = helper.name
         arguments = helper.args
+        passed = len(call.args) if given is None else len(given)
         # Used elsewhere too: followed only if it needs no edit, so that it stays the same
         # function for every other use (`def device_order(): return jax.local_devices()`).
         shared = self.module.loads.get(name, 0) != self._calls_here(name)
@@ -150,7 +229,8 @@ class CallKindsMixin:
                                 "elsewhere too, with keywords, or calling pmap sites itself)")
         if (call.keywords or self.depth >= 2
                 or arguments.vararg or arguments.kwarg or arguments.kwonlyargs
-                or arguments.posonlyargs or len(call.args) > len(arguments.args)
+                or arguments.posonlyargs or passed > len(arguments.args)
+                or given is not None and passed < len(arguments.args) - len(arguments.defaults)
                 or any(isinstance(a, ast.Starred) for a in call.args)
                 or helper.decorator_list or name in self.module.callers
                 or helper is self.function):
@@ -165,7 +245,8 @@ class CallKindsMixin:
                               f"`{name}` is a generator given the device count or "
                               "per-device values, and this yield is not a `yield value` "
                               "statement, so what it hands out is not followed")
-        parameters = {a.arg: self.eval(value) for a, value in zip(arguments.args, call.args)}
+        parameters = {a.arg: self.eval(value) for a, value in zip(arguments.args, call.args)} \
+            if given is None else dict(zip((a.arg for a in arguments.args), given))
         if not shared:
             calls = self.helper_parameters.setdefault(name, {})
             calls[id(call)] = parameters  # a loop's later pass replaces its own call's kinds
@@ -235,19 +316,29 @@ class CallKindsMixin:
                                                for n in names if n.id in given})
 
     def _calls_here(self, name: str) -> int:
-        """How many times this function calls `name` (by name): a helper it follows must have
-        no other use in the module, since the helper is rewritten for this function."""
-        return sum(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name
-                   for n in ast.walk(self.function))
+        """How many times this function calls `name` (by name, or as `map(name, xs)`): a
+        helper it follows must have no other use in the module, since the helper is rewritten
+        for this function."""
+        return sum(isinstance(n, ast.Call) and (
+            isinstance(n.func, ast.Name) and n.func.id == name
+            or isinstance(n.func, ast.Name) and n.func.id == "map" and len(n.args) == 2
+            and isinstance(n.args[0], ast.Name) and n.args[0].id == name)
+            for n in ast.walk(self.function))
 
-    def _produces(self, name: str) -> bool:
+    def _produces(self, name: str, seen: frozenset = frozenset()) -> bool:
         """A module function that builds per-device values itself (a program's own
         `replicate(tree)` over device_put_replicated, a `shard(x)` reshaping to the device
-        count): followed like a helper given the device count."""
+        count), or reads one that does (`create_input_iter` mapping `prepare_tf_data` over a
+        dataset): followed like a helper given the device count."""
         nodes = list(ast.walk(self.module.functions[name]))
+        if any(isinstance(n, (ast.Name, ast.Attribute)) and self.qualified(n) == PMAP
+               for n in nodes):
+            return False
         return any(isinstance(n, ast.Call) and self.qualified(n.func) in _PRODUCING
-                   for n in nodes) and not any(
-            isinstance(n, (ast.Name, ast.Attribute)) and self.qualified(n) == PMAP for n in nodes)
+                   for n in nodes) or any(
+            isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id != name
+            and n.id in self.module.functions and n.id not in seen
+            and self._produces(n.id, seen | {name}) for n in nodes)
 
     def run_helper(self) -> None:
         self._block(self.function.body)

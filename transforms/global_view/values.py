@@ -34,6 +34,9 @@ DEVICES = {"jax.local_devices", "jax.devices"}
 REPLICATE = {"jax.device_put_replicated", "flax.jax_utils.replicate"}
 UNREPLICATE = {"flax.jax_utils.unreplicate"}
 SHARD = {"flax.training.common_utils.shard"}
+# flax's prefetch_to_device: since flax made it jax 0.10's (device_put_sharded is gone), each
+# leaf goes to `NamedSharding(Mesh(devices, (name,)), P(name))`, split on its leading axis
+PREFETCH_TO_DEVICE = "flax.jax_utils.prefetch_to_device"
 # flax's `stack_forest(device_get(tree_map(lambda x: x[0], xs)))`: device 0's copy of each
 # replicated metric of a list, stacked on the host
 GET_METRICS = "flax.training.common_utils.get_metrics"
