@@ -167,6 +167,8 @@ PER_DEVICE_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_per_device_
 AXES_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_axes"  # two meshes, two axis names
 # Host values made global once, where they are bound (placement_bindings.py).
 CONVERT_ONCE_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_convert_once"
+# A partial step called with per-device keys by keyword (each process's own rows).
+KEYWORD_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_keyword_calls"
 # The second axis's mesh over this process's devices only: its collectives stop at the host.
 AXES_LOCAL_MESH = ("return jax.make_mesh((jax.device_count(),), (axis_name,)",
                    "return jax.make_mesh((jax.device_count() if axis_name != 'eval' else "
@@ -212,7 +214,9 @@ def global_trees(tmp_path_factory):
                "axes_local_mesh": ((AXES_CASE / "before.py").read_bytes(),
                                    planted((AXES_CASE / "after.py").read_bytes(), AXES_LOCAL_MESH)),
                "convert_once_honest": ((CONVERT_ONCE_CASE / "before.py").read_bytes(),
-                                       (CONVERT_ONCE_CASE / "after.py").read_bytes())}
+                                       (CONVERT_ONCE_CASE / "after.py").read_bytes()),
+               "keyword_calls_honest": ((KEYWORD_CASE / "before.py").read_bytes(),
+                                        (KEYWORD_CASE / "after.py").read_bytes())}
     for name, (original, migrated) in modules.items():
         (root / "orig" / f"{name}.py").write_bytes(original)
         (root / "migrated" / f"{name}.py").write_bytes(migrated)
@@ -247,8 +251,9 @@ def test_global_style_faults_show_only_with_two_processes(global_trees):
 
 def test_global_style_meshes_of_two_axis_names_at_two_processes(global_trees):
     """Each process's rows made global on the mesh of the site taking them; both meshes span
-    every process's devices. A second mesh over one process's devices is caught."""
-    names = ["axes_honest", "axes_local_mesh", "convert_once_honest"]
+    every process's devices. A second mesh over one process's devices is caught. (With them:
+    values converted once where bound, and a keyword argument made global at its call.)"""
+    names = ["axes_honest", "axes_local_mesh", "convert_once_honest", "keyword_calls_honest"]
     two, results, _ = check(global_trees, names, processes=2, devices=8, timeout=120,
                             extra=["--style=global"])
     assert two.returncode == 1, two.stdout[-3000:]
@@ -256,5 +261,6 @@ def test_global_style_meshes_of_two_axis_names_at_two_processes(global_trees):
         assert results[("axes_honest", process)]["verdict"] == "equivalent", results
         # (and a value placed once where it is bound, each batch once per iteration)
         assert results[("convert_once_honest", process)]["verdict"] == "equivalent", results
+        assert results[("keyword_calls_honest", process)]["verdict"] == "equivalent", results
         assert results[("axes_local_mesh", process)]["verdict"] != "equivalent", results
     assert alive_under(global_trees) == []

@@ -287,13 +287,12 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                           f"`{ast.unparse(condition)}`, line {condition.lineno}): its collectives "
                           "would wait for the others; kept in the faithful style (multi-process)")
         if site.static or site.out_tree is not None or site.placement or any(
-                axis not in (0, None) for axis in site.in_axes) or site.keyword_params:
+                axis not in (0, None) for axis in site.in_axes):
             raise Blocker(UNAVAILABLE, site.node,
                           f"{site.label} uses pmap options the multi-process "
                           "global style does not handle yet (static_broadcasted_argnums, "
                           "out_axes or in_axes trees or axes other than 0, devices= / "
-                          "axis_size=, calls passing keywords): kept in the faithful style "
-                          "(multi-process)")
+                          "axis_size=): kept in the faithful style (multi-process)")
         kind = super().site_call(call, site)
         mode, specs = self.modes[site.key], self.specs[site.key]
         if getattr(site, "static", ()) or mode not in (REPLICATED_OUT, STACKED_OUT) or any(
@@ -304,9 +303,10 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                           "than 0 or results of mixed layouts: not handled in multi-process "
                           "modules yet, kept in the faithful style (multi-process)")
         jax = self.module.jax
-        arguments = []
+        arguments, keywords = [], {}
         donated = donated_positions(site)
-        for argument, spec, axis, kinds, starred, filled in self._argument_groups(call, site):
+        for argument, spec, axis, kinds, starred, filled, keyword in self._argument_groups(
+                call, site):
             text = self.render(argument)
             conversion = None
             if spec == "P()":
@@ -331,7 +331,12 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                 text = Nested(conversion[0], _with_value(conversion, text))
             if starred:
                 text = text._replace(prefix="*") if isinstance(text, Nested) else f"*{text}"
-            arguments.append(text)
+            if keyword is not None:  # passed by keyword, as the call passed it
+                keywords[keyword] = text._replace(prefix=f"{keyword}=") \
+                    if isinstance(text, Nested) else f"{keyword}={text}"
+            else:
+                arguments.append(text)
+        arguments += [keywords[k.arg] for k in call.keywords]
         line = self.module.source.splitlines()[call.lineno - 1].decode("utf-8")
         indent = line[:len(line) - len(line.lstrip())]
         tail = len(line) - call.end_col_offset if call.end_lineno == call.lineno else 0
@@ -351,15 +356,17 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
         return kind
 
     def _argument_groups(self, call: ast.Call, site: Site):
-        """(argument, its spec, its in_axes entry, the kinds it passes, starred) of each
-        argument of the call: a `*xs` argument is made global as one tree (the functions the
+        """(argument, its spec, its in_axes entry, the kinds it passes, starred, the positions
+        it fills, its keyword or None) of each argument of the call: a `*xs` argument is made global as one tree (the functions the
         edits use take trees), so every parameter it fills must have the same spec and
         in_axes entry."""
         filled: dict[int, list] = {}
         for position, ((_, kind, index), spec, axis) in enumerate(zip(
                 self.expansions[id(call)], self.specs[site.key], site.in_axes)):
             filled.setdefault(index, []).append((spec, axis, kind, position))
-        for index, argument in enumerate(call.args):
+        by_keyword = self._keyword_arguments(call, site) or []  # after the positional ones
+        names = [*(None for _ in call.args), *site.keyword_params[:len(by_keyword)]]
+        for index, argument in enumerate([*call.args, *by_keyword]):
             entries = filled.get(index)
             if not entries:
                 continue  # `*()`: nothing to place
@@ -370,7 +377,8 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                               "the multi-process global style does not write")
             starred = isinstance(argument, ast.Starred)
             yield (argument.value if starred else argument, entries[0][0], entries[0][1],
-                   [entry[2] for entry in entries], starred, {entry[3] for entry in entries})
+                   [entry[2] for entry in entries], starred, {entry[3] for entry in entries},
+                   names[index])
 
     # -- a conversion made once, where the name is bound (placement_bindings.py) ------------
     def _converted_at_binding(self, argument, conversion, donated: bool) -> bool:
