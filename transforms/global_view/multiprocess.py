@@ -357,9 +357,9 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
 
     def _argument_groups(self, call: ast.Call, site: Site):
         """(argument, its spec, its in_axes entry, the kinds it passes, starred, the positions
-        it fills, its keyword or None) of each argument of the call: a `*xs` argument is made global as one tree (the functions the
-        edits use take trees), so every parameter it fills must have the same spec and
-        in_axes entry."""
+        it fills, its keyword or None) of each argument of the call: a `*xs` argument is made
+        global as one tree (the functions the edits use take trees), so every parameter it
+        fills must have the same spec and in_axes entry."""
         filled: dict[int, list] = {}
         for position, ((_, kind, index), spec, axis) in enumerate(zip(
                 self.expansions[id(call)], self.specs[site.key], site.in_axes)):
