@@ -590,6 +590,63 @@ def test_a_tuple_result_indexed_by_position_is_not_device_zero():
     assert "np.stack" not in text.split("def run", 1)[1]
 
 
+_MAPPED = (GLOBAL_FIXTURES / "producer_mapped_iterators" / "before.py").read_text()
+
+
+@pytest.mark.parametrize("old, new, message", [
+    # `**` hides which parameters a call fills
+    ("create_input_iter(0, batch_size=4 * n)", "create_input_iter(0, **{'batch_size': 4 * n})",
+     "which the global style cannot follow"),
+    # a required parameter left out: the original raises, nothing to follow
+    ("create_input_iter(0, batch_size=4 * n)", "create_input_iter(0)",
+     "which the global style cannot follow"),
+])
+def test_helpers_called_with_keywords_are_followed_where_one_rewrite_serves_every_call(
+        old, new, message):
+    """`create_input_iter(seed, *, batch_size, train=True)` called with keywords is followed
+    (fixture producer_mapped_iterators); what it cannot follow keeps the steps on pmap's
+    contract, naming the helper."""
+    assert old in _MAPPED
+    _, codes, findings = _global(_MAPPED.replace(old, new, 1))
+    assert "PM600" not in {f.code for f in findings if f.line in (34, 41)}, findings
+    assert any(message in f.message and "create_input_iter" in f.message for f in findings), \
+        findings
+
+
+def test_a_helper_rewritten_for_one_call_is_refused_where_another_passes_plain_values():
+    """`split_rows(x, n)` merges the helper's reshape; `split_rows(x, 2)` in the same function
+    runs that rewritten helper too. Found while testing keyword calls of helpers: it was a
+    wrong rewrite (check: different); now the caller keeps pmap's contract, naming the call."""
+    source = """import jax
+import numpy as np
+
+
+def split_rows(x, *, count):
+    return x.reshape((count, -1) + x.shape[1:])
+
+
+def total(x):
+    return jax.lax.psum(x, "i")
+
+
+p_total = jax.pmap(total, axis_name="i")
+
+
+def run():
+    n = jax.local_device_count()
+    x = np.arange(n * 4.0)
+    pairs = split_rows(x, count=2)
+    return {"t": np.asarray(p_total(split_rows(x, count=n))), "pairs": pairs}
+"""
+    _, codes, findings = _global(source)
+    assert "PM600" not in codes
+    assert any(f.line == 19 and "`split_rows` is rewritten for the per-device values another "
+               "call passes" in f.message for f in findings), findings
+    # every call splitting by the device count: one rewrite serves them all
+    _, codes, _ = _global(source.replace("count=2", "count=n"))
+    assert "PM600" in codes
+
+
 def test_a_generator_is_followed_only_when_its_caller_is_its_only_user():
     source = (GLOBAL_FIXTURES / "producer_generator" / "before.py").read_text()
     assert "reshape(n * PER_DEVICE, -1)" in _global_result(source).source.decode()

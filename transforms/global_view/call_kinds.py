@@ -102,7 +102,8 @@ class CallKindsMixin:
         if consumed is not None:
             return consumed
         if isinstance(func, ast.Name) and func.id in self.module.functions and (any(
-                self.eval(a).tag not in ("same",) for a in call.args
+                self.eval(a).tag not in ("same",) for a in [*call.args, *(
+                    k.value for k in call.keywords)]
                 if not isinstance(a, ast.Starred)) or self._produces(func.id)):
             return self._helper_call(call, self.module.functions[func.id])
         at_base = _at_update_base(func)
@@ -226,11 +227,18 @@ class CallKindsMixin:
         cannot_follow = Blocker(CONSUMER_UNKNOWN, call,
                                 f"the device count or a per-device value is passed to "
                                 f"`{name}`, which the global style cannot follow (called "
-                                "elsewhere too, with keywords, or calling pmap sites itself)")
-        if (call.keywords or self.depth >= 2
-                or arguments.vararg or arguments.kwarg or arguments.kwonlyargs
+                                "elsewhere too, with ** or *args, or calling pmap sites itself)")
+        named = [a.arg for a in arguments.args] + [a.arg for a in arguments.kwonlyargs]
+        keywords = {k.arg: k.value for k in call.keywords}
+        required = [a.arg for a in arguments.args[:len(arguments.args) - len(arguments.defaults)]]
+        required += [a.arg for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults)
+                     if d is None]
+        filled = set(named[:passed]) | set(keywords)
+        if (self.depth >= 2 or given is not None and call.keywords
+                or arguments.vararg or arguments.kwarg
                 or arguments.posonlyargs or passed > len(arguments.args)
-                or given is not None and passed < len(arguments.args) - len(arguments.defaults)
+                or None in keywords or any(k not in named or k in named[:passed] for k in keywords)
+                or any(r not in filled for r in required)  # a TypeError in the original
                 or any(isinstance(a, ast.Starred) for a in call.args)
                 or helper.decorator_list or name in self.module.callers
                 or helper is self.function):
@@ -247,17 +255,13 @@ class CallKindsMixin:
                               "statement, so what it hands out is not followed")
         parameters = {a.arg: self.eval(value) for a, value in zip(arguments.args, call.args)} \
             if given is None else dict(zip((a.arg for a in arguments.args), given))
-        if not shared:
-            calls = self.helper_parameters.setdefault(name, {})
-            calls[id(call)] = parameters  # a loop's later pass replaces its own call's kinds
-            if any(other != parameters for other in calls.values()):
-                raise Blocker(CONSUMER_UNKNOWN, call, f"`{name}` is called with values of "
-                              "different layouts, and one rewritten helper cannot serve them all")
+        parameters.update((k, self.eval(value)) for k, value in keywords.items())
         analysis = type(self)(helper, self.all_sites, self.module, parameters, self.depth + 1)
         analysis.sites, analysis.inline, analysis.local_builds = {}, {}, set()
-        defaults = arguments.args[len(arguments.args) - len(arguments.defaults):]
+        defaults = [*zip(arguments.args[len(arguments.args) - len(arguments.defaults):],
+                         arguments.defaults), *zip(arguments.kwonlyargs, arguments.kw_defaults)]
         analysis.defaulted_none = frozenset(
-            a.arg for a, default in zip(defaults, arguments.defaults)
+            a.arg for a, default in defaults
             if a.arg not in parameters and isinstance(default, ast.Constant)
             and default.value is None)
         analysis.run_helper()
@@ -270,6 +274,14 @@ class CallKindsMixin:
                           f"passes, but it is used elsewhere too (line {other}), where it must "
                           "stay as it is")
         if not shared:
+            # One rewritten helper serves every call: each call's analysis must ask for the
+            # same edits (calls passing other layouts, or None where another passes a value
+            # the helper tests, would not).
+            calls = self.helper_parameters.setdefault(name, {})
+            calls[id(call)] = sorted(analysis.edits.items())  # a loop's later pass replaces it
+            if any(other != calls[id(call)] for other in calls.values()):
+                raise Blocker(CONSUMER_UNKNOWN, call, f"`{name}` is called with values of "
+                              "different layouts, and one rewritten helper cannot serve them all")
             self.edits.update(analysis.edits)
             self.helpers.add(name)
         result = None
@@ -342,6 +354,25 @@ class CallKindsMixin:
 
     def run_helper(self) -> None:
         self._block(self.function.body)
+        self.check_helpers_followed()
+
+    def check_helpers_followed(self) -> None:
+        """A helper rewritten for the per-device values one call passes is the helper every
+        call in this function runs: each must have been followed, asking the same edits
+        (`split_rows(x, n)` merges its reshape, which would change `split_rows(x, 2)`)."""
+        for name in self.helpers:
+            followed = self.helper_parameters.get(name, {})
+            if not any(followed.values()):
+                continue  # followed without an edit: the same helper for every call
+            for node in ast.walk(self.function):
+                if isinstance(node, ast.Call) and id(node) not in followed and (
+                        isinstance(node.func, ast.Name) and node.func.id == name
+                        or isinstance(node.func, ast.Name) and node.func.id == "map"
+                        and node.args and isinstance(node.args[0], ast.Name)
+                        and node.args[0].id == name):
+                    raise Blocker(CONSUMER_UNKNOWN, node, f"`{name}` is rewritten for the "
+                                  "per-device values another call passes, and this call "
+                                  "passes plain values, which the rewrite would change")
 
 
 def _is_generator(function: ast.FunctionDef) -> bool:

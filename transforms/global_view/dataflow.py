@@ -208,6 +208,7 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
                           "already used in this function")
         try:
             self._analyse_body()
+            self.check_helpers_followed()
         except Blocker as blocker:
             if blocker.origins or blocker.site is not None:
                 raise

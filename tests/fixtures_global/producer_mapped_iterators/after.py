@@ -1,5 +1,5 @@
 """flax imagenet's input path without flax: a module function mapped over a dataset
-(`map(prepare_tf_data, ds)`, built in `create_input_iter`), read in
+(`map(prepare_tf_data, ds)`, built in `create_input_iter`, called with keywords), read in
 `for step, batch in zip(range(k), it)`, `enumerate(it)` and `next(it)`."""
 # pmap-migrate-test: original needs legacy jax
 import functools
@@ -34,8 +34,9 @@ def dataset(seed, batch_size):
                "label": rng.normal(size=(batch_size,)).astype(np.float32)}
 
 
-def create_input_iter(seed, batch_size):
-    return map(prepare_tf_data, dataset(seed, batch_size))
+def create_input_iter(seed, *, batch_size, train=True):
+    ds = dataset(seed if train else seed + 100, batch_size)
+    return map(prepare_tf_data, ds)
 
 
 def _train_step(w, batch):
@@ -69,13 +70,13 @@ def eval_step(w, batch):
 def run():
     mesh = _mesh("batch")
     n = jax.local_device_count()
-    train_iter = create_input_iter(0, 4 * n)
+    train_iter = create_input_iter(0, batch_size=4 * n)
     w = jax.device_put(jnp.ones((3,)), NamedSharding(mesh, P()))
     losses, errors = [], []
     for step, batch in zip(range(4), train_iter):
         w, loss = train_step(w, batch)
         losses.append(np.asarray(loss))
-    eval_iter = create_input_iter(1, 4 * n)
+    eval_iter = create_input_iter(1, batch_size=4 * n, train=False)
     for i, batch in enumerate(eval_iter):
         errors.append(np.asarray(eval_step(w, batch)))
         if i == 2:

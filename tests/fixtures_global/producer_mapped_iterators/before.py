@@ -1,5 +1,5 @@
 """flax imagenet's input path without flax: a module function mapped over a dataset
-(`map(prepare_tf_data, ds)`, built in `create_input_iter`), read in
+(`map(prepare_tf_data, ds)`, built in `create_input_iter`, called with keywords), read in
 `for step, batch in zip(range(k), it)`, `enumerate(it)` and `next(it)`."""
 # pmap-migrate-test: original needs legacy jax
 import functools
@@ -26,8 +26,9 @@ def dataset(seed, batch_size):
                "label": rng.normal(size=(batch_size,)).astype(np.float32)}
 
 
-def create_input_iter(seed, batch_size):
-    return map(prepare_tf_data, dataset(seed, batch_size))
+def create_input_iter(seed, *, batch_size, train=True):
+    ds = dataset(seed if train else seed + 100, batch_size)
+    return map(prepare_tf_data, ds)
 
 
 @functools.partial(jax.pmap, axis_name="batch")
@@ -44,13 +45,13 @@ def eval_step(w, batch):
 
 def run():
     n = jax.local_device_count()
-    train_iter = create_input_iter(0, 4 * n)
+    train_iter = create_input_iter(0, batch_size=4 * n)
     w = jax.device_put_replicated(jnp.ones((3,)), jax.local_devices())
     losses, errors = [], []
     for step, batch in zip(range(4), train_iter):
         w, loss = train_step(w, batch)
         losses.append(np.asarray(loss[0]))
-    eval_iter = create_input_iter(1, 4 * n)
+    eval_iter = create_input_iter(1, batch_size=4 * n, train=False)
     for i, batch in enumerate(eval_iter):
         errors.append(np.asarray(eval_step(w, batch)[0]))
         if i == 2:
