@@ -205,6 +205,11 @@ def _is_docstring(statement) -> bool:
             and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))
 
 
+# flax's pmap-era helpers, whose calls the global style rewrites away: an import of them
+# (`from flax import jax_utils`, `from flax.jax_utils import replicate`) left unloaded goes.
+_FLAX_PMAP_MODULES = ("flax.jax_utils", "flax.training.common_utils")
+
+
 def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult],
                   global_sites: list[Site], findings: list[Finding],
                   contract: frozenset[str] | None = None, helper_module: str | None = None):
@@ -266,4 +271,8 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
         elif full == "functools.partial" and module.loads.get(local):
             # used before (`@partial(pmap, ...)`), so unused now only because of the rewrite
             remove_import(context, "functools", "partial", None if local == "partial" else local)
+        elif full.startswith(_FLAX_PMAP_MODULES) and module.loads.get(local):
+            # `from flax import jax_utils` whose replicate / unreplicate / shard calls are gone
+            parent, name = full.rsplit(".", 1)
+            remove_import(context, parent, name, None if local == name else local)
     return apply_queued_imports(new_module, context), findings

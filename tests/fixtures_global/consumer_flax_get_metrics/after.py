@@ -4,7 +4,6 @@ import functools
 
 import jax
 import jax.numpy as jnp
-from flax import jax_utils
 from flax.training import common_utils
 from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
