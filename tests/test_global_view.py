@@ -647,6 +647,25 @@ def run():
     assert "PM600" in codes
 
 
+_STEP_PASSED = (GLOBAL_FIXTURES / "step_passed_to_helper" / "before.py").read_text()
+
+
+@pytest.mark.parametrize("old, new, message", [
+    # a donating step: the donation analysis does not follow it into the helper
+    ('p_eval_step = jax.pmap(eval_step, axis_name="batch")',
+     'p_eval_step = jax.pmap(eval_step, axis_name="batch", donate_argnums=(1,))',
+     "follows only for a step that donates nothing"),
+    # the helper keeps the step: it is a value there, not a call
+    ("    metrics = []\n", "    kept = [p_eval_step]\n    metrics = []\n", "used as a value"),
+])
+def test_a_step_passed_to_a_helper_is_followed_only_where_its_uses_there_are_calls(
+        old, new, message):
+    assert old in _STEP_PASSED
+    _, codes, findings = _global(_STEP_PASSED.replace(old, new, 1))
+    assert not any(f.code == "PM600" and "p_eval_step" in f.message for f in findings), findings
+    assert any(message in f.message for f in findings), findings
+
+
 def test_a_generator_is_followed_only_when_its_caller_is_its_only_user():
     source = (GLOBAL_FIXTURES / "producer_generator" / "before.py").read_text()
     assert "reshape(n * PER_DEVICE, -1)" in _global_result(source).source.decode()

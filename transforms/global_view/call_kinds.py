@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from transforms.codes.global_view import CALLERS_UNSEEN, CONSUMER_UNKNOWN
+from transforms.codes.global_view import CALLERS_UNSEEN, CONSUMER_UNKNOWN, PRODUCER_UNKNOWN
 from transforms.global_view.sites import PMAP, Blocker
 from transforms.global_view.values import (
     DEVICE_COUNT,
@@ -101,9 +101,10 @@ class CallKindsMixin:
         consumed = self._consumer(call, name)
         if consumed is not None:
             return consumed
+        values = [*call.args, *(k.value for k in call.keywords)]
         if isinstance(func, ast.Name) and func.id in self.module.functions and (any(
-                self.eval(a).tag not in ("same",) for a in [*call.args, *(
-                    k.value for k in call.keywords)]
+                isinstance(a, ast.Name) and a.id in self.sites for a in values) or any(
+                self.eval(a).tag not in ("same",) for a in values
                 if not isinstance(a, ast.Starred)) or self._produces(func.id)):
             return self._helper_call(call, self.module.functions[func.id])
         at_base = _at_update_base(func)
@@ -253,11 +254,24 @@ class CallKindsMixin:
                               f"`{name}` is a generator given the device count or "
                               "per-device values, and this yield is not a `yield value` "
                               "statement, so what it hands out is not followed")
-        parameters = {a.arg: self.eval(value) for a, value in zip(arguments.args, call.args)} \
+        # A step passed by name (`evaluate(p_eval_step=p_eval_step, ...)`): the helper's
+        # calls of that parameter are calls of the step, read there as here.
+        passed_values = [*zip(named, call.args if given is None else ()), *keywords.items()]
+        stepped = {p: self.sites[v.id] for p, v in passed_values
+                   if isinstance(v, ast.Name) and v.id in self.sites}
+        for p, site in stepped.items():
+            if site.donate or site.factory or shared:
+                raise Blocker(CONSUMER_UNKNOWN, call, f"{site.label} is passed to `{name}`, "
+                              "which the global style follows only for a step that donates "
+                              "nothing, and a helper nothing else calls")
+        parameters = {p: self.eval(v) for p, v in passed_values if p not in stepped} \
             if given is None else dict(zip((a.arg for a in arguments.args), given))
-        parameters.update((k, self.eval(value)) for k, value in keywords.items())
+        if given is not None:
+            parameters.update((k, self.eval(v)) for k, v in keywords.items())
         analysis = type(self)(helper, self.all_sites, self.module, parameters, self.depth + 1)
-        analysis.sites, analysis.inline, analysis.local_builds = {}, {}, set()
+        analysis.sites, analysis.inline, analysis.local_builds = dict(stepped), {}, set()
+        for flag in ("merge_outputs", "split_results"):  # the caller's mode of reading results
+            setattr(analysis, flag, getattr(self, flag))
         defaults = [*zip(arguments.args[len(arguments.args) - len(arguments.defaults):],
                          arguments.defaults), *zip(arguments.kwonlyargs, arguments.kw_defaults)]
         analysis.defaulted_none = frozenset(
@@ -284,6 +298,7 @@ class CallKindsMixin:
                               "different layouts, and one rewritten helper cannot serve them all")
             self.edits.update(analysis.edits)
             self.helpers.add(name)
+            self._steps_called_in(analysis, call)
         result = None
         if generator:
             if any(node.value is not None for node, _ in analysis.returns):
@@ -295,6 +310,18 @@ class CallKindsMixin:
         for node, kind in analysis.returns:
             result = self._join(result, kind, f"the result of {name}", node)
         return result or SAME
+
+    def _steps_called_in(self, analysis, call: ast.Call) -> None:
+        """The layouts a followed helper gave the steps it was passed: this caller's, so that
+        each step is written once for every call, here and there."""
+        for key, specs in analysis.specs.items():
+            if self.specs.setdefault(key, specs) != specs or \
+                    self.modes.setdefault(key, analysis.modes[key]) != analysis.modes[key]:
+                raise Blocker(PRODUCER_UNKNOWN, call, f"{self.all_sites[key].label} is called "
+                              f"with different layouts here and in `{analysis.function.name}`")
+        self.site_calls.update(analysis.site_calls)
+        self.expansions.update(analysis.expansions)
+        self.stacked.update(analysis.stacked)
 
     def original_call_text(self, call) -> str | None:
         """The text of a followed helper's call as the original computed it, where the helper
