@@ -151,39 +151,29 @@ def _with_functools(body: list) -> list:
 def _spaced_step_defs(module: cst.Module, names: set[str],
                       local: dict[str, set[str]]) -> cst.Module:
     """Two blank lines before and after each step def written at module level, as PEP 8 asks:
-    `a = jax.pmap(f)` and `b = jax.pmap(g)` on adjacent lines become two defs. Other code's
-    spacing is the user's and stays as it is. `local`: the step defs written inside each
-    module-level function (sites with static arguments or keyword calls, built there)."""
-    def spaced(statement):
-        lines = list(getattr(statement, "leading_lines", ()))
-        blank = next((i for i, line in enumerate(lines) if line.comment is not None), len(lines))
-        if blank >= 2 or not hasattr(statement, "leading_lines"):
-            return statement
-        return statement.with_changes(leading_lines=[cst.EmptyLine()] * (2 - blank) + lines)
-
-    body = list(module.body)
+    `a = jax.pmap(f)` and `b = jax.pmap(g)` on adjacent lines become two defs; one inside a
+    module-level function (pycodestyle's E306), where a site with static arguments or keyword
+    calls becomes `@functools.partial(jax.jit, ...)` over a def (`local`: those defs, by
+    function). Other code's spacing is the user's and stays as it is."""
+    body = _spaced(list(module.body), names, 2)
     for i, statement in enumerate(body):
-        if isinstance(statement, cst.FunctionDef) and statement.name.value in names:
-            if i > 0:
-                body[i] = spaced(statement)
-            if i + 1 < len(body):
-                body[i + 1] = spaced(body[i + 1])
-        elif isinstance(statement, cst.FunctionDef) and statement.name.value in local \
+        if isinstance(statement, cst.FunctionDef) and statement.name.value in local \
                 and isinstance(statement.body, cst.IndentedBlock):
-            inner = _spaced_nested_defs(list(statement.body.body), local[statement.name.value])
+            inner = _spaced(list(statement.body.body), local[statement.name.value], 1)
             body[i] = statement.with_changes(body=statement.body.with_changes(body=inner))
     return module.with_changes(body=body)
 
 
-def _spaced_nested_defs(body: list, names: set[str]) -> list:
-    """One blank line before and after each step def written in a function (pycodestyle's
-    E306): a site with static arguments or keyword calls becomes
-    `@functools.partial(jax.jit, ...)` over a def where its assignment stood."""
+def _spaced(body: list, names: set[str], count: int) -> list:
+    """`body` with at least `count` blank lines before and after each def named in `names`
+    (above any comment lines that lead the statement)."""
     def spaced(statement):
         lines = list(getattr(statement, "leading_lines", ()))
-        if not hasattr(statement, "leading_lines") or (lines and lines[0].comment is None):
+        blank = next((i for i, line in enumerate(lines) if line.comment is not None), len(lines))
+        if blank >= count or not hasattr(statement, "leading_lines"):
             return statement
-        return statement.with_changes(leading_lines=[cst.EmptyLine(indent=False), *lines])
+        return statement.with_changes(
+            leading_lines=[cst.EmptyLine(indent=False)] * (count - blank) + lines)
 
     for i, statement in enumerate(body):
         if isinstance(statement, cst.FunctionDef) and statement.name.value in names:
