@@ -666,6 +666,24 @@ def test_a_step_passed_to_a_helper_is_followed_only_where_its_uses_there_are_cal
     assert any(message in f.message for f in findings), findings
 
 
+_SHAPE_LED = (GLOBAL_FIXTURES / "producer_shape_led_by_devices" / "before.py").read_text()
+
+
+@pytest.mark.parametrize("old, new, message", [
+    # a sum over n identical copies is n times the value: not the migrated scalar's sum
+    ("np.mean(v).item()", "np.sum(v).item()", "passed to `np.sum`"),
+    # a shape not led by the device count: no known leading axis, so no stacked layout
+    ("[local_device_count, 4]", "[4, local_device_count]", "its producer is not recognised"),
+])
+def test_shapes_and_reductions_of_stacks_only_where_the_rows_are_known(old, new, message):
+    """Fixture producer_shape_led_by_devices goes global; a sum of a replicated stack, or
+    batch dims led by something else than the device count, keep pmap's contract."""
+    assert old in _SHAPE_LED
+    _, codes, findings = _global(_SHAPE_LED.replace(old, new))
+    assert "PM600" not in codes, findings
+    assert any(message in f.message for f in findings), findings
+
+
 def test_a_generator_is_followed_only_when_its_caller_is_its_only_user():
     source = (GLOBAL_FIXTURES / "producer_generator" / "before.py").read_text()
     assert "reshape(n * PER_DEVICE, -1)" in _global_result(source).source.decode()

@@ -75,9 +75,12 @@ class CallKindsMixin:
         if (name in ("builtins.list", "builtins.tuple") or (
                 isinstance(func, ast.Name) and func.id in ("list", "tuple")
                 and func.id not in self.module.table.bound_otherwise)) \
-                and len(call.args) == 1 and not call.keywords \
-                and self.eval(call.args[0]).tag == "devices":
-            return Kind("devices")  # `list(jax.devices())`: the same devices, in their order
+                and len(call.args) == 1 and not call.keywords:
+            kind = self.eval(call.args[0])
+            if kind.tag == "devices":
+                return Kind("devices")  # `list(jax.devices())`: the same devices, in their order
+            if kind.leads:
+                return kind  # `tuple(batch_dims)`: the same shape
         iterated = self._iterator_call(call, name)
         if iterated is not None:
             return iterated
@@ -104,7 +107,7 @@ class CallKindsMixin:
         values = [*call.args, *(k.value for k in call.keywords)]
         if isinstance(func, ast.Name) and func.id in self.module.functions and (any(
                 isinstance(a, ast.Name) and a.id in self.sites for a in values) or any(
-                self.eval(a).tag not in ("same",) for a in values
+                self.eval(a).tag not in ("same",) or self.eval(a).leads for a in values
                 if not isinstance(a, ast.Starred)) or self._produces(func.id)):
             return self._helper_call(call, self.module.functions[func.id])
         at_base = _at_update_base(func)
@@ -306,7 +309,8 @@ class CallKindsMixin:
                               f"`{name}` is a generator that also returns a value")
             for node, kind in analysis.yields:
                 result = self._join(result, kind, f"what {name} yields", node)
-            return Kind("iterator", element=result) if result and result.changed else SAME
+            return Kind("iterator", element=result) if result and (
+                result.changed or result.rows) else SAME
         for node, kind in analysis.returns:
             result = self._join(result, kind, f"the result of {name}", node)
         return result or SAME

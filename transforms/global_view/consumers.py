@@ -121,6 +121,13 @@ class ConsumersMixin:
         if name in ("numpy.where", "jax.numpy.where") and len(call.args) == 3 \
                 and not call.keywords:
             return self._elementwise(call, call.args)
+        if name in REDUCTIONS and name.rsplit(".", 1)[1] in _SAME_OVER_COPIES \
+                and len(call.args) == 1 and not call.keywords:
+            kind = self.eval(call.args[0])
+            if kind.tag == "repl" and kind.axis == 0 and not kind.tree:
+                # over all elements of n identical rows: what one row gives (haiku's logging,
+                # `np.mean(v).item()` of a pmean'd scalar)
+                return SAME
         if name in REDUCTIONS and len(call.args) == 1:
             kind = self.eval(call.args[0])
             if kind.tag == "merged":
@@ -190,3 +197,8 @@ class ConsumersMixin:
                           "output's row 0 becomes direct use")
         self._edit(call, self.render(operand))
         return SAME
+
+
+# Reductions over every element that give the same for n identical copies of a value as for
+# the value itself (a sum or a count would not; argmax / argmin index the stack).
+_SAME_OVER_COPIES = frozenset({"mean", "max", "min", "any", "all"})

@@ -71,9 +71,12 @@ class ExpressionsMixin:
                     and _shard_data(node.value) is not None:
                 return self._shard_data(node.value, _shard_data(node.value), node)
             kind = self.eval(node.value)
-            if kind.tag == "repl" and kind.axis == 0 and node.attr not in ARRAY_ATTRIBUTES \
-                    and not node.attr.startswith("_") and not self._called(node):
-                return kind  # a field of a replicated tree (`state.params`): replicated too
+            if (kind.tag == "repl" and kind.axis == 0 or kind.rows) \
+                    and node.attr not in ARRAY_ATTRIBUTES and not node.attr.startswith("_") \
+                    and not self._called(node):
+                # a field of a replicated tree (`state.params`): replicated too; of a tree in
+                # pmap's stacked layout: stacked too
+                return kind
             if kind.changed:
                 raise Blocker(CONSUMER_UNKNOWN, node,
                               f"`.{node.attr}` of {describe(kind)}"
@@ -95,6 +98,8 @@ class ExpressionsMixin:
                 if not any(isinstance(e, ast.Starred) for e in node.elts):
                     return Kind("fields", fields=tuple((f"[{i}]", k) for i, k in enumerate(kinds)))
                 raise Blocker(CONSUMER_UNKNOWN, node, "a per-device value inside a list")
+            if kinds and kinds[0].tag == "devcount" and not isinstance(node.elts[0], ast.Starred):
+                return Kind("same", leads=True)  # a shape led by the device count
             return SAME
         if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)):
             return self._comprehension(node)
@@ -213,6 +218,9 @@ class ExpressionsMixin:
 
     def _binop(self, node: ast.BinOp) -> Kind:
         left, right = self.eval(node.left), self.eval(node.right)
+        if isinstance(node.op, ast.Add) and left.leads and not right.changed \
+                and isinstance(node.right, (ast.Tuple, ast.List)):
+            return Kind("same", leads=True)  # `tuple(batch_dims) + (FEATURES,)`: still led
         if not left.changed and not right.changed:
             for kind, other in ((left, right), (right, left)):  # stacked rows, a number
                 if kind.rows and _number(other):
@@ -269,7 +277,9 @@ class ExpressionsMixin:
             fields.append((f"[{key.value!r}]", kind))
         kinds = {k for _, k in fields}
         if not any(k.changed for k in kinds):
-            return SAME
+            # a dict of arrays each led by the device count (pmap's layout, kept) is too
+            return ROWS if kinds and all(k.rows for k in kinds) \
+                and len(fields) == len(node.keys) else SAME
         if len(kinds) == 1 and len(fields) == len(node.keys):
             return kinds.pop()  # a tree of stacks of one layout
         return Kind("fields", fields=tuple(fields))

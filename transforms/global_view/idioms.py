@@ -123,6 +123,12 @@ class IdiomsMixin:
             return Kind("merged", rank=len(dims))
         shape = call.args[0] if len(call.args) == 1 and not call.keywords else None
         if isinstance(call.func, ast.Attribute) and call.func.attr == "reshape" \
+                and shape is not None and self.eval(shape).leads:
+            # `x.reshape(tuple(batch_dims) + (FEATURES,))`, batch_dims led by the device count:
+            # pmap's layout, kept as it is (the shape is not written where it could be merged)
+            self._need_same(call.func.value)
+            return ROWS
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "reshape" \
                 and isinstance(shape, ast.BinOp) and isinstance(shape.op, ast.Add) \
                 and isinstance(shape.left, ast.Tuple) and len(shape.left.elts) == 2 \
                 and self._is_devcount(shape.left.elts[0]):

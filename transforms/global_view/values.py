@@ -69,6 +69,9 @@ class Kind:
     # same: pmap's stacked layout, kept, with the device count as its leading axis (per-device
     # keys, a step's per-device results): a site takes it as P(axis), squeezed in the body
     rows: bool = False
+    # same: a shape, a tuple or list of ints whose first entry is the device count
+    # (`batch_dims=[jax.local_device_count(), 8]`): an array reshaped to it has pmap's layout
+    leads: bool = False
     # repl / merged / fields: the producer calls whose edits made it (ids), so that a consumer
     # the analysis cannot follow can send those producers back to pmap's stacked layout
     origin: frozenset = dataclasses.field(default=frozenset(), compare=False)
