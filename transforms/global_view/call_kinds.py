@@ -262,7 +262,7 @@ class CallKindsMixin:
         passed_values = [*zip(named, call.args if given is None else ()), *keywords.items()]
         stepped = {p: self.sites[v.id] for p, v in passed_values
                    if isinstance(v, ast.Name) and v.id in self.sites}
-        for p, site in stepped.items():
+        for site in stepped.values():
             if site.donate or site.factory or shared:
                 raise Blocker(CONSUMER_UNKNOWN, call, f"{site.label} is passed to `{name}`, "
                               "which the global style follows only for a step that donates "
@@ -294,7 +294,7 @@ class CallKindsMixin:
             # One rewritten helper serves every call: each call's analysis must ask for the
             # same edits (calls passing other layouts, or None where another passes a value
             # the helper tests, would not).
-            calls = self.helper_parameters.setdefault(name, {})
+            calls = self.helper_edits.setdefault(name, {})
             calls[id(call)] = sorted(analysis.edits.items())  # a loop's later pass replaces it
             if any(other != calls[id(call)] for other in calls.values()):
                 raise Blocker(CONSUMER_UNKNOWN, call, f"`{name}` is called with values of "
@@ -359,14 +359,17 @@ class CallKindsMixin:
                                                for n in names if n.id in given})
 
     def _calls_here(self, name: str) -> int:
-        """How many times this function calls `name` (by name, or as `map(name, xs)`): a
-        helper it follows must have no other use in the module, since the helper is rewritten
-        for this function."""
-        return sum(isinstance(n, ast.Call) and (
+        """How many times this function calls `name`: a helper it follows must have no other
+        use in the module, since the helper is rewritten for this function."""
+        return len(self._calls_of(name))
+
+    def _calls_of(self, name: str) -> list[ast.Call]:
+        """The calls of the module function `name` in this function: `name(...)`, or
+        `map(name, xs)`, which calls it on each element."""
+        return [n for n in ast.walk(self.function) if isinstance(n, ast.Call) and (
             isinstance(n.func, ast.Name) and n.func.id == name
             or isinstance(n.func, ast.Name) and n.func.id == "map" and len(n.args) == 2
-            and isinstance(n.args[0], ast.Name) and n.args[0].id == name)
-            for n in ast.walk(self.function))
+            and isinstance(n.args[0], ast.Name) and n.args[0].id == name)]
 
     def _produces(self, name: str, seen: frozenset = frozenset()) -> bool:
         """A module function that builds per-device values itself (a program's own
@@ -392,15 +395,11 @@ class CallKindsMixin:
         call in this function runs: each must have been followed, asking the same edits
         (`split_rows(x, n)` merges its reshape, which would change `split_rows(x, 2)`)."""
         for name in self.helpers:
-            followed = self.helper_parameters.get(name, {})
+            followed = self.helper_edits.get(name, {})
             if not any(followed.values()):
                 continue  # followed without an edit: the same helper for every call
-            for node in ast.walk(self.function):
-                if isinstance(node, ast.Call) and id(node) not in followed and (
-                        isinstance(node.func, ast.Name) and node.func.id == name
-                        or isinstance(node.func, ast.Name) and node.func.id == "map"
-                        and node.args and isinstance(node.args[0], ast.Name)
-                        and node.args[0].id == name):
+            for node in self._calls_of(name):
+                if id(node) not in followed:
                     raise Blocker(CONSUMER_UNKNOWN, node, f"`{name}` is rewritten for the "
                                   "per-device values another call passes, and this call "
                                   "passes plain values, which the rewrite would change")

@@ -117,7 +117,8 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
         self.expansions: dict[int, list] = {}
         self.produced: dict[int, str] = {}  # recognised producer calls -> qualified name
         self.stacked: dict[int, tuple[ast.AST, str]] = {}  # arguments kept stacked, and why
-        self.helper_parameters: dict[str, dict] = {}  # followed helper -> call -> its kinds
+        # followed helper -> call -> the edits it asks of the helper (call_kinds._helper_call)
+        self.helper_edits: dict[str, dict] = {}
         # `x[i]["key"]`: x[i] is a container (an array row has no string keys), so x is a
         # list or tuple of trees and x[i] one of them, not a row of the device axis.
         self.container_rows = {id(n.value) for n in ast.walk(function)
