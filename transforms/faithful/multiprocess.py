@@ -141,6 +141,70 @@ def _process_zero_guards(tree: ast.Module) -> set[int]:
     return guards
 
 
+def _single_process_guards(tree: ast.Module, imported: dict[str, str]) -> set[int]:
+    """ids of the `jax.process_count` references of a refusal to run on several processes,
+    `if jax.process_count() > 1: raise ...` (or `!= 1`), a statement of a function's own
+    body that comes before every pmap of the module (flax's pixelcnn example has one): that
+    function, the only place pmaps are made, never runs them with several processes."""
+    guards = set()
+    pmaps = [n for n in ast.walk(tree) if isinstance(n, (ast.Name, ast.Attribute))
+             and _qualified(n, imported) == PMAP]
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for statement in function.body:
+            count = _refused_count(statement, imported)
+            if count is None:
+                continue
+            inside = {id(n) for s in function.body if s.lineno > statement.end_lineno
+                      for n in ast.walk(s)}
+            if pmaps and all(id(p) in inside or _used_only_in(p, tree, inside) for p in pmaps):
+                guards.add(id(count))
+            break
+    return guards
+
+
+def _used_only_in(pmap: ast.AST, tree: ast.Module, inside: set[int]) -> bool:
+    """Whether `pmap` is in a module-level statement that binds one name (a decorated def, an
+    assignment), and every read of that name is in `inside`."""
+    statement = next((s for s in tree.body if any(n is pmap for n in ast.walk(s))), None)
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        name = statement.name
+    elif isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+            and isinstance(statement.targets[0], ast.Name):
+        name = statement.targets[0].id
+    else:
+        return False
+    reads = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == name
+             and isinstance(n.ctx, ast.Load)]
+    return bool(reads) and all(id(n) in inside for n in reads)
+
+
+def _refused_count(statement: ast.stmt, imported: dict[str, str]) -> ast.AST | None:
+    """The `jax.process_count` of `if jax.process_count() > 1: raise ...` (or `!= 1`)."""
+    if not (isinstance(statement, ast.If) and not statement.orelse
+            and len(statement.body) == 1 and isinstance(statement.body[0], ast.Raise)):
+        return None
+    test = statement.test
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.left, ast.Call) and not test.left.args
+            and not test.left.keywords and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value == 1 and isinstance(test.ops[0], (ast.Gt, ast.NotEq))):
+        return None
+    function = test.left.func
+    return function if _qualified(function, imported) == "jax.process_count" else None
+
+
+def _qualified(node, imported: dict[str, str]) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in imported:
+        return ""
+    return ".".join([imported[node.id], *reversed(parts)])
+
+
 def _name_of(node) -> str:
     """`x` of a name `x` or an attribute `a.x`; "" for anything else."""
     return node.id if isinstance(node, ast.Name) else \
@@ -158,8 +222,10 @@ def first_evidence(tree: ast.Module, imported: dict[str, str],
     references jax.pmap. Read from the standard `ast` (a fraction of a libcst visit), with
     names resolved through the module's import table (local name -> dotted name).
     `guards_count=False`: a process-0 guard (`if jax.process_index() == 0:`, or such a test
-    bound to a name) is common in single-process scripts and is not evidence on its own."""
-    guards = set() if guards_count else _process_zero_guards(tree)
+    bound to a name) is common in single-process scripts and is not evidence on its own; nor
+    is a refusal to run on several processes (`_single_process_guards`)."""
+    guards = set() if guards_count else \
+        _process_zero_guards(tree) | _single_process_guards(tree, imported)
     found, has_pmap = [], False
     for node in all_nodes(tree):
         if id(node) in guards:

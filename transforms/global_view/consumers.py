@@ -192,11 +192,19 @@ class ConsumersMixin:
         kind = self.eval(operand)
         if kind.tag == "same" and kind.rows:  # pmap's stacked layout, kept: row 0 as before
             return SAME
-        if kind.tag != "repl" or kind.axis != 0:
+        if not _replicated_on_axis_0(kind):
             raise Blocker(CONSUMER_UNKNOWN, call, f"row 0 of {describe(kind)}: only a replicated "
                           "output's row 0 becomes direct use")
         self._edit(call, self.render(operand))
         return SAME
+
+
+def _replicated_on_axis_0(kind: Kind) -> bool:
+    """A replicated stack, or a tuple / dict literal of them (`unreplicate((state, ema))`):
+    row 0 of each is the value itself."""
+    if kind.tag == "fields":
+        return bool(kind.fields) and all(_replicated_on_axis_0(k) for _, k in kind.fields)
+    return kind.tag == "repl" and kind.axis == 0
 
 
 # Reductions over every element that give the same for n identical copies of a value as for

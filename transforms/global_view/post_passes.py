@@ -184,6 +184,46 @@ def _spaced(body: list, names: set[str], count: int) -> list:
     return body
 
 
+class NoNewSelfAssignments(cst.CSTTransformer):
+    """Drops `x = x` and `a, b = (a, b)` the rewrite left where a replicated value was
+    unreplicated (`params = jax_utils.unreplicate(params)`: a global array is the value
+    itself). One the original had stays, as does one with a comment or alone in its block."""
+
+    def __init__(self, original: ast.Module):
+        self.original = {ast.unparse(n) for n in ast.walk(original) if _self_assignment(n)}
+
+    def _kept(self, body) -> list:
+        kept = []
+        for statement in body:
+            if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 \
+                    and isinstance(statement.body[0], cst.Assign) \
+                    and len(statement.body[0].targets) == 1 \
+                    and statement.trailing_whitespace.comment is None \
+                    and not any(line.comment for line in statement.leading_lines):
+                tree = ast.parse(cst.Module(body=[statement.with_changes(leading_lines=())]).code)
+                node = tree.body[0] if tree.body else None
+                if _self_assignment(node) and ast.unparse(node) not in self.original:
+                    continue
+            kept.append(statement)
+        return kept if kept else list(body)
+
+    def leave_IndentedBlock(self, original, updated):
+        return updated.with_changes(body=self._kept(updated.body))
+
+    def leave_Module(self, original, updated):
+        return updated.with_changes(body=self._kept(updated.body))
+
+
+def _self_assignment(node) -> bool:
+    """`x = x` or `a, b = a, b`: names only, assigned their own values."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+        return False
+    target, value = node.targets[0], node.value
+    names = target.elts if isinstance(target, ast.Tuple) else [target]
+    return all(isinstance(n, ast.Name) for n in names) and \
+        ast.unparse(target) == ast.unparse(value)
+
+
 def _comments(statement) -> list:
     """The comment lines right above a statement (its blank lines are re-made)."""
     return [line for line in statement.leading_lines if line.comment is not None]
@@ -237,6 +277,7 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
                 and (site.owner, site.name) not in moved:
             local.setdefault(site.owner, set()).add(site.name)
     new_module = _spaced_step_defs(new_module, {s.name for s in global_sites}, local)
+    new_module = new_module.visit(NoNewSelfAssignments(module.tree))
     context = RuleContext()
     if texts:  # the mesh functions name it
         add_import(context, "jax.sharding", "AxisType")

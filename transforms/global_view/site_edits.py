@@ -207,6 +207,8 @@ def _squeeze_edits(site: Site, module: ModuleInfo, stacked: tuple[int, ...]) -> 
     indent = " " * first.col_offset
     text = "".join(f"{p} = {module.jax}.tree.map(lambda y: {module.numpy}.squeeze(y, {a}), {p})"
                    f"\n{indent}" for p, a in squeezed)
+    if isinstance(first, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        text = text[:-len(indent)] + f"\n{indent}"  # a blank line before a nested def (E306)
     return {(start, start): text}
 
 

@@ -22,6 +22,7 @@ def _mesh(axis_name):
 
 def integrate(path, dt, length):
     path = jax.tree.map(lambda y: jnp.squeeze(y, 0), path)
+
     @jax.jit
     def one_step(i, path):
         return path.at[i].set(path[i - 1] * 0.9 + dt)

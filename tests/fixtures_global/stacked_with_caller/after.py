@@ -16,6 +16,7 @@ def _mesh(axis_name):
 
 def _train_step(params, x, y):
     y = jax.tree.map(lambda y: jnp.squeeze(y, 0), y)
+
     def loss_fn(p):
         return jnp.mean((x @ p["w"] + p["b"] - y) ** 2)
 
