@@ -1118,3 +1118,105 @@ def run():
     assert "from functools import partial" in kept
     used = source.replace(b"@jax.pmap", b"@partial(jax.pmap)")
     assert "import partial" not in migrate_source(used, style="global").source.decode()
+
+
+def test_a_collective_step_under_a_parameters_condition_goes_global():
+    """pmap's psum waits for every process there too, so the condition holds on all of them
+    or the original hangs: the step is global, its batch made global without a wait."""
+    call = "    loss = step(params, x)\n    if scale > 0:\n        loss = step(params, x)"
+    result = _multiprocess(parameters="scale=1.0", call=call)
+    codes = {f.code for f in result.findings}
+    assert "PM600" in codes and "PM607" not in codes
+    assert "    if scale > 0:\n        loss = step(params, x)\n" in result.source.decode()
+
+
+def test_a_value_replicated_after_an_early_exit_keeps_pmaps_layout():
+    """After `if ...: raise` (or return, break, continue), what follows runs on some processes
+    only: a P() placement there would wait for the others (device_put checks every process
+    placed the same value)."""
+    result = _multiprocess(value="jnp.ones(3)", parameters="skip=False",
+                           call="    if skip:\n        raise ValueError('skipped')\n"
+                                "    scale = jax.device_put_replicated(jnp.ones(3), "
+                                "jax.local_devices())\n    loss = step(scale, x)")
+    text = result.source.decode()
+    stacked = [f.message for f in result.findings if f.code == "PM611"]
+    assert any("it runs only where `skip` holds (line" in m for m in stacked), stacked
+    assert "NamedSharding(mesh, P()))" not in text.split("if skip")[1]
+    assert 'host_local_array_to_global_array(scale, mesh, P("batch"))' in text
+
+
+def test_a_step_without_collectives_on_process_0_only_goes_global():
+    source = MULTIPROCESS_PROGRAM.format(
+        value="jnp.ones(3)", prelude="", parameters="",
+        call="    loss = 0.0\n    if jax.process_index() == 0:\n        loss = step(params, x)",
+    ).replace('return jax.lax.pmean(jnp.sum(x * params), "batch")', "return x * params")
+    result = migrate_source(source.encode(), style="global")
+    codes = {f.code for f in result.findings}
+    assert "PM600" in codes and "PM607" not in codes
+    assert any(f.code == "PM506" and "`step` called there has no collectives" in f.message
+               for f in result.findings)
+
+
+@pytest.mark.parametrize("guard, single", [
+    ("    if jax.process_count() > 1:\n        raise ValueError('one host only')\n", True),
+    ("    if jax.process_count() != 1:\n        raise ValueError('one host only')\n", True),
+    ("    if jax.process_count() > 2:\n        raise ValueError('two hosts at most')\n", False),
+])
+def test_a_refusal_to_run_on_several_processes_makes_a_module_single_process(guard, single):
+    """flax's pixelcnn example raises when `jax.process_count() > 1`, before any pmap."""
+    source = MULTIPROCESS_PROGRAM.format(value="jnp.ones(3)", prelude="", parameters="",
+                                         call=PLAIN_CALL)
+    source = source.replace("    n = jax.local_device_count()\n    rng = np.random.RandomState("
+                            "jax.process_index())", guard + "    n = jax.local_device_count()\n"
+                            "    rng = np.random.RandomState(0)")
+    text = migrate_source(source.encode(), style="global").source.decode()
+    assert ("make_array_from_process_local_data" not in text) is single
+    assert ('x = rng.normal(size=(n * 2, 3))' in text) is True
+
+
+def test_a_pmap_outside_the_refusing_function_keeps_the_module_multi_process():
+    source = MULTIPROCESS_PROGRAM.format(value="jnp.ones(3)", prelude="", parameters="",
+                                         call=PLAIN_CALL)
+    source = source.replace("def run():\n", "def run():\n    if jax.process_count() > 1:\n"
+                            "        raise ValueError('one host only')\n")
+    source = source.replace("@functools.partial(jax.pmap", "def other(x):\n    return "
+                            "jax.pmap(lambda v: v)(x)\n\n\n@functools.partial(jax.pmap", 1)
+    text = migrate_source(source.encode(), style="global").source.decode()
+    assert "make_array_from_process_local_data" in text
+
+
+def test_unreplicating_a_tuple_leaves_no_self_assignment():
+    source = b'''\
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import jax_utils
+
+
+@functools.partial(jax.pmap, axis_name="batch")
+def step(params, x):
+    return jax.lax.pmean(params * jnp.sum(x), "batch")
+
+
+def save(params, ema):
+    params, ema = jax_utils.unreplicate((params, ema))
+    return np.asarray(params) + np.asarray(ema)
+
+
+def run():
+    n = jax.local_device_count()
+    params = jax_utils.replicate(jnp.ones(3))
+    ema = jax_utils.replicate(jnp.ones(3))
+    ema = ema
+    params = step(params, np.ones((n, 2, 3), np.float32))
+    params = jax_utils.unreplicate(params)
+    return save(jax_utils.replicate(params), ema)
+'''
+    result = migrate_source(source, style="global")
+    text = result.source.decode()
+    assert "PM600" in {f.code for f in result.findings}
+    assert "params, ema = (params, ema)" not in text and "params = params\n" not in text
+    assert "    ema = ema\n" in text  # the original's own stays
+    assert "def save(params, ema):\n    return np.asarray(params) + np.asarray(ema)" in text

@@ -169,6 +169,10 @@ AXES_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_axes"  # two mesh
 CONVERT_ONCE_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_convert_once"
 # A partial step called with per-device keys by keyword (each process's own rows).
 KEYWORD_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_keyword_calls"
+# Steps under conditions: a collective step under a parameter's condition, a value replicated
+# there kept stacked, a step without collectives on process 0 alone.
+CONDITIONAL_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_conditional_steps"
+TUPLE_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_tuple_results"  # all replicated
 # The second axis's mesh over this process's devices only: its collectives stop at the host.
 AXES_LOCAL_MESH = ("return jax.make_mesh((jax.device_count(),), (axis_name,)",
                    "return jax.make_mesh((jax.device_count() if axis_name != 'eval' else "
@@ -216,7 +220,12 @@ def global_trees(tmp_path_factory):
                "convert_once_honest": ((CONVERT_ONCE_CASE / "before.py").read_bytes(),
                                        (CONVERT_ONCE_CASE / "after.py").read_bytes()),
                "keyword_calls_honest": ((KEYWORD_CASE / "before.py").read_bytes(),
-                                        (KEYWORD_CASE / "after.py").read_bytes())}
+                                        (KEYWORD_CASE / "after.py").read_bytes()),
+               # its own copy of the device_put_replicated helper, as a user's module has
+               "conditional_honest": ((CONDITIONAL_CASE / "before.py").read_bytes(), migrate_source(
+                   (CONDITIONAL_CASE / "before.py").read_bytes(), style="global").source),
+               "tuple_results_honest": ((TUPLE_CASE / "before.py").read_bytes(),
+                                        (TUPLE_CASE / "after.py").read_bytes())}
     for name, (original, migrated) in modules.items():
         (root / "orig" / f"{name}.py").write_bytes(original)
         (root / "migrated" / f"{name}.py").write_bytes(migrated)
@@ -252,8 +261,10 @@ def test_global_style_faults_show_only_with_two_processes(global_trees):
 def test_global_style_meshes_of_two_axis_names_at_two_processes(global_trees):
     """Each process's rows made global on the mesh of the site taking them; both meshes span
     every process's devices. A second mesh over one process's devices is caught. (With them:
-    values converted once where bound, and a keyword argument made global at its call.)"""
-    names = ["axes_honest", "axes_local_mesh", "convert_once_honest", "keyword_calls_honest"]
+    values converted once where bound, a keyword argument made global at its call, and steps
+    run under conditions.)"""
+    names = ["axes_honest", "axes_local_mesh", "convert_once_honest", "keyword_calls_honest",
+             "conditional_honest", "tuple_results_honest"]
     two, results, _ = check(global_trees, names, processes=2, devices=8, timeout=120,
                             extra=["--style=global"])
     assert two.returncode == 1, two.stdout[-3000:]
@@ -262,5 +273,7 @@ def test_global_style_meshes_of_two_axis_names_at_two_processes(global_trees):
         # (and a value placed once where it is bound, each batch once per iteration)
         assert results[("convert_once_honest", process)]["verdict"] == "equivalent", results
         assert results[("keyword_calls_honest", process)]["verdict"] == "equivalent", results
+        assert results[("conditional_honest", process)]["verdict"] == "equivalent", results
+        assert results[("tuple_results_honest", process)]["verdict"] == "equivalent", results
         assert results[("axes_local_mesh", process)]["verdict"] != "equivalent", results
     assert alive_under(global_trees) == []

@@ -23,9 +23,14 @@ devices (`jax.device_count()`, as in one process) and these edits in the callers
 - a host value that only steps read, each converting it the same way, is converted once where
   it is bound (`params = jax.device_put({...}, ...)`, or `batch = ...(batch)` first in a
   loop's body) instead of at every call: placement_bindings.py says which names qualify;
-- a step called only on some processes (under `if jax.process_index() == 0:`), or a caller
-  some process may not call, would wait for the others in its collectives and placements:
-  that function stays faithful (PM607).
+- code that some process may skip (under a process-dependent condition, or in a caller some
+  process may not call; process_dependence.py) runs its steps as pmap ran them: a step waits
+  for the other processes only where pmap's did. It gets no wait of its own: a replicated
+  value made there keeps pmap's stacked layout (no `device_put(v, P())`, which waits for
+  every process), except as an argument of a step that waits for every process anyway
+  (collective_waits.py). A step with collectives under a condition that reads a process's
+  index (`if jax.process_index() == 0:`) cannot run on several processes in the original
+  either: that function stays faithful (PM607), and the finding says why.
 Host barriers built from a pmapped psum are left to the faithful rule (PM503), which writes
 `multihost_utils.sync_global_devices` and no pmap, so they do not keep their caller faithful.
 """
@@ -36,6 +41,7 @@ import ast
 
 from transforms.codes.global_view import UNAVAILABLE
 from transforms.global_view.call_layout import Nested, call_text
+from transforms.global_view.collective_waits import has_collectives, waits_for_every_process
 from transforms.global_view.dataflow import CallerAnalysis
 from transforms.global_view.donation_values import donated_positions
 from transforms.global_view.lowering import compiled_aliases, compiled_site
@@ -131,6 +137,22 @@ def _is_local_ones(value, where, imported) -> bool:
         and dotted(size.func, imported) == "jax.local_device_count"
 
 
+def uniform(mode):
+    """A step's result mode, one tuple entry per result, as one mode where all agree: every
+    result replicated is REPLICATED_OUT, every result a per-device stack is STACKED_OUT."""
+    if isinstance(mode, tuple) and mode and len(set(mode)) == 1 \
+            and mode[0] in (REPLICATED_OUT, STACKED_OUT):
+        return mode[0]
+    return mode
+
+
+def describe(mode) -> str:
+    """How a finding names a result mode."""
+    if isinstance(mode, tuple):
+        return ", ".join(str(m) for m in mode)
+    return str(mode)
+
+
 class MultiProcessCallerAnalysis(CallerAnalysis):
     """A caller in a multi-process module: `CallerAnalysis` with the edits and blockers above."""
 
@@ -154,6 +176,7 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
         self.bindings: dict[str, Binding] = {} if depth else \
             placement_bindings(function, module.tree)
         self.conversions: dict[str, dict[int, tuple | None]] = {}
+        self._conditional: dict[frozenset, dict[int, ast.AST]] = {}
 
     @property
     def tainted(self) -> set[str]:
@@ -168,7 +191,8 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
             site = self.sites.get(node.func.id) or aliases.get(node.func.id) \
                 if isinstance(node.func, ast.Name) else None
             site = site or self.inline.get(id(node.func)) or compiled_site(node.func, self.sites)
-            if site is not None and (site.out_none or self.modes.get(site.key) == REPLICATED_OUT):
+            if site is not None and (site.out_none or uniform(self.modes.get(site.key)) ==
+                                     REPLICATED_OUT):
                 replicated.append(id(node))
         key = frozenset(replicated)
         if key not in self._tainted:
@@ -176,14 +200,28 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
         return self._tainted[key]
 
     # -- where the step runs --------------------------------------------------------------
-    def run(self):
-        condition = self.module.sometimes_called.get(self.function.name)
+    def _condition(self, node: ast.AST) -> tuple[ast.AST, bool] | None:
+        """(the condition, whether it reads a process's index) under which `node` runs on some
+        processes only, or None where every process runs it."""
+        tainted = self.tainted
+        key = frozenset(tainted)
+        if key not in self._conditional:
+            self._conditional[key] = self.dependence.conditional_nodes(self.function, tainted)
+        condition = self._conditional[key].get(id(node))
         if condition is not None:
-            raise Blocker(UNAVAILABLE, condition, f"`{self.function.name}` runs only where "
-                          f"`{ast.unparse(condition)}` holds (line {condition.lineno}), so the "
-                          "other processes would not join its steps' collectives and "
-                          "placements: kept in the faithful style (multi-process)")
-        return super().run()
+            return condition, self.dependence.tells_apart(condition, self.function)
+        return self.module.sometimes_called.get(self.function.name)
+
+    def _skipped_because(self, condition: ast.AST) -> str:
+        """How a finding names the condition a node runs under."""
+        where = f"`{ast.unparse(condition)}` holds (line {condition.lineno})"
+        if self._enclosing(condition):
+            return f"`{self.function.name}` runs only where {where}"
+        return f"it runs only where {where}"
+
+    def _enclosing(self, condition: ast.AST) -> bool:
+        """Whether `condition` is outside the function: it decides whether the function runs."""
+        return self.module.sometimes_called.get(self.function.name, (None,))[0] is condition
 
     def _run(self):
         try:
@@ -210,6 +248,7 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
         kind = super().producer(call, name)
         if kind is not None and kind.tag == "repl" and id(call) not in self.keep_stacked:
             differing = self._differing(call)
+            skipped = self._condition(call) if differing is None else None
             if differing is not None:  # it may stay each process's own rows: pmap's layout
                 self.module.process_stacked[id(call)] = (
                     f"`{shorten(ast.unparse(call))}` (line {call.lineno}) is replicated in the "
@@ -217,6 +256,15 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                     "each process's own rows are kept rather than one value placed with P()")
                 self._same_on_every_process(call, origins=frozenset({id(call)}),
                                             differing=differing)
+            elif skipped is not None:  # placing it with P() would wait for every process
+                reason = (f"`{shorten(ast.unparse(call))}` (line {call.lineno}) is replicated in "
+                          f"the original, but {self._skipped_because(skipped[0])}, which can "
+                          "differ between processes, and a value placed with P() waits for "
+                          "every process to place it")
+                self.module.process_stacked[id(call)] = \
+                    f"{reason}: each process's own rows are kept instead"
+                raise Blocker(UNAVAILABLE, call, f"{reason}: kept in the faithful style "
+                              "(multi-process)", origins=frozenset({id(call)}))
             text = self.render(call)
             if not text.startswith(f"{self.module.jax}.device_put("):
                 self._edit(call, placed(self.module.jax, text, "P()"))
@@ -280,12 +328,15 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
 
     # -- the step -------------------------------------------------------------------------
     def site_call(self, call: ast.Call, site: Site) -> Kind:
-        condition = self.dependence.conditional_calls(self.function, self.tainted).get(id(call))
-        if condition is not None:
-            raise Blocker(UNAVAILABLE, call,
-                          f"{site.label} is called only on some processes (under "
-                          f"`{ast.unparse(condition)}`, line {condition.lineno}): its collectives "
-                          "would wait for the others; kept in the faithful style (multi-process)")
+        skipped = self._condition(call)
+        if skipped is not None and skipped[1] and has_collectives(site, self.module.imported):
+            raise Blocker(UNAVAILABLE, skipped[0] if self._enclosing(skipped[0]) else call,
+                          f"{site.label} is called only on some processes "
+                          f"({self._skipped_because(skipped[0])}, which reads the process "
+                          "index): its collectives wait for the other processes, in the "
+                          "original too; kept in the faithful style (multi-process)")
+        meeting = skipped is None or (not skipped[1] and waits_for_every_process(
+            site, self.module.imported))  # every process makes this call, or none
         if site.static or site.out_tree is not None or site.placement or any(
                 axis not in (0, None) for axis in site.in_axes):
             raise Blocker(UNAVAILABLE, site.node,
@@ -294,14 +345,19 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                           "out_axes or in_axes trees or axes other than 0, devices= / "
                           "axis_size=): kept in the faithful style (multi-process)")
         kind = super().site_call(call, site)
-        mode, specs = self.modes[site.key], self.specs[site.key]
-        if getattr(site, "static", ()) or mode not in (REPLICATED_OUT, STACKED_OUT) or any(
+        mode, specs = uniform(self.modes[site.key]), self.specs[site.key]
+        if getattr(site, "static", ()) or any(
                 spec.replace(STACKED_SPEC, "") not in ("P()", f"P({AXIS_PLACEHOLDER})")
                 for spec in specs):
             raise Blocker(UNAVAILABLE, call,
-                          f"{site.label} has static arguments, mapped axes other "
-                          "than 0 or results of mixed layouts: not handled in multi-process "
-                          "modules yet, kept in the faithful style (multi-process)")
+                          f"{site.label} has static arguments or mapped axes other than 0: "
+                          "not handled in multi-process modules yet, kept in the faithful "
+                          "style (multi-process)")
+        if mode not in (REPLICATED_OUT, STACKED_OUT):
+            raise Blocker(UNAVAILABLE, call,
+                          f"the results of {site.label} have mixed layouts ({describe(mode)}): "
+                          "not handled in multi-process modules yet, kept in the faithful "
+                          "style (multi-process)")
         jax = self.module.jax
         arguments, keywords = [], {}
         donated = donated_positions(site)
@@ -314,6 +370,12 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                     self._same_on_every_process(
                         argument, "is given to every device (in_axes None) in the original")
                     if any(kind.tag != "repl" for kind in kinds):
+                        if not meeting:
+                            raise Blocker(UNAVAILABLE, argument, (
+                                f"`{ast.unparse(argument)}` would be placed with P() for "
+                                f"{site.label}, but {self._skipped_because(skipped[0])}, "
+                                "which can differ between processes, and a placement waits "
+                                "for every process: kept in the faithful style (multi-process)"))
                         conversion = (f"{jax}.device_put",
                                       (f"NamedSharding({MESH_PLACEHOLDER}, P())",), 0)
             elif STACKED_SPEC in spec:
@@ -340,7 +402,7 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
         line = self.module.source.splitlines()[call.lineno - 1].decode("utf-8")
         indent = line[:len(line) - len(line.lstrip())]
         tail = len(line) - call.end_col_offset if call.end_lineno == call.lineno else 0
-        if self.modes[site.key] == STACKED_OUT and id(call) not in self.lowerings:
+        if mode == STACKED_OUT and id(call) not in self.lowerings:
             # The process's own rows of every per-device result, as pmap returned them.
             inner = call_text(self.render(call.func), arguments, indent + "    ",
                               len(indent) + 4, 1, site.axis_name)
@@ -387,6 +449,11 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
         binding = self.bindings.get(argument.id) if isinstance(argument, ast.Name) else None
         if binding is None or argument.id in self.unhoisted or id(argument) not in binding.reads:
             return False
+        statement = binding.statement
+        where = statement if isinstance(statement, ast.Assign) else statement.body[0]
+        if conversion is not None and conversion[0].endswith(".device_put") \
+                and self._condition(where) is not None:
+            return False  # a placement there could wait for processes that never get there
         how = None if donated else conversion
         self.conversions.setdefault(argument.id, {})[id(argument)] = how
         return how is not None
@@ -473,6 +540,7 @@ def process_idiom_findings(function: ast.FunctionDef, module) -> list[tuple[ast.
     def mentions(node) -> bool:
         return any(is_index(n) for n in ast.walk(node))
 
+    site_names = {site.name for site in getattr(module, "sites", {}).values()}
     found = []
     for node in ast.walk(function):
         if isinstance(node, ast.Call) and dotted(node.func, imported) == "jax.random.fold_in" \
@@ -493,9 +561,16 @@ def process_idiom_findings(function: ast.FunctionDef, module) -> list[tuple[ast.
             if any(is_index(s) for s in sides) and any(
                     isinstance(s, ast.Constant) and s.value == 0 and type(s.value) is int
                     for s in sides):
+                steps = sorted({n.func.id for b in [*node.body, *node.orelse] for n in ast.walk(b)
+                                if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                                and n.func.id in site_names})
+                called = "no step is called there" if not steps else (
+                    f"{', '.join(f'`{s}`' for s in steps)} called there "
+                    f"{'has' if len(steps) == 1 else 'have'} no collectives, so process 0 "
+                    "runs it alone, as pmap did")
                 found.append((node.test, "block run on process 0 only,", (
                     "replicated results are fully replicated global arrays, so process 0 "
-                    "reads them without a collective; no step is called there")))
+                    f"reads them without a collective; {called}")))
     return [(node, f"{what} `{shorten(_text(module, node))}` kept: {why}")
             for node, what, why in found]
 

@@ -9,6 +9,15 @@ or stdlib random state, the environment, a parameter of its function (unseen cal
 or a module function or module name that does; and so is anything computed from such a value
 (flow-insensitive, to a fixpoint). Draws from a `RandomState` / `Generator` made with a fixed
 seed are the same everywhere.
+
+Code under a process-dependent condition may run on some processes only. There a step runs as
+pmap ran it: its collectives wait for the other processes exactly where pmap's did, and a step
+without collectives waits for nothing, in both programs. What the global style must not add
+there is a wait of its own: `jax.device_put(host_value, P())` checks that every process placed
+the same value (`multihost_utils.assert_equal`), so it waits for all of them. A condition that
+tells processes apart by their index (`if jax.process_index() == 0:`) is told from one that can
+differ only by accident (a parameter, a clock): a step with collectives under the first cannot
+run on more than one process, in the original either, and is reported.
 """
 
 from __future__ import annotations
@@ -21,16 +30,21 @@ from transforms.global_view.sites import dotted
 PROCESS_DEPENDENT = {"jax.process_index", "jax.host_id", "os.getpid", "os.environ", "os.getenv"}
 PROCESS_DEPENDENT_PREFIXES = ("time.", "random.", "uuid.", "secrets.", "datetime.")
 PROCESS_ATTRIBUTES = {"process_index", "host_id"}  # a device's own process
+PROCESS_IDENTITY = {"jax.process_index", "jax.host_id"}
 # numpy.random functions that read or seed the global random state (draws from a
 # RandomState / Generator made with a fixed seed are the same on every process).
 NUMPY_RANDOM = "numpy.random."
 NUMPY_RANDOM_CONSTRUCTORS = {"RandomState", "default_rng", "Generator", "PCG64", "MT19937",
                              "SeedSequence", "Philox", "SFC64", "BitGenerator"}
 class ProcessDependence:
-    """Which module functions and names can hold a value that differs between processes."""
+    """Which module functions and names can hold a value that differs between processes.
+    `identity`: only those computed from a process's index (`jax.process_index()`, a device's
+    `process_index`), the values that tell processes apart on purpose."""
 
-    def __init__(self, tree: ast.Module, imported: dict[str, str]):
+    def __init__(self, tree: ast.Module, imported: dict[str, str], identity: bool = False):
         self.imported = imported
+        self.identity_only = identity
+        self.identity = None if identity else ProcessDependence(tree, imported, identity=True)
         self.definitions = {s.name: s for s in tree.body
                             if isinstance(s, (ast.FunctionDef, ast.ClassDef))}
         self.functions: set[str] = set()
@@ -52,12 +66,15 @@ class ProcessDependence:
 
     def _source(self, node: ast.AST, local: set[str]) -> bool:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            sources = PROCESS_IDENTITY if self.identity_only else PROCESS_DEPENDENT
             return node.id in local or (node.id in self.globals and node.id not in local) or \
-                node.id in self.functions or dotted(node, self.imported) in PROCESS_DEPENDENT
+                node.id in self.functions or dotted(node, self.imported) in sources
         if isinstance(node, ast.Attribute):
             if node.attr in PROCESS_ATTRIBUTES:
                 return True
             name = dotted(node, self.imported)
+            if self.identity_only:
+                return name in PROCESS_IDENTITY
             if name in PROCESS_DEPENDENT or name.startswith(PROCESS_DEPENDENT_PREFIXES):
                 return True
             if name.startswith(NUMPY_RANDOM) and name[len(NUMPY_RANDOM):].split(".")[0] \
@@ -73,8 +90,11 @@ class ProcessDependence:
         """The function's local names that can differ between processes (flow-insensitive,
         to a fixpoint); its parameters count, since unseen callers give them. Results of the
         global steps (`steps`: ids of their calls) are left to the caller analysis: their
-        replicated results are the same everywhere, the others are per-device kinds."""
-        tainted = {a.arg for a in ast.walk(function.args) if isinstance(a, ast.arg)}
+        replicated results are the same everywhere, the others are per-device kinds. With
+        `identity`, parameters do not count: a caller's value tells processes apart only if
+        it was computed from a process index, which this module's callers are checked for."""
+        tainted = set() if self.identity_only else {
+            a.arg for a in ast.walk(function.args) if isinstance(a, ast.arg)}
         changed = True
         while changed:
             changed = False
@@ -95,47 +115,85 @@ class ProcessDependence:
         return tainted
 
 
-    def conditional_calls(self, function: ast.FunctionDef, tainted: set[str]) -> dict[int, ast.AST]:
-        """id of each call in `function` that runs only where a process-dependent condition
-        holds (`if`, `while`, `a if c else b`, `c and f()`) -> that condition."""
-        found = {}
+    def conditional_nodes(self, function: ast.FunctionDef, tainted: set[str]) -> dict[int, ast.AST]:
+        """id of each node in `function` that runs only where a process-dependent condition
+        holds, or a process-dependent number of times -> that condition: the branches of
+        `if`, `while` and `a if c else b`, the rest of `c and f()`, the body of a loop over a
+        process-dependent iterable (its iterable stands for the condition), and what follows
+        `if c: return` (or `raise`, `break`, `continue`) in the same block."""
+        found: dict[int, ast.AST] = {}
 
         def under(condition, parts):
             for part in parts:
                 for node in ast.walk(part):
-                    if isinstance(node, ast.Call):
-                        found.setdefault(id(node), condition)
+                    found.setdefault(id(node), condition)
+
+        def listed(part):
+            return part if isinstance(part, list) else [part]
 
         for node in ast.walk(function):
             if isinstance(node, (ast.If, ast.While, ast.IfExp)) and self.depends(node.test, tainted):
-                parts = node.body if isinstance(node.body, list) else [node.body]
-                under(node.test, [*parts, *(node.orelse if isinstance(node.orelse, list)
-                                            else [node.orelse])])
+                under(node.test, [*listed(node.body), *listed(node.orelse)])
+            elif isinstance(node, (ast.For, ast.AsyncFor)) and self.depends(node.iter, tainted):
+                under(node.iter, [*node.body, *node.orelse])
+            elif isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+                for index, generator in enumerate(node.generators):
+                    tests = [generator.iter, *generator.ifs]
+                    condition = next((t for t in tests if self.depends(t, tainted)), None)
+                    if condition is not None:
+                        rest = [g for g in node.generators[index + 1:]]
+                        under(condition, [*generator.ifs, *rest, *(
+                            [node.key, node.value] if isinstance(node, ast.DictComp)
+                            else [node.elt])])
+                        break
             elif isinstance(node, ast.BoolOp):
                 for index, value in enumerate(node.values[:-1]):
                     if self.depends(value, tainted):
                         under(value, node.values[index + 1:])
                         break
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(node, field, None)
+                if not isinstance(block, list):
+                    continue
+                for index, statement in enumerate(block):
+                    if isinstance(statement, ast.If) and self.depends(statement.test, tainted) \
+                            and _exits(statement):
+                        under(statement.test, block[index + 1:])
+                        break
         return found
 
-    def sometimes_called(self) -> dict[str, ast.AST]:
+    def tells_apart(self, condition: ast.AST, function: ast.FunctionDef) -> bool:
+        """Whether `condition`, in `function`, reads a process's index: it holds on some
+        processes by design, not by accident. A loop's iterable is never such a condition:
+        each process iterating over its own rows is the usual multi-process program, and
+        only the number of rows decides how often the body runs."""
+        if any(isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension))
+               and node.iter is condition for node in ast.walk(function)):
+            return False
+        identity = self.identity or self
+        return identity.depends(condition, identity.tainted_names(function))
+
+    def sometimes_called(self) -> dict[str, tuple[ast.AST, bool]]:
         """Module functions some process may not call (called under a process-dependent
-        condition, or from such a function) -> the condition."""
-        found: dict[str, ast.AST] = {}
+        condition, or from such a function) -> (the condition, whether it tells processes
+        apart by their index: `tells_apart`). Of several, one that tells them apart wins."""
+        found: dict[str, tuple[ast.AST, bool]] = {}
         functions = {n: d for n, d in self.definitions.items() if isinstance(d, ast.FunctionDef)}
         calls = {}
         for name, function in functions.items():
-            conditional = self.conditional_calls(function, self.tainted_names(function))
-            calls[name] = [(n, conditional.get(id(n))) for n in ast.walk(function)
+            conditional = self.conditional_nodes(function, self.tainted_names(function))
+            calls[name] = [(n, conditional.get(id(n)), function) for n in ast.walk(function)
                            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
                            and n.func.id in functions]
         changed = True
         while changed:
             changed = False
             for name, listed in calls.items():
-                for call, condition in listed:
-                    reason = condition if condition is not None else found.get(name)
-                    if reason is not None and call.func.id not in found:
+                for call, condition, function in listed:
+                    reason = (condition, self.tells_apart(condition, function)) \
+                        if condition is not None else found.get(name)
+                    known = found.get(call.func.id)
+                    if reason is not None and (known is None or reason[1] and not known[1]):
                         found[call.func.id] = reason
                         changed = True
         return found
@@ -162,6 +220,19 @@ def _tainted_targets(statement: ast.stmt, depends) -> set[str]:
             and isinstance(statement.value.func, ast.Attribute) and depends(statement.value):
         return {_base(statement.value.func.value)} - {None}  # rng.shuffle(x), xs.append(v)
     return set()
+
+
+def _exits(statement: ast.If) -> bool:
+    """Whether a branch of the `if` leaves its block: return, raise, break or continue
+    (outside the functions and classes it defines)."""
+    stack = [*statement.body, *statement.orelse]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Return, ast.Raise, ast.Break, ast.Continue)):
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def _base(node) -> str | None:
