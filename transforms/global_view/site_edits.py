@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 import re
 
-from transforms.global_view.axes import MESH
+from transforms.global_view.axes import MESH, fresh_name
 from transforms.global_view.dataflow import CallerResult
 from transforms.global_view.module_info import ModuleInfo, first_body_statement, own_returns
 from transforms.global_view.replication import result_elements
@@ -133,8 +133,37 @@ def _site_edits(site: Site, options: list[str], module: ModuleInfo, body_edits: 
         return {**outside, (name_at, name_at + len(site.name)): private,
                 built: _step_def(site, options, module, inside, private)}
     if site.static or at_module_level or site.keyword_params:
-        return {**outside, built: _step_def(site, options, module, inside)}
+        bindings = _attributes_read_once(site, module, inside)
+        return {**outside, built: bindings + _step_def(site, options, module, inside)}
     return {**outside, built: _site_text(site, options, module, inside)}
+
+
+def _attributes_read_once(site: Site, module: ModuleInfo, inner_edits: dict) -> str:
+    """`label_smoothing = config.label_smoothing`, one line each, for the attributes a
+    `functools.partial` site binds (`partial(train_step, label_smoothing=config.x)`) where the
+    site becomes a jitted def: pmap's partial read them once, where it was built, and the
+    def reads the names, bound there, at each trace. `inner_edits` gets the names in their
+    place. The names are new to the function the site is built in and to the mapped
+    parameters the def's lambda binds."""
+    partial = site.function_node
+    if not (isinstance(partial, ast.Call) and partial.args):
+        return ""
+    attributes = [(k.arg, k.value) for k in partial.keywords if isinstance(k.value, ast.Attribute)]
+    attributes += [(a.attr, a) for a in partial.args[1:] if isinstance(a, ast.Attribute)]
+    if not attributes:
+        return ""
+    owner = module.functions.get(site.owner) if site.owner else None
+    taken = {n.id for n in ast.walk(owner) if isinstance(n, ast.Name)} | {
+        a.arg for a in ast.walk(owner) if isinstance(a, ast.arg)} if owner is not None else set()
+    taken |= set(site.params)
+    line = module.source.splitlines()[site.statement.lineno - 1].decode("utf-8")
+    indent = line[:len(line) - len(line.lstrip())]
+    lines = []
+    for name, value in attributes:
+        name = module.fresh(name) if owner is None else fresh_name(name, taken)
+        lines.append(f"{name} = {module.render(*module.span(value), inner_edits)}")
+        inner_edits[module.span(value)] = name
+    return f"\n{indent}".join(lines) + f"\n\n{indent}"
 
 
 def _options(specs, out_specs: str, module: ModuleInfo, axis: str) -> list[str]:

@@ -117,14 +117,6 @@ def assigned_site(name, call, statement, imported, functions, constants, owner=N
                       "or functools.partial of one with keywords")
     site = make_site(name, call, statement, body, positional, keywords, False, constants, bound,
                      call_keywords if bound else ())
-    if (site.static or site.keyword_params) and bound and any(
-            isinstance(v, ast.Attribute) for v in [*function.args[1:],
-                                                   *(k.value for k in function.keywords)]):
-        # With static arguments or keyword calls the site becomes a jitted def, whose body
-        # would read the attribute at each trace rather than once where pmap's site was built.
-        what = "static_broadcasted_argnums" if site.static else "calls passing keywords"
-        raise Blocker(OPTIONS, call, f"{what} with a functools.partial argument read from an "
-                      "attribute")
     site.owner, site.function_node = owner, function
     site.opaque = opaque
     return site
@@ -132,8 +124,10 @@ def assigned_site(name, call, statement, imported, functions, constants, owner=N
 
 def _dotted_name(node: ast.AST) -> bool:
     """`config.label_smoothing`: read once, where the partial is built, as pmap's site read it.
-    The rewrite keeps such a site there: hoist.py does not move it to module level, and with
-    static arguments (a jitted def, read at each trace) the site is not taken."""
+    The rewrite keeps such a site there: hoist.py does not move it to module level, and where
+    the site becomes a jitted def (static arguments, keyword calls), which reads its names at
+    each trace, the value is bound to a name where the site was built
+    (site_edits._attributes_read_once)."""
     while isinstance(node, ast.Attribute):
         node = node.value
     return isinstance(node, ast.Name)
