@@ -21,6 +21,10 @@ import numpy as np
 STEPS = 3
 
 
+def keep(box, value):
+    box.append(value)
+
+
 @functools.partial(jax.pmap, axis_name="batch", donate_argnums=(0,))
 def train_step(params, x):
     shift = jax.lax.pmean(jnp.mean(x), "batch")
@@ -37,6 +41,21 @@ def run():
 # Bodies that stay global: nothing reads a value pmap donated a copy of, or only a loop's
 # overwritten is_deleted() flag does.
 GLOBAL = {
+    # What the donated state cannot hold: a loop counter over range, keys split from one key,
+    # draws from a numpy generator, the device count, a step handed to a helper.
+    "numbers_and_keys_hold_nothing": """
+        rng = np.random.RandomState(0)
+        key = jax.random.PRNGKey(0)
+        key, sub = jax.random.split(key)
+        params = jnp.stack([jax.random.normal(sub, (3,))] * jax.local_device_count())
+        log = []
+        for t in range(3):
+            batch = rng.normal(size=(n, 2, 3)).astype(np.float32)
+            keep(log, (t, key))
+            params, loss = train_step(params, batch)
+            keep(log, (t, float(loss[0])))
+        return {"t": np.asarray(t), "key": np.asarray(key), "w": np.asarray(params[0])}
+    """,
     "overwritten_in_constant_loop": """
         params = {"w": jnp.stack([jnp.ones(3)] * n)}
         deleted = False
@@ -201,6 +220,31 @@ FALLBACK = {
         params = jnp.stack([jnp.ones(3)] * n)
         results = [train_step(params, x) for _ in range(2)]  # read
         return {"w": np.asarray(results[1][0][0])}
+    """,
+    # A name bound by a loop over range holds numbers only while nothing else binds it.
+    "loop_counter_rebound_to_the_state": """
+        params = jnp.stack([jnp.ones(3)] * n)
+        for t in range(3):
+            t = params
+            params, loss = train_step(params, x)
+        return {"t": np.asarray(t[0]), "w": np.asarray(params[0])}  # read
+    """,
+    # A helper may store what it is given in another of its arguments (`keep(box, params)`).
+    "kept_by_a_helper": """
+        params = jnp.stack([jnp.ones(3)] * n)
+        box = []
+        keep(box, params)
+        params, loss = train_step(params, x)
+        return {"kept": np.asarray(len(box)), "w": np.asarray(params[0])}  # read
+    """,
+    # Keys split from one key are new arrays; a key passed along with the state is not.
+    "split_pair_one_donated": """
+        key = jax.random.PRNGKey(0)
+        key, sub = jax.random.split(key)
+        params = jnp.stack([jax.random.normal(sub, (3,))] * n)
+        old = params
+        params, loss = train_step(params, x)
+        return {"old": np.asarray(old[0]), "w": np.asarray(params[0])}  # read
     """,
     "while_loop": """
         params = jnp.stack([jnp.ones(3)] * n)

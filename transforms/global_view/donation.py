@@ -160,6 +160,14 @@ class DonatedReads(DonatedValues, StatementInterpreter):
                 isinstance(e, ast.Starred) for e in s.value.elts):
             elements = [self._eval_alias(e) for e in s.value.elts]
             tokens = frozenset().union(*elements)
+        elif isinstance(s.value, ast.Call) and len(targets) == 1 \
+                and isinstance(targets[0], ast.Tuple) \
+                and all(isinstance(t, ast.Name) for t in targets[0].elts) \
+                and self.qualify(s.value.func).startswith("jax.random."):
+            # `rng, init_rng = jax.random.split(rng)`: new keys, none an alias of another
+            self._value(s.value, statement=s)
+            elements = [frozenset({self._token(t)}) for t in targets[0].elts]
+            tokens = frozenset().union(*elements)
         else:
             tokens = self._value(s.value, statement=s)
         for target in targets:
@@ -185,6 +193,8 @@ class DonatedReads(DonatedValues, StatementInterpreter):
         if isinstance(s, ast.While):
             return lambda: self._eval(s.test)
         tokens = self._eval(s.iter)
+        if isinstance(s.iter, ast.Call) and self.builtin(s.iter.func) == "range":
+            tokens = frozenset()  # numbers
         return lambda: self._bind(s.target, tokens)
 
     def _with_item(self, item: ast.withitem) -> None:

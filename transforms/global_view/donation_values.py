@@ -14,11 +14,25 @@ import dataclasses
 
 from transforms.codes.global_view import DONATED_COPY_READ
 from transforms.global_view.sites import Blocker, Site
-from transforms.global_view.values import REPLICATE, TO_SCALAR, TREE_MAP
+from transforms.global_view.values import DEVICE_COUNT, DEVICES, REPLICATE, TO_SCALAR, TREE_MAP
 
 SAFE_PRODUCERS = REPLICATE | {"jax.device_put_sharded"}  # pmap's own layout: pmap deletes them too
-HOST_RESULTS = TO_SCALAR | {"jax.device_get", "builtins.len", "builtins.isinstance"}
+# Host values (numbers, device lists) that no step can delete.
+HOST_RESULTS = TO_SCALAR | DEVICE_COUNT | DEVICES | {
+    "jax.device_get", "builtins.len", "builtins.isinstance", "jax.process_index",
+    "jax.process_count", "jax.host_id", "jax.host_count"}
 SCALAR_BUILTINS = {"float", "int", "bool", "len", "isinstance", "str"}
+# Functions that store none of their arguments into another one (a call `f(a, b)` of anything
+# else may leave `b` inside `a`): their results may still hold their arguments.
+KEEPS_NOTHING_PREFIXES = ("jax.random.", "jax.numpy.", "numpy.", "os.path.", "logging.",
+                          "absl.logging.", "math.")
+KEEPS_NOTHING = {"functools.partial", "jax.jit", "jax.pmap", "jax.vmap", "jax.grad",
+                 "jax.value_and_grad"}
+KEEPS_NOTHING_BUILTINS = {"max", "min", "dict", "list", "tuple", "zip", "enumerate", "range",
+                          "iter", "next", "sorted", "print", "abs", "round", "sum", "any", "all"}
+# numpy's random generators: every draw from one is a new host array.
+NUMPY_GENERATORS = {"numpy.random.RandomState", "numpy.random.default_rng",
+                    "numpy.random.Generator"}
 Token = tuple  # ("node", id) | ("parameter", name) | ("global", name)
 
 
@@ -68,6 +82,8 @@ class DonatedValues:
                 self._eval(target.value)
 
     def _names(self, name: str) -> frozenset:
+        if name in {site.name for site in self.site_calls.values()}:
+            return frozenset()  # a step (`p_eval_step` handed to a helper): not an array
         if name in self.state.names:
             return self.state.names[name]
         if name in self.local:
@@ -199,18 +215,103 @@ class DonatedValues:
         builtin = isinstance(call.func, ast.Name) and call.func.id in SCALAR_BUILTINS \
             and call.func.id not in self.module.table.bound_otherwise
         if name.startswith("numpy.") and isinstance(call.func, ast.Attribute) \
-                or name in HOST_RESULTS or builtin:
+                or name in HOST_RESULTS or builtin or self._host_arrays(call, name):
             return frozenset()  # a numpy array or a host scalar: never deleted
         if isinstance(call.func, ast.Name) and self._returns_safe(call.func.id):
             return frozenset()
+        if name.startswith(KEEPS_NOTHING_PREFIXES) or name in KEEPS_NOTHING \
+                or self.builtin(call.func) in KEEPS_NOTHING_BUILTINS:
+            # keeps none of its arguments in another (its result may hold them)
+            return frozenset({self._token(call)}) | passed | receiver
         # Anything else may keep what it is given (`losses.append(x)`, `store(d, x)`) and
         # may give it back.
         for holder in [call.func.value if isinstance(call.func, ast.Attribute) else None,
                        *arguments]:
             root = self._root_key(holder) if holder is not None else None
+            if root in self._scalar_names():
+                continue  # a number holds nothing
             if root is not None and (passed | receiver):
                 self._set(root, self._names(root) | passed | receiver)
         return frozenset({self._token(call)}) | passed | receiver
+
+    def builtin(self, function) -> str | None:
+        """`len` of `len(...)` or `builtins.len(...)`, where the module does not bind the name
+        to something else; None for any other function."""
+        name = self.qualify(function)
+        if name.startswith("builtins."):
+            return name[len("builtins."):]
+        if isinstance(function, ast.Name) and not name \
+                and function.id not in self.module.table.bound_otherwise \
+                and function.id not in self.local:
+            return function.id
+        return None
+
+    def _scalar_names(self) -> set[str]:
+        """Names the function binds only to numbers: `for step in range(...)`, `n = int(x)`,
+        `k = len(xs)`, a number literal."""
+        if not hasattr(self, "_scalars"):
+            numbers, others = set(), set()
+            for node in ast.walk(self.function):
+                if isinstance(node, (ast.For, ast.comprehension)):
+                    target, value = node.target, node.iter
+                    ranged = isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
+                        and value.func.id == "range"
+                    names = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+                    (numbers if ranged and isinstance(target, ast.Name) else others).update(names)
+                elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                    value = node.value
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    number = isinstance(value, ast.Constant) and type(value.value) in (int, float) \
+                        or isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
+                        and value.func.id in ("int", "float", "len")
+                    for target in targets:
+                        names = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+                        (numbers if number and isinstance(target, ast.Name) else others).update(
+                            names)
+                elif isinstance(node, (ast.With, ast.AsyncWith)):
+                    others.update(n.id for item in node.items if item.optional_vars is not None
+                                  for n in ast.walk(item.optional_vars) if isinstance(n, ast.Name))
+                elif isinstance(node, ast.NamedExpr):
+                    others.add(node.target.id)
+                elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    others.add(node.name)
+                elif isinstance(node, ast.ExceptHandler) and node.name:
+                    others.add(node.name)
+                elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                    others.update(node.names)
+                elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                    others.update((a.asname or a.name).split(".")[0] for a in node.names)
+            others.update(a.arg for a in ast.walk(self.function.args) if isinstance(a, ast.arg))
+            shadowed = {"range", "int", "float", "len"} & self.module.table.bound_otherwise
+            self._scalars = set() if shadowed else numbers - others
+        return self._scalars
+
+    def _host_arrays(self, call: ast.Call, name: str) -> bool:
+        """numpy arrays made anew: `tree_map(np.asarray, tree)`, or a draw from a numpy random
+        generator the function made (`rng = np.random.RandomState(0)`; `rng.normal(...)`)."""
+        if name in TREE_MAP and call.args and self.qualify(call.args[0]).startswith("numpy.") \
+                and not any(isinstance(a, ast.Starred) for a in call.args):
+            return True
+        function = call.func
+        if isinstance(function, ast.Attribute) and isinstance(function.value, ast.Call):
+            # a method of a numpy array gives a numpy array (`.astype(np.float32)`)
+            receiver = function.value
+            inner = self.qualify(receiver.func)
+            return inner.startswith("numpy.") and isinstance(receiver.func, ast.Attribute) \
+                or self._host_arrays(receiver, inner)
+        if not (isinstance(function, ast.Attribute) and isinstance(function.value, ast.Name)):
+            return False
+        if not hasattr(self, "_generators"):
+            self._generators = {
+                t.id for s in ast.walk(self.function) if isinstance(s, ast.Assign)
+                and isinstance(s.value, ast.Call) and self.qualify(s.value.func) in NUMPY_GENERATORS
+                for t in s.targets if isinstance(t, ast.Name)}
+            rebound = {t.id for s in ast.walk(self.function) if isinstance(s, ast.Assign)
+                       and not (isinstance(s.value, ast.Call)
+                                and self.qualify(s.value.func) in NUMPY_GENERATORS)
+                       for t in s.targets if isinstance(t, ast.Name)}
+            self._generators -= rebound
+        return function.value.id in self._generators
 
     def _site_call(self, call: ast.Call, site: Site) -> frozenset:
         if not isinstance(call.func, ast.Name):
