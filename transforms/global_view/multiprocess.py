@@ -62,6 +62,7 @@ from transforms.global_view.values import (
 from transforms.reading.snippets import shorten
 
 PSUM = "jax.lax.psum"
+STATIC = "static"  # the spec `_argument_groups` gives a static argument (it has none)
 ONES = {"jax.numpy.ones", "numpy.ones"}
 WAITS = {"jax.block_until_ready", "jax.device_get"}
 NAMES = ("NamedSharding", "multihost_utils")  # names the multi-process edits use
@@ -337,22 +338,22 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                           "original too; kept in the faithful style (multi-process)")
         meeting = skipped is None or (not skipped[1] and waits_for_every_process(
             site, self.module.imported))  # every process makes this call, or none
-        if site.static or site.out_tree is not None or site.placement or any(
-                axis not in (0, None) for axis in site.in_axes):
+        if site.out_tree is not None or site.placement or any(
+                axis not in (0, None) for i, axis in enumerate(site.in_axes)
+                if i not in site.static):
             raise Blocker(UNAVAILABLE, site.node,
                           f"{site.label} uses pmap options the multi-process "
-                          "global style does not handle yet (static_broadcasted_argnums, "
-                          "out_axes or in_axes trees or axes other than 0, devices= / "
-                          "axis_size=): kept in the faithful style (multi-process)")
+                          "global style does not handle yet (out_axes or in_axes trees or "
+                          "axes other than 0, devices= / axis_size=): kept in the faithful "
+                          "style (multi-process)")
         kind = super().site_call(call, site)
         mode, specs = uniform(self.modes[site.key]), self.specs[site.key]
-        if getattr(site, "static", ()) or any(
-                spec.replace(STACKED_SPEC, "") not in ("P()", f"P({AXIS_PLACEHOLDER})")
-                for spec in specs):
+        if any(spec.replace(STACKED_SPEC, "") not in ("P()", f"P({AXIS_PLACEHOLDER})")
+               for spec in specs):
             raise Blocker(UNAVAILABLE, call,
-                          f"{site.label} has static arguments or mapped axes other than 0: "
-                          "not handled in multi-process modules yet, kept in the faithful "
-                          "style (multi-process)")
+                          f"{site.label} has mapped axes other than 0: not handled in "
+                          "multi-process modules yet, kept in the faithful style "
+                          "(multi-process)")
         if mode not in (REPLICATED_OUT, STACKED_OUT):
             raise Blocker(UNAVAILABLE, call,
                           f"the results of {site.label} have mixed layouts ({describe(mode)}): "
@@ -365,7 +366,9 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                 call, site):
             text = self.render(argument)
             conversion = None
-            if spec == "P()":
+            if spec is STATIC:
+                pass  # jit's static argument: a plain value, as pmap's static_broadcasted one
+            elif spec == "P()":
                 if axis is None:
                     self._same_on_every_process(
                         argument, "is given to every device (in_axes None) in the original")
@@ -423,8 +426,10 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
         global as one tree (the functions the edits use take trees), so every parameter it
         fills must have the same spec and in_axes entry."""
         filled: dict[int, list] = {}
-        for position, ((_, kind, index), spec, axis) in enumerate(zip(
-                self.expansions[id(call)], self.specs[site.key], site.in_axes)):
+        specs = iter(self.specs[site.key])  # none for static arguments
+        for position, ((_, kind, index), axis) in enumerate(zip(
+                self.expansions[id(call)], site.in_axes)):
+            spec = STATIC if position in site.static else next(specs)
             filled.setdefault(index, []).append((spec, axis, kind, position))
         by_keyword = self._keyword_arguments(call, site) or []  # after the positional ones
         names = [*(None for _ in call.args), *site.keyword_params[:len(by_keyword)]]
