@@ -1219,3 +1219,15 @@ def run():
     assert "params, ema = (params, ema)" not in text and "params = params\n" not in text
     assert "    ema = ema\n" in text  # the original's own stays
     assert "def save(params, ema):\n    return np.asarray(params) + np.asarray(ema)" in text
+
+
+def test_haikus_imagenet_example_goes_fully_global():
+    """dm-haiku's imagenet example (corpus/real): its donated train state is no longer taken
+    to hold what the loop passes beside it (keys split from one key, numbers, numpy draws;
+    donation_values.py), so the stacked layout that serves both of `train_scalars`'s paths
+    is proven: every site global, the state and batches in pmap's stacked rows (PM611)."""
+    source = (ROOT / "corpus" / "real" / "haiku_imagenet_train.py").read_bytes()
+    result = migrate_source(source, style="global")
+    codes = {f.code for f in result.findings if f.code.startswith("PM6")}
+    assert codes == {"PM600", "PM611"}, [f.to_text() for f in result.findings]
+    assert b"_per_device_shard_map" not in result.source

@@ -270,7 +270,7 @@ class SiteCallsMixin:
             raise Blocker(OUTPUT_NOT_REPLICATED, call,
                           f"{site.label} returns replicated results for some "
                           "calls and per-device results for others")
-        if not any(kind.changed for _, kind in fields):
+        if not any(kind.changed or kind.rows for _, kind in fields):
             return SAME
         return Kind("fields", fields=tuple(fields))
 
