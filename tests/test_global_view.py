@@ -296,7 +296,7 @@ def test_a_partial_attribute_keyword_is_read_where_pmap_read_it():
     text, codes, findings = _global(static)
     assert "PM600" in codes
     assert "    scale = Cfg.scale\n\n    @functools.partial(jax.jit, static_argnums=1)\n" in text
-    assert "functools.partial(step, scale=scale)" in text
+    assert "lambda x: step(x, k, scale=scale)" in text
 
 
 _LATE_READ = """import functools

@@ -12,7 +12,7 @@ from transforms.global_view.axes import MESH, fresh_name
 from transforms.global_view.dataflow import CallerResult
 from transforms.global_view.module_info import ModuleInfo, first_body_statement, own_returns
 from transforms.global_view.replication import result_elements
-from transforms.global_view.sites import Site
+from transforms.global_view.sites import Site, dotted
 from transforms.global_view.step_text import LINE_LIMIT, shifted, step_def
 from transforms.global_view.values import (
     AXIS_PLACEHOLDER,
@@ -286,7 +286,8 @@ def _step_def(site: Site, options: list[str], module: ModuleInfo, inner_edits: d
         inner = f"lambda {mapped}: {private}({params})" if site.static else private
     elif isinstance(site.function_node, ast.Lambda) and site.static:
         inner = f"lambda {mapped}: {module.render(*module.span(site.body.body), inner_edits)}"
-    elif site.keyword_params:
+    elif site.keyword_params or site.static and _is_partial(site, module):
+        # the partial's call written out: `f(x, eos_id, config=config, top_k=top_k)`
         inner = f"lambda {mapped}: {_partial_called(site, module, inner_edits)}"
     else:
         function = module.render(*module.span(site.function_node), inner_edits)
@@ -306,6 +307,14 @@ def _step_def(site: Site, options: list[str], module: ModuleInfo, inner_edits: d
                     jit_options, indent, module.indent_unit)
 
 
+def _is_partial(site: Site, module: ModuleInfo) -> bool:
+    """The site maps `functools.partial(f, ...)` of a function named `f`."""
+    partial = site.function_node
+    return isinstance(partial, ast.Call) and bool(partial.args) \
+        and isinstance(partial.args[0], ast.Name) and all(k.arg for k in partial.keywords) \
+        and dotted(partial.func, module.imported) == "functools.partial"
+
+
 def _partial_called(site: Site, module: ModuleInfo, inner_edits: dict) -> str:
     """`f(*leading, *positional, k=v, ..., kw=kw, ...)`: `functools.partial(f, *leading,
     k=v)` called as its calls call it, the parameters they pass by keyword passed so again
@@ -313,7 +322,7 @@ def _partial_called(site: Site, module: ModuleInfo, inner_edits: dict) -> str:
     partial = site.function_node
     def text(node):
         return module.render(*module.span(node), inner_edits)
-    positional = site.params[:len(site.params) - len(site.keyword_params)]
+    positional = [p for p in site.called_params if p not in site.keyword_params]
     arguments = [*(text(a) for a in partial.args[1:]), *positional,
                  *(f"{k.arg}={text(k.value)}" for k in partial.keywords),
                  *(f"{k}={k}" for k in site.keyword_params)]

@@ -57,7 +57,7 @@ def run():
     @functools.partial(jax.jit, static_argnums=2)
     def p_eval_step(w, x, squared):
         return jax.shard_map(
-            lambda w, x: (functools.partial(eval_step, scale=scale))(w, x, squared),
+            lambda w, x: eval_step(w, x, squared, scale=scale),
             mesh=_mesh("batch"),
             in_specs=(P(), P("batch")),
             out_specs=P(),

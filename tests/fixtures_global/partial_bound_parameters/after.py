@@ -68,9 +68,9 @@ def run():
     @functools.partial(jax.jit, static_argnums=(2, 3))
     def p_pred_step(inputs, params, eos_id, max_len):
         return jax.shard_map(
-            lambda inputs, params: (
-                functools.partial(predict_step, config=config, temperature=2.0)
-            )(inputs, params, eos_id, max_len),
+            lambda inputs, params: predict_step(
+                inputs, params, eos_id, max_len, config=config, temperature=2.0
+            ),
             mesh=_mesh("batch"),
             in_specs=(P("batch"), P()),
             out_specs=P("batch"),
