@@ -25,6 +25,11 @@ def keep(box, value):
     box.append(value)
 
 
+def summarize(params, batch):
+    """Stores neither argument in the other."""
+    return jnp.sum(batch) * 2.0
+
+
 @functools.partial(jax.pmap, axis_name="batch", donate_argnums=(0,))
 def train_step(params, x):
     shift = jax.lax.pmean(jnp.mean(x), "batch")
@@ -41,6 +46,19 @@ def run():
 # Bodies that stay global: nothing reads a value pmap donated a copy of, or only a loop's
 # overwritten is_deleted() flag does.
 GLOBAL = {
+    # A module function that stores neither argument in the other: the batch it is given
+    # with the state is not held by the state the next step donates.
+    "helper_keeps_nothing": """
+        params = {"w": jnp.stack([jnp.ones(3)] * n)}
+        totals = []
+        for _ in range(3):
+            batch = jnp.asarray(x) * 2.0
+            params, loss = train_step(params, batch)
+            totals.append(float(summarize(params, batch)))
+            first = float(jnp.sum(batch))
+        return {"totals": np.asarray(totals), "first": np.asarray(first),
+                "w": np.asarray(params["w"][0])}
+    """,
     # What the donated state cannot hold: a loop counter over range, keys split from one key,
     # draws from a numpy generator, the device count, a step handed to a helper.
     "numbers_and_keys_hold_nothing": """

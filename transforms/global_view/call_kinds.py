@@ -273,6 +273,7 @@ class CallKindsMixin:
             parameters.update((k, self.eval(v)) for k, v in keywords.items())
         analysis = type(self)(helper, self.all_sites, self.module, parameters, self.depth + 1)
         analysis.sites, analysis.inline, analysis.local_builds = dict(stepped), {}, set()
+        analysis.keep_stacked = self.keep_stacked  # producers in it the caller keeps stacked
         for flag in ("merge_outputs", "split_results"):  # the caller's mode of reading results
             setattr(analysis, flag, getattr(self, flag))
         defaults = [*zip(arguments.args[len(arguments.args) - len(arguments.defaults):],
@@ -387,8 +388,16 @@ class CallKindsMixin:
             and self._produces(n.id, seen | {name}) for n in nodes)
 
     def run_helper(self) -> None:
-        self._block(self.function.body)
-        self.check_helpers_followed()
+        """The helper's body, as the caller's analysis reads it; a blocker that names no
+        producer gets the producers behind what the blocked node reads (the helper's own
+        `shard(batch)`, or what the caller passed), which the caller may keep stacked."""
+        try:
+            self._block(self.function.body)
+            self.check_helpers_followed()
+        except Blocker as blocker:
+            if blocker.origins or blocker.site is not None:
+                raise
+            raise dataclasses.replace(blocker, origins=self._origins_at(blocker.node)) from None
 
     def check_helpers_followed(self) -> None:
         """A helper rewritten for the per-device values one call passes is the helper every

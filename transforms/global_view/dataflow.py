@@ -183,9 +183,10 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
             except Blocker as stacked_blocker:
                 try:  # a tuple of results: each its own layout (replicated ones P())
                     return self._stacked(split=True)._run()
-                except Blocker as split_blocker:  # name the one that got further
+                except Blocker as split_blocker:  # name the one that got further (at one
+                    # place, one naming producers that could keep pmap's layout, to try next)
                     raise max(merged_blocker, stacked_blocker, split_blocker,
-                              key=_position) from None
+                              key=lambda b: (_position(b), bool(b.origins))) from None
         if merged.layouts and self.module.loads.get(self.function.name):
             # Module code calls this function: it must give back pmap's layouts if it can.
             try:

@@ -29,7 +29,8 @@ KEEPS_NOTHING_PREFIXES = ("jax.random.", "jax.numpy.", "numpy.", "os.path.", "lo
 KEEPS_NOTHING = {"functools.partial", "jax.jit", "jax.pmap", "jax.vmap", "jax.grad",
                  "jax.value_and_grad"}
 KEEPS_NOTHING_BUILTINS = {"max", "min", "dict", "list", "tuple", "zip", "enumerate", "range",
-                          "iter", "next", "sorted", "print", "abs", "round", "sum", "any", "all"}
+                          "iter", "next", "sorted", "print", "abs", "round", "sum", "any", "all",
+                          "len", "int", "float", "bool", "str", "isinstance", "repr", "reversed"}
 # numpy's random generators: every draw from one is a new host array.
 NUMPY_GENERATORS = {"numpy.random.RandomState", "numpy.random.default_rng",
                     "numpy.random.Generator"}
@@ -220,7 +221,8 @@ class DonatedValues:
         if isinstance(call.func, ast.Name) and self._returns_safe(call.func.id):
             return frozenset()
         if name.startswith(KEEPS_NOTHING_PREFIXES) or name in KEEPS_NOTHING \
-                or self.builtin(call.func) in KEEPS_NOTHING_BUILTINS:
+                or self.builtin(call.func) in KEEPS_NOTHING_BUILTINS \
+                or self._helper_keeps_nothing(call):
             # keeps none of its arguments in another (its result may hold them)
             return frozenset({self._token(call)}) | passed | receiver
         # Anything else may keep what it is given (`losses.append(x)`, `store(d, x)`) and
@@ -233,6 +235,52 @@ class DonatedValues:
             if root is not None and (passed | receiver):
                 self._set(root, self._names(root) | passed | receiver)
         return frozenset({self._token(call)}) | passed | receiver
+
+    def _helper_keeps_nothing(self, call: ast.Call) -> bool:
+        """A module function (flax's `evaluate(p_eval_step=..., params=state.params, ...)`)
+        that stores none of its arguments in another: no store into a part of a parameter,
+        and a parameter, or part of one, handed only to functions that keep nothing either
+        (this one's steps, module functions that pass this test, jax, numpy and builtins)."""
+        if not (isinstance(call.func, ast.Name) and call.func.id in self.module.functions
+                and call.func.id not in self.local):
+            return False
+        steps = {k.arg for k in call.keywords if isinstance(k.value, ast.Name)
+                 and k.value.id in {site.name for site in self.site_calls.values()}}
+        return self._keeps_nothing(self.module.functions[call.func.id], steps, 0)
+
+    def _keeps_nothing(self, function: ast.FunctionDef, steps: set[str], depth: int) -> bool:
+        parameters = {a.arg for a in ast.walk(function.args) if isinstance(a, ast.arg)}
+        sites = {site.name for site in self.site_calls.values()}
+        for node in ast.walk(function):
+            if isinstance(node, (ast.Global, ast.Nonlocal)):
+                return False
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) \
+                    else [node.target]
+                if any(isinstance(part, (ast.Attribute, ast.Subscript))
+                       and _root_name(part) in parameters
+                       for target in targets for part in ast.walk(target)):
+                    return False
+            if not isinstance(node, ast.Call):
+                continue
+            given = [*node.args, *(k.value for k in node.keywords)]
+            receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
+            if not any(_root_name(v.value if isinstance(v, ast.Starred) else v) in parameters
+                       for v in [*given, receiver] if v is not None):
+                continue  # nothing of the parameters handed over
+            name = self.qualify(node.func)
+            callee = node.func.id if isinstance(node.func, ast.Name) else None
+            if name.startswith(KEEPS_NOTHING_PREFIXES) or name in KEEPS_NOTHING \
+                    or self.builtin(node.func) in KEEPS_NOTHING_BUILTINS \
+                    or callee in steps or callee in sites or name in TREE_MAP and given and (
+                        isinstance(given[0], ast.Lambda) or self.qualify(given[0]).startswith(
+                            KEEPS_NOTHING_PREFIXES)):
+                continue
+            if callee in self.module.functions and depth < 2 \
+                    and self._keeps_nothing(self.module.functions[callee], set(), depth + 1):
+                continue
+            return False
+        return True
 
     def builtin(self, function) -> str | None:
         """`len` of `len(...)` or `builtins.len(...)`, where the module does not bind the name
@@ -424,12 +472,6 @@ def alias_path(node) -> bool:
             and isinstance(node.slice.value, str):
         node = node.value
     return isinstance(node, ast.Name)
-
-
-def _root_name(node) -> str | None:
-    while isinstance(node, (ast.Subscript, ast.Attribute)):
-        node = node.value
-    return node.id if isinstance(node, ast.Name) else None
 
 
 def is_method(call: ast.Call, method: str) -> bool:
