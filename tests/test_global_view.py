@@ -1231,3 +1231,21 @@ def test_haikus_imagenet_example_goes_fully_global():
     codes = {f.code for f in result.findings if f.code.startswith("PM6")}
     assert codes == {"PM600", "PM611"}, [f.to_text() for f in result.findings]
     assert b"_per_device_shard_map" not in result.source
+
+
+def test_a_caller_may_call_a_function_whose_pmap_keeps_the_contract_multi_process():
+    """flax's wmt: `per_host_sum_pmap` maps over one device per host, a device list made at
+    run time, so its pmap keeps the calling contract; the training function that calls it
+    with host values still goes global (no mesh context is set around either)."""
+    prelude = '''
+
+def per_host_sum(value):
+    devices = [jax.local_devices(process_index=p)[0] for p in range(jax.process_count())]
+    host_psum = jax.pmap(lambda v: jax.lax.psum(v, "hosts"), "hosts", devices=devices)
+    return host_psum(np.broadcast_to(value, (1,) + np.shape(value)))[0]
+'''
+    call = PLAIN_CALL + "\n    total = per_host_sum(np.float32(len(x)))"
+    result = _multiprocess(prelude=prelude, call=call)
+    codes = {f.code for f in result.findings}
+    assert "PM600" in codes and "PM608" not in codes, [f.to_text() for f in result.findings]
+    assert any(f.code == "PM612" for f in result.findings)  # the per-host pmap

@@ -174,6 +174,8 @@ KEYWORD_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_keyword_calls"
 CONDITIONAL_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_conditional_steps"
 TUPLE_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_tuple_results"  # all replicated
 STATIC_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_static_arguments"
+# A global caller calling a function whose pmap (over one device per host) keeps the contract.
+CONTRACT_CALLEE_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_contract_callee"
 # The second axis's mesh over this process's devices only: its collectives stop at the host.
 AXES_LOCAL_MESH = ("return jax.make_mesh((jax.device_count(),), (axis_name,)",
                    "return jax.make_mesh((jax.device_count() if axis_name != 'eval' else "
@@ -228,7 +230,11 @@ def global_trees(tmp_path_factory):
                "tuple_results_honest": ((TUPLE_CASE / "before.py").read_bytes(),
                                         (TUPLE_CASE / "after.py").read_bytes()),
                "static_arguments_honest": ((STATIC_CASE / "before.py").read_bytes(),
-                                           (STATIC_CASE / "after.py").read_bytes())}
+                                           (STATIC_CASE / "after.py").read_bytes()),
+               # its own copy of the contract functions, as a user's module has
+               "contract_callee_honest": ((CONTRACT_CALLEE_CASE / "before.py").read_bytes(),
+                                          migrate_source((CONTRACT_CALLEE_CASE / "before.py")
+                                                         .read_bytes(), style="global").source)}
     for name, (original, migrated) in modules.items():
         (root / "orig" / f"{name}.py").write_bytes(original)
         (root / "migrated" / f"{name}.py").write_bytes(migrated)
@@ -267,7 +273,8 @@ def test_global_style_meshes_of_two_axis_names_at_two_processes(global_trees):
     values converted once where bound, a keyword argument made global at its call, and steps
     run under conditions.)"""
     names = ["axes_honest", "axes_local_mesh", "convert_once_honest", "keyword_calls_honest",
-             "conditional_honest", "tuple_results_honest", "static_arguments_honest"]
+             "conditional_honest", "tuple_results_honest", "static_arguments_honest",
+             "contract_callee_honest"]
     two, results, _ = check(global_trees, names, processes=2, devices=8, timeout=120,
                             extra=["--style=global"])
     assert two.returncode == 1, two.stdout[-3000:]
@@ -279,5 +286,6 @@ def test_global_style_meshes_of_two_axis_names_at_two_processes(global_trees):
         assert results[("conditional_honest", process)]["verdict"] == "equivalent", results
         assert results[("tuple_results_honest", process)]["verdict"] == "equivalent", results
         assert results[("static_arguments_honest", process)]["verdict"] == "equivalent", results
+        assert results[("contract_callee_honest", process)]["verdict"] == "equivalent", results
         assert results[("axes_local_mesh", process)]["verdict"] != "equivalent", results
     assert alive_under(global_trees) == []

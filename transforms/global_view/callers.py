@@ -61,9 +61,12 @@ def find_callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, B
 def faithful_callee(function, functions, callers, blocked_callers, imported, seen,
                     barrier_pmaps=frozenset()):
     """The first call in `function` of a module function that (itself or through its own
-    calls) keeps pmap code faithful: a blocked caller, or one that mentions jax.pmap without
-    being a caller of global sites. Such code must not run under a global caller's mesh.
-    `barrier_pmaps`: ids of the pmaps of host barriers, which the faithful rules remove."""
+    calls) mentions jax.pmap without being a caller of sites: pmap code the analysis did not
+    read. A caller whose sites keep pmap's calling contract (`blocked_callers`) is not one:
+    its contract code builds its own mesh (no mesh context is ever set) and takes the values
+    pmap took, which a global caller hands it unchanged (a changed value passed to a
+    function the analysis does not follow is refused). `barrier_pmaps`: ids of the pmaps of
+    host barriers, which the faithful rules remove."""
     seen.add(function.name)
     for node in ast.walk(function):
         if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
@@ -73,7 +76,7 @@ def faithful_callee(function, functions, callers, blocked_callers, imported, see
         mentions_pmap = any(dotted(n, imported) == "jax.pmap" for n in ast.walk(callee)
                             if isinstance(n, (ast.Name, ast.Attribute))
                             and id(n) not in barrier_pmaps)
-        if node.id in blocked_callers or (mentions_pmap and node.id not in callers):
+        if mentions_pmap and node.id not in callers:
             return node
         if faithful_callee(callee, functions, callers, blocked_callers, imported, seen,
                            barrier_pmaps):
