@@ -27,7 +27,7 @@ import libcst as cst
 
 from transforms.helpers.helper_features import module_features
 from transforms.helpers.runtime_helper import helper_source
-from transforms.reading.names import ImportTable, parse_or_none
+from transforms.reading.names import ImportTable, dotted, parse_or_none
 from transforms.reading.prefilter import all_nodes
 from transforms.reporting import ReportingTransformer
 
@@ -148,7 +148,7 @@ def _single_process_guards(tree: ast.Module, imported: dict[str, str]) -> set[in
     function, the only place pmaps are made, never runs them with several processes."""
     guards = set()
     pmaps = [n for n in ast.walk(tree) if isinstance(n, (ast.Name, ast.Attribute))
-             and _qualified(n, imported) == PMAP]
+             and dotted(n, imported) == PMAP]
     for function in ast.walk(tree):
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
@@ -192,17 +192,7 @@ def _refused_count(statement: ast.stmt, imported: dict[str, str]) -> ast.AST | N
             and test.comparators[0].value == 1 and isinstance(test.ops[0], (ast.Gt, ast.NotEq))):
         return None
     function = test.left.func
-    return function if _qualified(function, imported) == "jax.process_count" else None
-
-
-def _qualified(node, imported: dict[str, str]) -> str:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name) or node.id not in imported:
-        return ""
-    return ".".join([imported[node.id], *reversed(parts)])
+    return function if dotted(function, imported) == "jax.process_count" else None
 
 
 def _name_of(node) -> str:

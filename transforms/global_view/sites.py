@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 
+from transforms.reading.names import dotted
+
 PMAP = "jax.pmap"
 PARTIAL = "functools.partial"
 JIT = "jax.jit"
@@ -98,17 +100,6 @@ class Site:
         if self.holder:
             return f"{self.holder}.{self.attribute}"
         return self.name if self.owner is None or self.inline else f"{self.owner}.{self.name}"
-
-
-def dotted(node: ast.AST, imported: dict[str, str]) -> str:
-    """`jax.pmap` for `jax.pmap`, `j.pmap` (import jax as j) or `pmap` (from jax import pmap)."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name) or node.id not in imported:
-        return ""
-    return ".".join([imported[node.id], *reversed(parts)])
 
 
 def pmap_call_options(call: ast.Call, imported: dict[str, str]) -> tuple[ast.AST, list, list] | None:

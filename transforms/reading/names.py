@@ -25,6 +25,19 @@ _BUILTINS = frozenset(dir(builtins))
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
+def dotted(node: ast.AST, imported: dict[str, str]) -> str:
+    """`jax.pmap` for `jax.pmap`, `j.pmap` (import jax as j) or `pmap` (from jax import pmap),
+    through the module's import table (local name -> dotted name); "" for a chain whose root
+    is not imported, or anything but a name chain."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in imported:
+        return ""
+    return ".".join([imported[node.id], *reversed(parts)])
+
+
 def _module_scope_imports(body: list[ast.stmt]) -> dict[int, ast.Import | ast.ImportFrom]:
     """The imports that bind at module scope: in the module's statements and the blocks of its
     `if` / `try` / `with` / loops / `match`, not inside a def or a class."""
