@@ -83,7 +83,7 @@ class DonatedValues:
                 self._eval(target.value)
 
     def _names(self, name: str) -> frozenset:
-        if name in {site.name for site in self.site_calls.values()}:
+        if name in self._step_names():
             return frozenset()  # a step (`p_eval_step` handed to a helper): not an array
         if name in self.state.names:
             return self.state.names[name]
@@ -236,6 +236,12 @@ class DonatedValues:
                 self._set(root, self._names(root) | passed | receiver)
         return frozenset({self._token(call)}) | passed | receiver
 
+    def _step_names(self) -> set[str]:
+        """The names of the steps this function calls (fixed once the layouts are known)."""
+        if not hasattr(self, "_steps"):
+            self._steps = {site.name for site in self.site_calls.values()}
+        return self._steps
+
     def _helper_keeps_nothing(self, call: ast.Call) -> bool:
         """A module function (flax's `evaluate(p_eval_step=..., params=state.params, ...)`)
         that stores none of its arguments in another: no store into a part of a parameter,
@@ -245,12 +251,12 @@ class DonatedValues:
                 and call.func.id not in self.local):
             return False
         steps = {k.arg for k in call.keywords if isinstance(k.value, ast.Name)
-                 and k.value.id in {site.name for site in self.site_calls.values()}}
+                 and k.value.id in self._step_names()}
         return self._keeps_nothing(self.module.functions[call.func.id], steps, 0)
 
     def _keeps_nothing(self, function: ast.FunctionDef, steps: set[str], depth: int) -> bool:
         parameters = {a.arg for a in ast.walk(function.args) if isinstance(a, ast.arg)}
-        sites = {site.name for site in self.site_calls.values()}
+        sites = self._step_names()
         for node in ast.walk(function):
             if isinstance(node, (ast.Global, ast.Nonlocal)):
                 return False

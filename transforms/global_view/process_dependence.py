@@ -44,6 +44,7 @@ class ProcessDependence:
     def __init__(self, tree: ast.Module, imported: dict[str, str], identity: bool = False):
         self.imported = imported
         self.identity_only = identity
+        self._tainted_by_function: dict[int, set[str]] = {}
         self.identity = None if identity else ProcessDependence(tree, imported, identity=True)
         self.definitions = {s.name: s for s in tree.body
                             if isinstance(s, (ast.FunctionDef, ast.ClassDef))}
@@ -171,7 +172,9 @@ class ProcessDependence:
                and node.iter is condition for node in ast.walk(function)):
             return False
         identity = self.identity or self
-        return identity.depends(condition, identity.tainted_names(function))
+        if id(function) not in identity._tainted_by_function:  # a fixpoint: once per function
+            identity._tainted_by_function[id(function)] = identity.tainted_names(function)
+        return identity.depends(condition, identity._tainted_by_function[id(function)])
 
     def sometimes_called(self) -> dict[str, tuple[ast.AST, bool]]:
         """Module functions some process may not call (called under a process-dependent
