@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -34,15 +35,40 @@ from equivalence.runner import (
 
 WORKER = Path(__file__).with_name("multiprocess_worker.py")
 POLL_SECONDS = 0.1
+# A job whose processes could not join (the coordinator's port taken at its bind, say) never
+# ran the program; it is run again on another port, at most this many times in all.
+JOIN_ATTEMPTS = 3
 EXIT_GRACE_SECONDS = 10.0  # for a clean exit once every process has its result
 
 
 def free_port() -> int:
-    """A localhost port no one listens on now (the OS picks it), so two checks can run at
-    once."""
-    with socket.socket() as probe:
+    """A localhost port no one listens on now, so two checks can run at once.
+
+    Drawn below the ephemeral range: ports there are never handed out by the OS for outgoing
+    connections or bind(0) (gloo's own sockets), so nothing takes the port between this probe
+    and the coordinator's bind. Two checks drawing the same port are caught by the retry in
+    run_entry_processes."""
+    low = _ephemeral_range()[0]
+    for _ in range(64):
+        port = random.randrange(max(1024, low - 16384), low)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as probe:  # everything below is taken: let the OS pick
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """Linux's range for ports the OS picks; IANA's where it cannot be read."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 49152, 65535
 
 
 def run_entry_processes(
@@ -55,18 +81,25 @@ def run_entry_processes(
     if processes < 1 or devices % processes:
         raise ValueError(f"{devices} devices cannot be split over {processes} processes")
     work = Path(tempfile.mkdtemp(prefix="pmap-migrate-mp-", dir=work_dir))
+    python = os.path.abspath(python) if os.sep in python else python
     try:
-        return _run(work, Path(root).absolute(), entry, devices // processes, processes,
-                    os.path.abspath(python) if os.sep in python else python, timeout, rng_compat,
-                    hlo)
+        for attempt in range(JOIN_ATTEMPTS):
+            outcomes, joined = _run(work / f"attempt{attempt}", Path(root).absolute(), entry,
+                                    devices // processes, processes, python, timeout,
+                                    rng_compat, hlo)
+            if joined:
+                break
+        return outcomes
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 def _run(work: Path, root: Path, entry: str, local_devices: int, processes: int, python: str,
-         timeout: float, rng_compat: bool, hlo: bool = True) -> list[RunOutcome]:
+         timeout: float, rng_compat: bool, hlo: bool = True) -> tuple[list[RunOutcome], bool]:
+    """One attempt: the outcomes, and whether every process joined the job."""
     coordinator = f"127.0.0.1:{free_port()}"
     folders = [work / f"process{p}" for p in range(processes)]
+    work.mkdir()
     start = time.perf_counter()
     running: list[subprocess.Popen] = []
     try:
@@ -105,11 +138,12 @@ def _run(work: Path, root: Path, entry: str, local_devices: int, processes: int,
             outcomes.append(RunOutcome(False, seconds, error=(
                 f"process {p} of {processes} stopped: process {failed} failed")))
     # A process whose runtime reported a rendezvous stall says nothing about the program.
-    return [
+    outcomes = [
         outcome if outcome.ok else dataclasses.replace(
             outcome, stall=outcome.stall or stall_message(folder / "stderr.txt"))
         for outcome, folder in zip(outcomes, folders)
     ]
+    return outcomes, not any(result.get("joined") is False for result in results.values())
 
 
 def _wait(running, folders, deadline):

@@ -92,6 +92,7 @@ def main(root, entry, out_dir, coordinator, processes, process_id):
     except BaseException as error:  # noqa: BLE001 - say why, the parent reports it
         with open(os.path.join(out_dir, "result.json"), "w") as handle:
             json.dump({"entry": entry, "ok": False, "seconds": 0.0,
+                       "joined": step != "jax.distributed.initialize",
                        "error": f"{step} failed: {type(error).__name__}: {error}",
                        "traceback": traceback.format_exc()[-4000:]}, handle)
         return

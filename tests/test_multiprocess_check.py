@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import socket
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -159,6 +160,33 @@ def test_two_jobs_at_once_get_their_own_ports(trees):
         assert [o.ok for o in job] == [True, True], [o.error for o in job]
         assert [int(o.output["arrays"]["leaf1"]) for o in job] == [0, 1]
 
+
+
+def test_a_job_whose_coordinator_port_is_taken_runs_again_on_another(trees, monkeypatch):
+    """The port is free when drawn, but another socket can take it before the coordinator
+    binds it (seen in CI: "Failed to start RPC server"). The program never ran: the job runs
+    again on another port, and the verdict is about the program."""
+    import equivalence.multiprocess as multiprocess
+
+    draws = []
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        ports = iter([taken.getsockname()[1]])
+        real = multiprocess.free_port
+        monkeypatch.setattr(multiprocess, "free_port",
+                            lambda: draws.append(1) or next(ports, None) or real())
+        outcomes = run_entry_processes(trees / "migrated", "honest:run", devices=4,
+                                       processes=2, timeout=120)
+    assert len(draws) == 2
+    assert [o.ok for o in outcomes] == [True, True], [o.error for o in outcomes]
+
+
+def test_coordinator_ports_are_drawn_where_the_os_never_hands_ports_out():
+    import equivalence.multiprocess as multiprocess
+
+    low, _ = multiprocess._ephemeral_range()
+    assert all(1024 <= multiprocess.free_port() < low for _ in range(20))
 
 # --style global (transforms/global_view/multiprocess.py): the fixture's migration, honest and
 # with a planted fault that only shows with several processes.

@@ -12,13 +12,12 @@ legacy pmap's values on jax 0.10.2 and, written for --target-jax 0.4.38, on jax 
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import textwrap
 
-
 from conftest import legacy_python_or_skip
+from equivalence.multiprocess import free_port
 from transforms.pipeline import migrate_source
 from transforms.target import TargetJax
 
@@ -73,12 +72,6 @@ WORKER = textwrap.dedent('''
         out["aot_shapes"] = np.asarray(f.lower(shape).compile()(x)).tolist()
     print(json.dumps(out))
 ''')
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def two_processes(python: str, mode: str, migrated, tmp_path) -> list[dict]:

@@ -12,7 +12,6 @@ local ports and two interpreters): `python -m pytest -m slow tests/test_multipro
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import textwrap
@@ -20,6 +19,7 @@ import textwrap
 import pytest
 
 from conftest import legacy_python_or_skip
+from equivalence.multiprocess import free_port
 from transforms.pipeline import migrate_source
 
 WORKER = textwrap.dedent('''
@@ -53,18 +53,12 @@ WORKER = textwrap.dedent('''
 ''')
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _two_processes(python: str, mode: str, tmp_path) -> list[dict]:
     worker = tmp_path / "worker.py"
     worker.write_text(WORKER)
     migrated = tmp_path / "migrated.py"
     migrated.write_bytes(migrate_source(b"import jax\nf = jax.pmap(abs, axis_name='i')\n").source)
-    port = str(_free_port())
+    port = str(free_port())
     runs = [subprocess.Popen([python, str(worker), str(pid), port, mode, str(migrated)],
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             for pid in (0, 1)]
