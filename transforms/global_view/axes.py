@@ -62,8 +62,17 @@ def plan_axes(analysis, default_axis: str) -> AxisPlan:
     site_axes: dict[str, str] = {}
     statements = _Statements(analysis, by_call, main, meshes, site_axes, taken)
     statements.block(analysis.function.body)
+    # Edits made in the helpers the caller follows: with no placement among them, a site
+    # called only there runs under its own mesh, which its jitted def names itself.
+    own = module.span(analysis.function)
+    placing_elsewhere = any(
+        not (own[0] <= start and end <= own[1]) and (AXIS_PLACEHOLDER in text
+                                                     or MESH_PLACEHOLDER in text)
+        for (start, end), text in analysis.edits.items())
     for key in analysis.specs:
-        if key not in site_axes and sites[key].axis_name not in (None, main):
+        if key not in site_axes and sites[key].axis_name not in (None, main) \
+                and (placing_elsewhere or any(sites[key].name == n.id for n in ast.walk(
+                    analysis.function) if isinstance(n, ast.Name))):
             raise Blocker(OPTIONS, sites[key].node, f"calls pmap sites with different axis "
                           f"names, and {sites[key].label} is called where no statement of "
                           "this function can be put under its mesh: kept in the faithful style")

@@ -108,8 +108,12 @@ class CallKindsMixin:
         if isinstance(func, ast.Name) and func.id in self.module.functions and (any(
                 isinstance(a, ast.Name) and a.id in self.sites for a in values) or any(
                 self.eval(a).tag not in ("same",) or self.eval(a).leads for a in values
-                if not isinstance(a, ast.Starred)) or self._produces(func.id)):
+                if not isinstance(a, ast.Starred)) or self._produces(func.id)
+                or func.id in self.module.folded):
             return self._helper_call(call, self.module.functions[func.id])
+        rebuilt = self._rebuilt_tree(call, func, name)
+        if rebuilt is not None:
+            return rebuilt
         at_base = _at_update_base(func)
         if at_base is not None and self.eval(at_base).rows:
             # `x.at[i].set(v)` of pmap's stacked rows: the same shape, so still the rows
@@ -132,6 +136,32 @@ class CallKindsMixin:
         # A pmap kept with its calling contract maps every argument on axis 0: given stacked
         # rows, its results have the device count as leading axis too.
         return ROWS if rows and self._contract_pmap(func) else SAME
+
+    def _rebuilt_tree(self, call: ast.Call, func, name: str) -> Kind | None:
+        """`dict(state, stats=s)`, `state.replace(batch_stats=s)` (flax's struct dataclasses,
+        TrainState), `state._replace(...)`, `dataclasses.replace(state, ...)`: a tree rebuilt
+        from values of one layout only has it too. From pmap's stacked rows only, every leaf
+        keeps the device count as its leading axis: stacked rows. From replicated values
+        only, every leaf is replicated: a replicated tree. None for any other call or mix."""
+        if any(isinstance(a, ast.Starred) for a in call.args) \
+                or any(k.arg is None for k in call.keywords):
+            return None
+        values = [*call.args, *(k.value for k in call.keywords)]
+        if self._builtin(func, name, "dict") and len(call.args) <= 1 \
+                or name == "dataclasses.replace" and len(call.args) == 1:
+            pass
+        elif isinstance(func, ast.Attribute) and func.attr in ("replace", "_replace") \
+                and not call.args and call.keywords:
+            values.insert(0, func.value)
+        else:
+            return None
+        kinds = [self.eval(v) for v in values]
+        if kinds and all(k.rows and not k.changed for k in kinds):
+            return ROWS
+        if kinds and all(k.tag == "repl" and k.axis == kinds[0].axis for k in kinds):
+            return Kind("repl", kinds[0].axis, tree=True,
+                        origin=frozenset().union(*(k.origin for k in kinds)))
+        return None
 
     def _builtin(self, func, name: str, builtin: str) -> bool:
         """`func` is the builtin `builtin`, by its qualified or its own unshadowed name."""
@@ -272,7 +302,9 @@ class CallKindsMixin:
         if given is not None:
             parameters.update((k, self.eval(v)) for k, v in keywords.items())
         analysis = type(self)(helper, self.all_sites, self.module, parameters, self.depth + 1)
-        analysis.sites, analysis.inline, analysis.local_builds = dict(stepped), {}, set()
+        # A folded caller's own sites are this caller's: it calls them by their names.
+        own = {k: self.sites[k] for k in self.module.folded.get(name, ()) if k in self.sites}
+        analysis.sites, analysis.inline, analysis.local_builds = {**own, **stepped}, {}, set()
         analysis.keep_stacked = self.keep_stacked  # producers in it the caller keeps stacked
         for flag in ("merge_outputs", "split_results"):  # the caller's mode of reading results
             setattr(analysis, flag, getattr(self, flag))

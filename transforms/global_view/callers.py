@@ -58,6 +58,48 @@ def find_callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, B
     return callers, blocked
 
 
+
+def fold_callers(tree: ast.Module, sites: dict[str, Site], callers: dict[str, set[str]]
+                 ) -> dict[str, set[str]]:
+    """Callers read inside the callers that call them: a module function with parameters that
+    calls module sites (flax imagenet's `sync_batch_stats(state)`, a pmapped mean of
+    `state.batch_stats`) and is used only by calls from other callers, which follow it as a
+    helper given their values (call_kinds.py). Alone its parameters would be unknown; so its
+    sites join each calling caller's, and it is no caller of its own. Returns the folded
+    functions with their sites (`callers` is updated in place)."""
+    functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
+    calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    loads: dict[str, list[ast.Name]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            loads.setdefault(node.id, []).append(node)
+
+    def foldable(name: str, called: set[str]) -> bool:
+        function = functions.get(name)
+        return function is not None and bool(loads.get(name)) \
+            and not function.decorator_list \
+            and bool(function.args.args or function.args.kwonlyargs) \
+            and all(k in sites and sites[k].owner is None and not sites[k].holder
+                    and not sites[k].donate and not sites[k].factory for k in called) \
+            and all(id(use) in calls for use in loads[name])
+
+    candidates = {name for name, called in callers.items() if foldable(name, called)}
+    folded: dict[str, set[str]] = {}
+    for name in sorted(candidates):
+        hosts = [next((f for f in callers if f not in candidates and f in functions
+                       and inside(use, functions[f])), None) for use in loads[name]]
+        if None in hosts:  # a use outside the callers, or in another folded one: no chains
+            continue
+        folded[name] = callers.pop(name)
+        for host in set(hosts):
+            callers[host] |= folded[name]
+    return folded
+
+
+def _called_by_name(use: ast.Name, tree: ast.Module) -> bool:
+    """`use` is the function of a call (`f(x)`), not a value handed on."""
+    return any(isinstance(n, ast.Call) and n.func is use for n in ast.walk(tree))
+
 def faithful_callee(function, functions, callers, blocked_callers, imported, seen,
                     barrier_pmaps=frozenset()):
     """The first call in `function` of a module function that (itself or through its own

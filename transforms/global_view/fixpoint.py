@@ -18,6 +18,7 @@ from transforms.global_view.callers import (
     callers_of,
     faithful_callee,
     find_callers,
+    fold_callers,
 )
 from transforms.global_view.class_uses import faithful_class_use
 from transforms.global_view.dataflow import CallerResult
@@ -43,6 +44,7 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
     by_name = {s.key: s for s in sites}
     faithful = {name: b for b in blockers for name in b.names}
     callers, blocked = find_callers(tree, by_name, faithful)
+    module.folded = fold_callers(tree, by_name, callers)
     module.callers = set(callers)
     results: dict[str, CallerResult] = {}
     analysed: dict[str, set[str]] = {}  # caller -> the sites its result was analysed with

@@ -42,6 +42,8 @@ class ModuleInfo:
         self.functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)
                           and s.name not in rebound}
         self.callers: set[str] = set()  # set once the callers are known
+        # Callers followed inside the callers that call them, with their sites (callers.py)
+        self.folded: dict[str, set[str]] = {}
         self.sites: dict = {}  # every site of the module, by key (set by the driver)
         self.under_other_mesh: set[str] = set()  # sites run on another axis's mesh (axes.py)
         # Producer call id -> why the multi-process analysis keeps its value in pmap's layout.

@@ -149,7 +149,13 @@ class SiteCallsMixin:
         varying = self.module.body_analysis(site).first_varying_output(replicated)
         least = least_result_ranks(site, ranks, self.module.imported) if varying is not None \
             and self.merge_outputs and not site.out_none else None
-        if varying is None:
+        if varying is None and vmapped and not site.out_none \
+                and self.module.can_stack_results(site):
+            # jax.vmap gives each result a device axis: the same value on every device,
+            # kept in pmap's stacked layout (`cross_replica_mean = jax.pmap(lambda x:
+            # lax.pmean(x, 'x'), 'x')` of stacked batch statistics)
+            mode = STACKED_OUT
+        elif varying is None:
             mode = REPLICATED_OUT
         elif least and min(least) >= 1:
             mode = MERGED_OUT  # every device's result has a leading axis to merge into

@@ -81,8 +81,10 @@ def migrated_finding(site: Site, specs, out_specs: str, mode, axis: str, decisio
                  "must pass global arrays to its methods too)")
     own = next((r for c, r in results.items() if site.key in callers.get(c, ())), None)
     if own is not None and site.key in module.under_other_mesh:
-        mesh = dict((axis, name) for name, axis in own.meshes).get(axis, "its own mesh")
-        kept += (f"; it runs on the mesh of axis {quoted(axis)} (`{mesh}` in the caller): "
+        mesh = dict((axis, name) for name, axis in own.meshes).get(axis)
+        where = f"`{mesh}` in the caller" if mesh else \
+            f"`{module.mesh_function}({quoted(axis)})`, called in a helper the caller follows"
+        kept += (f"; it runs on the mesh of axis {quoted(axis)} ({where}): "
                  f"the devices of the caller's `mesh` (axis {quoted(own.axis)}), in the "
                  "same order")
     if site.static:

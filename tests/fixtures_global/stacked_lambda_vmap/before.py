@@ -1,8 +1,8 @@
 """PM611 with a lambda: per-device keys, and a step's per-device results, keep pmap's stacked
 layout, and the lambda runs as `jax.vmap(lambda ...)` over each device's (1, ...) block (a
 replicated argument gets in_axes None). A lambda over stacked rows whose result is the same
-on every device (a psum) cannot: vmap would give it a device axis, so that site keeps pmap's
-calling contract (PM612)."""
+on every device (a psum) keeps the device axis vmap gives it, as pmap's result had it; the
+sites without an axis name run under the mesh of its axis "d"."""
 import jax
 import jax.numpy as jnp
 import numpy as np
