@@ -34,6 +34,7 @@ from equivalence.runner import (
 )
 
 WORKER = Path(__file__).with_name("multiprocess_worker.py")
+JOINED = "joined"  # multiprocess_worker.JOINED (the worker imports nothing of this project)
 POLL_SECONDS = 0.1
 # A job whose processes could not join (the coordinator's port taken at its bind, say) never
 # ran the program; it is run again on another port, at most this many times in all.
@@ -143,7 +144,10 @@ def _run(work: Path, root: Path, entry: str, local_devices: int, processes: int,
             outcome, stall=outcome.stall or stall_message(folder / "stderr.txt"))
         for outcome, folder in zip(outcomes, folders)
     ]
-    return outcomes, not any(result.get("joined") is False for result in results.values())
+    # A process that never joined (its coordinator crashed or raised at its port) means no
+    # process ran the program. A job that timed out is not run again: it would only wait again.
+    joined = timed_out or all((folder / JOINED).exists() for folder in folders)
+    return outcomes, joined
 
 
 def _wait(running, folders, deadline):

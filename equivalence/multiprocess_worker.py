@@ -27,6 +27,8 @@ def join(coordinator, processes, process_id):
     )
 
 
+JOINED = "joined"  # written in the process's folder once it has joined the job
+
 # Read from the environment (the harness leaves it unset): "auto" serialises dispatch where
 # the JAX version needs it (serial_dispatch_needed), "1" always, "0" never (measurements).
 SERIAL_DISPATCH = "PMAP_MIGRATE_SERIAL_DISPATCH"
@@ -83,6 +85,9 @@ def main(root, entry, out_dir, coordinator, processes, process_id):
     step = "jax.distributed.initialize"
     try:
         join(coordinator, int(processes), int(process_id))
+        # The parent runs a job again when one of its processes never joined (its
+        # coordinator could not start, say: then no process ran the program).
+        open(os.path.join(out_dir, JOINED), "w").close()
         step = "serialising dispatch"
         import jax
 
@@ -92,7 +97,6 @@ def main(root, entry, out_dir, coordinator, processes, process_id):
     except BaseException as error:  # noqa: BLE001 - say why, the parent reports it
         with open(os.path.join(out_dir, "result.json"), "w") as handle:
             json.dump({"entry": entry, "ok": False, "seconds": 0.0,
-                       "joined": step != "jax.distributed.initialize",
                        "error": f"{step} failed: {type(error).__name__}: {error}",
                        "traceback": traceback.format_exc()[-4000:]}, handle)
         return

@@ -161,11 +161,11 @@ def test_two_jobs_at_once_get_their_own_ports(trees):
         assert [int(o.output["arrays"]["leaf1"]) for o in job] == [0, 1]
 
 
-
 def test_a_job_whose_coordinator_port_is_taken_runs_again_on_another(trees, monkeypatch):
     """The port is free when drawn, but another socket can take it before the coordinator
-    binds it (seen in CI: "Failed to start RPC server"). The program never ran: the job runs
-    again on another port, and the verdict is about the program."""
+    binds it. The coordinator then raises ("Failed to start RPC server", seen in CI) or
+    crashes (as here). No process ran the program: the job runs again on another port, and
+    the verdict is about the program."""
     import equivalence.multiprocess as multiprocess
 
     draws = []
@@ -181,6 +181,18 @@ def test_a_job_whose_coordinator_port_is_taken_runs_again_on_another(trees, monk
     assert len(draws) == 2
     assert [o.ok for o in outcomes] == [True, True], [o.error for o in outcomes]
 
+
+def test_a_program_that_fails_after_joining_is_not_run_again(tmp_path):
+    (tmp_path / "fails.py").write_text(
+        "import os\nimport jax\n\n\ndef run():\n"
+        f"    with open({str(tmp_path / 'runs.txt')!r}, 'a') as runs:\n"
+        "        runs.write(f'{jax.process_index()}\\n')\n"
+        "    if jax.process_index() == 1:\n        raise RuntimeError('planted')\n"
+        "    return {'x': jax.numpy.zeros(())}\n")
+    outcomes = run_entry_processes(tmp_path, "fails:run", devices=4, processes=2, timeout=120)
+    assert not outcomes[1].ok and "planted" in outcomes[1].error
+    runs = (tmp_path / "runs.txt").read_text().split()  # process 0 may be stopped first
+    assert runs.count("1") == 1 and runs.count("0") <= 1
 
 def test_coordinator_ports_are_drawn_where_the_os_never_hands_ports_out():
     import equivalence.multiprocess as multiprocess
