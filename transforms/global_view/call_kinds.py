@@ -114,6 +114,8 @@ class CallKindsMixin:
         rebuilt = self._rebuilt_tree(call, func, name)
         if rebuilt is not None:
             return rebuilt
+        if self._reshaped_rows(call, func, name):
+            return ROWS
         at_base = _at_update_base(func)
         if at_base is not None and self.eval(at_base).rows:
             # `x.at[i].set(v)` of pmap's stacked rows: the same shape, so still the rows
@@ -162,6 +164,34 @@ class CallKindsMixin:
             return Kind("repl", kinds[0].axis, tree=True,
                         origin=frozenset().union(*(k.origin for k in kinds)))
         return None
+
+    def _reshaped_rows(self, call: ast.Call, func, name: str) -> bool:
+        """`jnp.reshape(x, (x.shape[0], 1, x.shape[1]))`, `x.reshape(x.shape[0], -1)` of pmap's
+        stacked rows `x` (a name): the leading axis is kept, so the result is stacked rows too
+        (flax lm1b's replicated prompt made (n, 1, length))."""
+        if call.keywords:
+            return False
+        if name in ("jax.numpy.reshape", "numpy.reshape") and len(call.args) == 2:
+            array, shape = call.args[0], [call.args[1]]
+        elif isinstance(func, ast.Attribute) and func.attr == "reshape" and call.args:
+            array, shape = func.value, list(call.args)
+        else:
+            return False
+        if len(shape) == 1 and isinstance(shape[0], (ast.Tuple, ast.List)):
+            shape = shape[0].elts
+        lead = shape[0] if shape else None
+        if not isinstance(array, ast.Name) or any(isinstance(e, ast.Starred) for e in shape) \
+                or not (isinstance(lead, ast.Subscript) and isinstance(lead.value, ast.Attribute)
+                        and lead.value.attr == "shape" and isinstance(lead.value.value, ast.Name)
+                        and lead.value.value.id == array.id
+                        and isinstance(lead.slice, ast.Constant) and lead.slice.value == 0):
+            return False
+        kind = self.eval(array)
+        if not kind.rows or kind.changed:
+            return False
+        for extent in shape[1:]:
+            self._need_same(extent)
+        return True
 
     def _builtin(self, func, name: str, builtin: str) -> bool:
         """`func` is the builtin `builtin`, by its qualified or its own unshadowed name."""
