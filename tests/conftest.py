@@ -42,3 +42,19 @@ def original_python(source: bytes) -> str:
 
 def is_runnable(source: bytes) -> bool:
     return b"\ndef run(" in source
+
+
+def imports_flax(source: bytes) -> bool:
+    return b"\nfrom flax" in source or b"\nimport flax" in source
+
+
+def link_flax_or_skip(original: Path, migrated: Path) -> None:
+    """Each side's flax (tests/flax_sides.py) importable by the programs in its folder."""
+    import flax_sides
+
+    if flax_sides.side("legacy") is None or flax_sides.side("current") is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI needs flax for both sides: python tests/flax_sides.py")
+        pytest.skip("no flax for the two sides: python tests/flax_sides.py")
+    flax_sides.link_into(original, "legacy")
+    flax_sides.link_into(migrated, "current")

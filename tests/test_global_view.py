@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT, original_python
+from conftest import ROOT, imports_flax, link_flax_or_skip, original_python
 from equivalence.check import compare_runs
 from equivalence.compare import compare_outputs
 from equivalence.layouts import to_migrated_layout
@@ -82,6 +82,8 @@ def test_migrated_fixture_computes_the_same(case, tmp_path):
     shutil.copy(case / "before.py", tmp_path / "orig" / "case.py")
     migration = _migrate(case / "before.py")  # the module's own, helpers included
     (tmp_path / "new" / "case.py").write_bytes(migration.source)
+    if imports_flax((case / "before.py").read_bytes()):
+        link_flax_or_skip(tmp_path / "orig", tmp_path / "new")
     layouts = {f.function: f.outputs for f in migration.layouts}
     python = original_python((case / "before.py").read_bytes())
     original = run_entry(tmp_path / "orig", "case:run", devices=8, python=python)

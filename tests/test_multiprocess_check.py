@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, legacy_python_or_skip
+from conftest import ROOT, legacy_python_or_skip, link_flax_or_skip
 
 from equivalence.multiprocess import run_entry_processes
 from transforms.pipeline import migrate_source
@@ -329,3 +329,22 @@ def test_global_style_meshes_of_two_axis_names_at_two_processes(global_trees):
         assert results[("contract_callee_honest", process)]["verdict"] == "equivalent", results
         assert results[("axes_local_mesh", process)]["verdict"] != "equivalent", results
     assert alive_under(global_trees) == []
+
+
+FLAX_CASE = ROOT / "tests" / "fixtures_global" / "multiprocess_flax_prefetch_sync"
+
+
+def test_flax_prefetch_and_a_helper_syncing_statistics_at_two_processes(tmp_path):
+    """flax imagenet's shape, with flax itself on each side: prefetched batches made global at
+    the step's call, a stacked state, and a mean of another axis run inside the helper that
+    syncs it. Each process's results against the original's."""
+    for side in ("orig", "migrated"):
+        (tmp_path / side).mkdir()
+    (tmp_path / "orig" / "flax_honest.py").write_bytes((FLAX_CASE / "before.py").read_bytes())
+    (tmp_path / "migrated" / "flax_honest.py").write_bytes(
+        migrate_source((FLAX_CASE / "before.py").read_bytes(), style="global").source)
+    link_flax_or_skip(tmp_path / "orig", tmp_path / "migrated")
+    completed, results, _ = check(tmp_path, ["flax_honest"], processes=2, devices=8,
+                                  timeout=180, extra=["--style=global"])
+    assert completed.returncode == 0, completed.stdout[-3000:]
+    assert [results[("flax_honest", p)]["verdict"] for p in (0, 1)] == ["equivalent"] * 2

@@ -62,17 +62,9 @@ def plan_axes(analysis, default_axis: str) -> AxisPlan:
     site_axes: dict[str, str] = {}
     statements = _Statements(analysis, by_call, main, meshes, site_axes, taken)
     statements.block(analysis.function.body)
-    # Edits made in the helpers the caller follows: with no placement among them, a site
-    # called only there runs under its own mesh, which its jitted def names itself.
-    own = module.span(analysis.function)
-    placing_elsewhere = any(
-        not (own[0] <= start and end <= own[1]) and (AXIS_PLACEHOLDER in text
-                                                     or MESH_PLACEHOLDER in text)
-        for (start, end), text in analysis.edits.items())
+    _helpers_under_their_axis(analysis, main, site_axes)
     for key in analysis.specs:
-        if key not in site_axes and sites[key].axis_name not in (None, main) \
-                and (placing_elsewhere or any(sites[key].name == n.id for n in ast.walk(
-                    analysis.function) if isinstance(n, ast.Name))):
+        if key not in site_axes and sites[key].axis_name not in (None, main):
             raise Blocker(OPTIONS, sites[key].node, f"calls pmap sites with different axis "
                           f"names, and {sites[key].label} is called where no statement of "
                           "this function can be put under its mesh: kept in the faithful style")
@@ -80,6 +72,28 @@ def plan_axes(analysis, default_axis: str) -> AxisPlan:
     order = [a for a in sorted(meshes, key=first.get) if a != main]
     return AxisPlan(main, site_axes, tuple((meshes[a], a) for a in order))
 
+
+def _helpers_under_their_axis(analysis, main: str, site_axes: dict) -> None:
+    """A helper the caller follows (flax imagenet's `sync_batch_stats`) that calls sites of
+    one other axis only, each named with it, runs them under that axis's mesh: what it places
+    for them names `_mesh("x")` and P("x") itself, since the caller's `mesh` is not in scope
+    there."""
+    module, sites = analysis.module, analysis.all_sites
+    for name in sorted(analysis.helpers):
+        helper = module.functions[name]
+        called = {key for key in analysis.specs for node in ast.walk(helper)
+                  if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                  and node.func.id == sites[key].name and sites[key].owner is None}
+        axes = {sites[key].axis_name for key in called}
+        if len(axes) != 1 or None in axes or main in axes:
+            continue
+        axis = quoted(axes.pop())
+        start, end = module.span(helper)
+        for (first, last), text in list(analysis.edits.items()):
+            if start <= first and last <= end:
+                analysis.edits[(first, last)] = text.replace(AXIS_PLACEHOLDER, axis).replace(
+                    MESH_PLACEHOLDER, f"{module.mesh_function}({axis})")
+        site_axes.update((key, sites[key].axis_name) for key in called)
 
 def _main_axis(named: list[str]) -> str:
     """The most-called axis name (the first called of those tied): `mesh`'s axis."""

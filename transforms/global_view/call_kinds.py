@@ -215,12 +215,15 @@ class CallKindsMixin:
             element = self._element_of(call.args[1])
             mapped = self._mapped(call, call.args[0], element)
             return Kind("iterator", element=mapped) if mapped.changed else None
-        elif name == PREFETCH_TO_DEVICE and len(call.args) == 2 and self.batches_placed:
+        elif name == PREFETCH_TO_DEVICE and len(call.args) == 2:
             element = self._element_of(call.args[0])
             self._need_same(call.args[1])
             if element.tag == "merged" and element.axis == 0:
-                # each leaf split on its leading axis over the local devices: the batch placed
-                return Kind("iterator", element=dataclasses.replace(element, placed=True))
+                # Each leaf split on its leading axis over the local devices: in one process
+                # the batch placed on the mesh; with several, the process's own rows, made
+                # one global array at the step's call as a host batch is.
+                return Kind("iterator", element=dataclasses.replace(
+                    element, placed=self.batches_placed))
             if element.changed:
                 raise Blocker(CONSUMER_UNKNOWN, call.args[0], f"{describe(element)} prefetched "
                               "to the devices, which the global style does not follow")
@@ -438,12 +441,16 @@ class CallKindsMixin:
         """A module function that builds per-device values itself (a program's own
         `replicate(tree)` over device_put_replicated, a `shard(x)` reshaping to the device
         count), or reads one that does (`create_input_iter` mapping `prepare_tf_data` over a
-        dataset): followed like a helper given the device count."""
+        dataset): followed like a helper given the device count. One device of the list
+        (`jax.local_devices()[0].platform`) is a plain Device, no per-device value."""
         nodes = list(ast.walk(self.module.functions[name]))
         if any(isinstance(n, (ast.Name, ast.Attribute)) and self.qualified(n) == PMAP
                for n in nodes):
             return False
+        one_device = {id(n.value) for n in nodes if isinstance(n, ast.Subscript)
+                      and isinstance(n.slice, ast.Constant) and type(n.slice.value) is int}
         return any(isinstance(n, ast.Call) and self.qualified(n.func) in _PRODUCING
+                   and not (id(n) in one_device and self.qualified(n.func) in DEVICES)
                    for n in nodes) or any(
             isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id != name
             and n.id in self.module.functions and n.id not in seen
