@@ -83,7 +83,7 @@ def _helpers_under_their_axis(analysis, main: str, site_axes: dict) -> None:
         helper = module.functions[name]
         called = {key for key in analysis.specs for node in ast.walk(helper)
                   if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                  and node.func.id == sites[key].name and sites[key].owner is None}
+                  and node.func.id == sites[key].name and sites[key].owner in (None, name)}
         axes = {sites[key].axis_name for key in called}
         if len(axes) != 1 or None in axes or main in axes:
             continue

@@ -335,9 +335,13 @@ class CallKindsMixin:
         if given is not None:
             parameters.update((k, self.eval(v)) for k, v in keywords.items())
         analysis = type(self)(helper, self.all_sites, self.module, parameters, self.depth + 1)
-        # A folded caller's own sites are this caller's: it calls them by their names.
-        own = {k: self.sites[k] for k in self.module.folded.get(name, ()) if k in self.sites}
-        analysis.sites, analysis.inline, analysis.local_builds = {**own, **stepped}, {}, set()
+        # A folded caller's own sites are this caller's: it calls the module's by their
+        # names, and builds its own (`avg = jax.pmap(...)`, or on the spot).
+        own = [self.all_sites[k] for k in self.module.folded.get(name, ())
+               if k in self.all_sites]
+        analysis.sites = {**{s.name: s for s in own if not s.inline}, **stepped}
+        analysis.inline = {id(s.node): s for s in own if s.inline}
+        analysis.local_builds = {id(s.built) for s in own if s.owner and not s.inline}
         analysis.keep_stacked = self.keep_stacked  # producers in it the caller keeps stacked
         for flag in ("merge_outputs", "split_results"):  # the caller's mode of reading results
             setattr(analysis, flag, getattr(self, flag))

@@ -59,14 +59,15 @@ def find_callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, B
 
 
 
-def fold_callers(tree: ast.Module, sites: dict[str, Site], callers: dict[str, set[str]]
-                 ) -> dict[str, set[str]]:
+def fold_callers(tree: ast.Module, sites: dict[str, Site], callers: dict[str, set[str]],
+                 kept: frozenset[str] = frozenset()) -> dict[str, set[str]]:
     """Callers read inside the callers that call them: a module function with parameters that
     calls module sites (flax imagenet's `sync_batch_stats(state)`, a pmapped mean of
     `state.batch_stats`) and is used only by calls from other callers, which follow it as a
     helper given their values (call_kinds.py). Alone its parameters would be unknown; so its
     sites join each calling caller's, and it is no caller of its own. Returns the folded
-    functions with their sites (`callers` is updated in place)."""
+    functions with their sites (`callers` is updated in place). `kept`: functions to leave
+    callers of their own (the fixpoint's second try, fixpoint.py)."""
     functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
     calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     loads: dict[str, list[ast.Name]] = {}
@@ -76,12 +77,16 @@ def fold_callers(tree: ast.Module, sites: dict[str, Site], callers: dict[str, se
 
     def foldable(name: str, called: set[str]) -> bool:
         function = functions.get(name)
-        return function is not None and bool(loads.get(name)) \
+        return function is not None and name not in kept and bool(loads.get(name)) \
             and not function.decorator_list \
             and bool(function.args.args or function.args.kwonlyargs) \
-            and all(k in sites and sites[k].owner is None and not sites[k].holder
+            and all(k in sites and sites[k].owner in (None, name) and not sites[k].holder
                     and not sites[k].donate and not sites[k].factory for k in called) \
             and all(id(use) in calls for use in loads[name])
+
+    def own_names(name: str) -> set[str]:  # the sites it builds, called by these names
+        return {sites[k].name for k in callers[name] if sites[k].owner == name
+                and not sites[k].inline}
 
     candidates = {name for name, called in callers.items() if foldable(name, called)}
     folded: dict[str, set[str]] = {}
@@ -90,6 +95,9 @@ def fold_callers(tree: ast.Module, sites: dict[str, Site], callers: dict[str, se
                        and inside(use, functions[f])), None) for use in loads[name]]
         if None in hosts:  # a use outside the callers, or in another folded one: no chains
             continue
+        if any(isinstance(n, ast.Name) and n.id in own_names(name)
+               for host in set(hosts) for n in ast.walk(functions[host])):
+            continue  # a host's own name would be read as the site it builds
         folded[name] = callers.pop(name)
         for host in set(hosts):
             callers[host] |= folded[name]

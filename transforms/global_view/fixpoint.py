@@ -35,16 +35,20 @@ class Decision:
 
 
 def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analysis: type,
-           barrier_pmaps: set[int], demote: bool = False) -> Decision:
+           barrier_pmaps: set[int], demote: bool = False,
+           unfolded: frozenset[str] = frozenset()) -> Decision:
     """Run each caller's analysis (`analysis`: CallerAnalysis or its multi-process form) until
     no site or caller is blocked anew. `demote`: a blocker one site's call raises keeps that
     site off global layouts and the caller is analysed again without it (the site then keeps
-    pmap's calling contract, contract.py, and takes the caller's values as they are)."""
+    pmap's calling contract, contract.py, and takes the caller's values as they are).
+    A function folded into its callers (callers.py) whose sites did not all go global is
+    decided again as a caller of its own (`unfolded`), as it was before folding: read inside
+    its callers it could only have held them back."""
     tree, imported = module.tree, module.imported
     by_name = {s.key: s for s in sites}
     faithful = {name: b for b in blockers for name in b.names}
     callers, blocked = find_callers(tree, by_name, faithful)
-    module.folded = fold_callers(tree, by_name, callers)
+    module.folded = fold_callers(tree, by_name, callers, unfolded)
     module.callers = set(callers)
     results: dict[str, CallerResult] = {}
     analysed: dict[str, set[str]] = {}  # caller -> the sites its result was analysed with
@@ -71,12 +75,14 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
                     # kept on pmap's contract too (no mesh context is set around them).
                     callable_sites = {s.name for s in sites if s.owner is None
                                       and (demote or s.key not in blocked)}
+                    # A folded caller's pmaps are sites its hosts read (callers.py).
+                    followed = {**callers, **module.folded}
                     faithful_call = faithful_callee(
-                        functions[caller], functions, callers, blocked_callers, imported,
+                        functions[caller], functions, followed, blocked_callers, imported,
                         set(callable_sites), barrier_pmaps) or faithful_class_use(
                         functions[caller], tree, imported, sites, blocked,
                         lambda method: faithful_callee(
-                            method, functions, callers, blocked_callers, imported,
+                            method, functions, followed, blocked_callers, imported,
                             callable_sites
                             | {s.statement.name for s in sites if s.holder and s.factory},
                             barrier_pmaps))
@@ -120,4 +126,8 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
             if stale:
                 results.pop(caller)
                 changed = True
+    failed = {name for name, keys in module.folded.items() if keys & set(blocked)}
+    if failed:
+        return decide(module, sites, blockers, analysis, barrier_pmaps, demote,
+                      unfolded | failed)
     return Decision(callers, results, blocked)
