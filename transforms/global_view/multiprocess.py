@@ -147,7 +147,7 @@ def uniform(mode):
     return mode
 
 
-def describe(mode) -> str:
+def mode_text(mode) -> str:
     """How a finding names a result mode."""
     if isinstance(mode, tuple):
         return ", ".join(str(m) for m in mode)
@@ -338,13 +338,20 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                           "original too; kept in the faithful style (multi-process)")
         meeting = skipped is None or (not skipped[1] and waits_for_every_process(
             site, self.module.imported))  # every process makes this call, or none
-        if site.out_tree is not None or site.placement or any(
+        if site.placement:
+            given = " / ".join(f"{option}=" for option in site.placement)
+            raise Blocker(UNAVAILABLE, site.node,
+                          f"{site.label} runs on the devices its {given} picks, a device "
+                          "list made at run time, not the mesh of every process's devices "
+                          "the global style would give it: kept in the faithful style, whose "
+                          "mesh is those devices (multi-process)")
+        if site.out_tree is not None or any(
                 axis not in (0, None) for i, axis in enumerate(site.in_axes)
                 if i not in site.static):
             raise Blocker(UNAVAILABLE, site.node,
                           f"{site.label} uses pmap options the multi-process "
                           "global style does not handle yet (out_axes or in_axes trees or "
-                          "axes other than 0, devices= / axis_size=): kept in the faithful "
+                          "axes other than 0): kept in the faithful "
                           "style (multi-process)")
         kind = super().site_call(call, site)
         mode, specs = uniform(self.modes[site.key]), self.specs[site.key]
@@ -356,7 +363,7 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
                           "(multi-process)")
         if mode not in (REPLICATED_OUT, STACKED_OUT):
             raise Blocker(UNAVAILABLE, call,
-                          f"the results of {site.label} have mixed layouts ({describe(mode)}): "
+                          f"the results of {site.label} have mixed layouts ({mode_text(mode)}): "
                           "not handled in multi-process modules yet, kept in the faithful "
                           "style (multi-process)")
         jax = self.module.jax
