@@ -95,6 +95,7 @@ def _helpers_under_their_axis(analysis, main: str, site_axes: dict) -> None:
                     MESH_PLACEHOLDER, f"{module.mesh_function}({axis})")
         site_axes.update((key, sites[key].axis_name) for key in called)
 
+
 def _main_axis(named: list[str]) -> str:
     """The most-called axis name (the first called of those tied): `mesh`'s axis."""
     counts = Counter(named)
@@ -227,6 +228,7 @@ class _Statements:
             return text
         return text.replace(AXIS_PLACEHOLDER, quoted(axis)).replace(MESH_PLACEHOLDER,
                                                                     self.meshes[axis])
+
 
 def fresh_name(name: str, taken: set[str]) -> str:
     """`name`, or `name_2`, `name_3`, ... : the first the module does not use (then taken)."""

@@ -58,7 +58,6 @@ def find_callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, B
     return callers, blocked
 
 
-
 def fold_callers(tree: ast.Module, sites: dict[str, Site], callers: dict[str, set[str]],
                  kept: frozenset[str] = frozenset()) -> dict[str, set[str]]:
     """Callers read inside the callers that call them: a module function with parameters that
@@ -69,6 +68,7 @@ def fold_callers(tree: ast.Module, sites: dict[str, Site], callers: dict[str, se
     functions with their sites (`callers` is updated in place). `kept`: functions to leave
     callers of their own (the fixpoint's second try, fixpoint.py)."""
     functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
+    enclosing = {id(n): name for name, f in functions.items() for n in ast.walk(f)}
     calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     loads: dict[str, list[ast.Name]] = {}
     for node in ast.walk(tree):
@@ -91,10 +91,9 @@ def fold_callers(tree: ast.Module, sites: dict[str, Site], callers: dict[str, se
     candidates = {name for name, called in callers.items() if foldable(name, called)}
     folded: dict[str, set[str]] = {}
     for name in sorted(candidates):
-        hosts = [next((f for f in callers if f not in candidates and f in functions
-                       and inside(use, functions[f])), None) for use in loads[name]]
-        if None in hosts:  # a use outside the callers, or in another folded one: no chains
-            continue
+        hosts = [enclosing.get(id(use)) for use in loads[name]]
+        if any(host not in callers or host in candidates for host in hosts):
+            continue  # a use outside the callers, or in another folded one: no chains
         if any(isinstance(n, ast.Name) and n.id in own_names(name)
                for host in set(hosts) for n in ast.walk(functions[host])):
             continue  # a host's own name would be read as the site it builds
@@ -103,10 +102,6 @@ def fold_callers(tree: ast.Module, sites: dict[str, Site], callers: dict[str, se
             callers[host] |= folded[name]
     return folded
 
-
-def _called_by_name(use: ast.Name, tree: ast.Module) -> bool:
-    """`use` is the function of a call (`f(x)`), not a value handed on."""
-    return any(isinstance(n, ast.Call) and n.func is use for n in ast.walk(tree))
 
 def faithful_callee(function, functions, callers, blocked_callers, imported, seen,
                     barrier_pmaps=frozenset()):
