@@ -41,6 +41,8 @@ def link_into(folder: Path, name: str) -> None:
 
 
 def ensure(legacy_python: str) -> None:
+    legacy_python = str(Path(legacy_python).absolute()) if os.sep in legacy_python \
+        else legacy_python  # the probe below runs in the side's folder
     for name, python in (("legacy", legacy_python), ("current", sys.executable)):
         if side(name) is None:
             subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--target",
