@@ -55,6 +55,7 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
     blocked_callers: dict[str, Blocker] = {}
     functions = module.functions
     called_names = called_function_names(tree)
+    followed = {**callers, **module.folded}  # a folded caller's pmaps are its hosts' sites
     changed = True
     while changed:
         changed = False
@@ -75,8 +76,6 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
                     # kept on pmap's contract too (no mesh context is set around them).
                     callable_sites = {s.name for s in sites if s.owner is None
                                       and (demote or s.key not in blocked)}
-                    # A folded caller's pmaps are sites its hosts read (callers.py).
-                    followed = {**callers, **module.folded}
                     faithful_call = faithful_callee(
                         functions[caller], functions, followed, blocked_callers, imported,
                         set(callable_sites), barrier_pmaps) or faithful_class_use(
