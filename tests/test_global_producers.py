@@ -135,3 +135,57 @@ def run():
 '''
     text = migrate_source(source, style="global").source.decode()
     assert "step(np.arange(n, dtype=np.float32))" in text
+
+
+_NAMED_REPLICATE = b'''import jax
+import numpy as np
+
+
+@jax.pmap
+def step(w, x):
+    return w * x
+
+
+def run():
+    n = jax.local_device_count()
+    w = np.ones((3,), np.float32)
+    replicate = lambda x: np.broadcast_to(x, (n,) + x.shape)
+    ws = jax.tree_util.tree_map(replicate, w)
+    return step(ws, np.ones((n, 3), np.float32))
+'''
+
+
+def _codes(source: bytes) -> list[str]:
+    return [f.code for f in migrate_source(source, style="global").findings]
+
+
+def test_a_lambda_bound_to_a_name_and_used_once_is_read_in_place():
+    text = migrate_source(_NAMED_REPLICATE, style="global").source.decode()
+    assert "PM600" in _codes(_NAMED_REPLICATE)
+    assert "replicate = lambda" not in text  # the binding, now unread, is gone
+    assert "ws = w\n" in text
+
+
+def test_a_named_function_used_twice_is_not_read_in_place():
+    """Its body would be edited for one use and run for the other: left as written."""
+    source = _NAMED_REPLICATE.replace(b"    return step(", b"    replicate(w)\n    return step(")
+    assert "PM600" not in _codes(source)
+    assert b"replicate = lambda" in migrate_source(source, style="global").source
+
+
+def test_a_named_function_bound_twice_is_not_read_in_place():
+    source = _NAMED_REPLICATE.replace(
+        b"    ws = ", b"    if n > 8:\n        replicate = lambda x: x\n    ws = ")
+    assert "PM600" not in _codes(source)
+
+
+def test_a_named_def_reading_row_zero_is_a_consumer():
+    source = _NAMED_REPLICATE.replace(
+        b"    return step(ws, np.ones((n, 3), np.float32))\n",
+        b"    out = step(ws, np.ones((n, 3), np.float32))\n\n"
+        b"    def first(x):\n        return x[0]\n\n"
+        b"    return jax.tree_util.tree_map(first, out)\n")
+    text = migrate_source(source, style="global").source.decode()
+    assert "PM600" in _codes(source)
+    assert "def first" not in text and "    return out\n" in text
+    assert "\n\n\n" not in text.split("def run():")[1]  # no run of blank lines left

@@ -37,14 +37,17 @@ class ConsumersMixin:
             isinstance(func, ast.Name) and func.id in self.module.unreplicate_helpers)
         if unreplicated and len(call.args) == 1 and not call.keywords:
             return self._row_zero(call, call.args[0])
-        if name in TREE_MAP and len(call.args) == 2 and isinstance(call.args[0], ast.Lambda) \
-                and is_row_zero_lambda(call.args[0]):
-            return self._row_zero(call, call.args[1])
+        function, binding = self.lambda_of(call.args[0]) if name in TREE_MAP \
+            and len(call.args) == 2 and not call.keywords else (None, None)
+        if function is not None and is_row_zero_lambda(function):
+            kind = self._row_zero(call, call.args[1])
+            if binding is not None:
+                self.cut_statement(binding)  # the lambda, now read nowhere
+            return kind
         if name == GET_METRICS and len(call.args) == 1 and not call.keywords:
             return self._metrics_stacked(call)
-        if name in TREE_MAP and len(call.args) == 2 and not call.keywords \
-                and isinstance(call.args[0], ast.Lambda):
-            per_leaf = self._tree_map_lambda(call.args[0], call.args[1])
+        if function is not None:
+            per_leaf = self._tree_map_lambda(function, call.args[1])
             if per_leaf is not None:
                 return per_leaf
         if name in TREE_MAP and len(call.args) == 2 and not call.keywords \

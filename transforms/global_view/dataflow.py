@@ -262,7 +262,9 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
 
     # -- edits ----------------------------------------------------------------------------
     def _edit(self, node, text: str) -> None:
-        start, end = self.module.span(node)
+        self._edit_span(*self.module.span(node), text)
+
+    def _edit_span(self, start: int, end: int, text: str) -> None:
         for key in [k for k in self.edits if start <= k[0] and k[1] <= end]:
             del self.edits[key]
         self.edits[(start, end)] = text

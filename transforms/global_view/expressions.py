@@ -46,6 +46,79 @@ class ExpressionsMixin:
                 return False
         return False
 
+    def named_function(self, node) -> tuple[ast.stmt, ast.arguments, list, ast.AST] | None:
+        """The function behind a name this function reads once and binds once, in its own
+        body: `f = lambda x: ...`, or an undecorated def whose body ends in a return. A
+        function written once and used once is the same as one written where it is used (a
+        closure reads its free names when called, as code in place would). Gives (the
+        statement that binds it, its arguments, the statements before its return, the
+        returned value)."""
+        if not isinstance(node, ast.Name):
+            return None
+        name, loads, stores = node.id, 0, 0
+        for n in ast.walk(self.function):
+            if isinstance(n, ast.Name) and n.id == name:
+                loads, stores = (loads + 1, stores) if isinstance(n.ctx, ast.Load) \
+                    else (loads, stores + 1)
+            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                    and n.name == name and n is not self.function:
+                stores += 1
+            elif isinstance(n, ast.arg) and n.arg == name \
+                    or isinstance(n, ast.ExceptHandler) and n.name == name:
+                stores += 1
+            elif isinstance(n, (ast.Import, ast.ImportFrom)) and any(
+                    (a.asname or a.name.split(".")[0]) == name for a in n.names):
+                stores += 1
+            elif isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names:
+                return None
+        if loads != 1 or stores != 1:
+            return None
+        for statement in self.function.body:
+            if isinstance(statement, ast.FunctionDef) and statement.name == name \
+                    and not statement.decorator_list:
+                body = statement.body
+                if body and isinstance(body[0], ast.Expr) \
+                        and isinstance(body[0].value, ast.Constant):
+                    body = body[1:]
+                if body and isinstance(body[-1], ast.Return) and body[-1].value is not None:
+                    return statement, statement.args, body[:-1], body[-1].value
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                    and isinstance(statement.targets[0], ast.Name) \
+                    and statement.targets[0].id == name and isinstance(statement.value, ast.Lambda):
+                return statement, statement.value.args, [], statement.value.body
+        return None
+
+    def lambda_of(self, node) -> tuple[ast.Lambda | None, ast.stmt | None]:
+        """`node` as a lambda: itself, or the lambda a name read once is bound to
+        (`named_function`), with the statement that binds it."""
+        if isinstance(node, ast.Lambda):
+            return node, None
+        named = self.named_function(node)
+        if named is None or named[2]:
+            return None, None
+        statement, arguments, _, value = named
+        if isinstance(statement, ast.Assign):
+            return statement.value, statement
+        # `def first(x): return x[0]` is `lambda x: x[0]`
+        return ast.copy_location(ast.Lambda(args=arguments, body=value), statement), statement
+
+    def cut_statement(self, statement: ast.stmt) -> None:
+        """Remove `statement`'s lines (a binding the migration left unread), where it has
+        its lines to itself."""
+        starts, source = self.module.line_starts, self.module.source
+        start, end = self.module.span(statement)
+        line_start = starts[statement.lineno - 1]
+        line_end = starts[statement.end_lineno] if statement.end_lineno < len(starts) \
+            else len(source)
+        if source[line_start:start].strip() or source[end:line_end].strip():
+            return
+        following = starts[statement.end_lineno + 1] if statement.end_lineno + 1 < len(starts) \
+            else len(source)
+        if statement.lineno > 1 and not source[starts[statement.lineno - 2]:line_start].strip() \
+                and not source[line_end:following].strip():
+            line_end = following  # one blank line of the two around it goes too
+        self._edit_span(line_start, line_end, "")
+
     # -- expressions ----------------------------------------------------------------------
     def eval(self, node) -> Kind:
         if isinstance(node, ast.Constant):

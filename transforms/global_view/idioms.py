@@ -56,8 +56,9 @@ class IdiomsMixin:
             self._need_same(value)
             self._edit(call, self._unstacked(call, name, value))
             return REPL
-        if name in TREE_MAP and len(call.args) == 2 and isinstance(call.args[0], ast.Lambda):
-            function, tree = call.args
+        function, binding = self.lambda_of(call.args[0]) if len(call.args) == 2 else (None, None)
+        if name in TREE_MAP and function is not None:
+            tree = call.args[1]
             body = function.body
             params = [a.arg for a in function.args.args]
             if isinstance(body, ast.Call) and len(params) == 1:
@@ -67,6 +68,8 @@ class IdiomsMixin:
                     self._need_same(tree)
                     self._edit(call, self._unstacked(body, self.qualified(body.func), tree,
                                                      tree=True))
+                    if binding is not None:
+                        self.cut_statement(binding)  # the lambda, now read nowhere
                     return _replicated_tree(tree)
         if name in TREE_MAP and len(call.args) == 2 and not call.keywords:
             sharded = self._sharded_leaves(call.args[0], call.args[1])
@@ -200,26 +203,16 @@ class IdiomsMixin:
 
     def _leaf_function(self, function) -> tuple[str, list, ast.AST] | None:
         """(parameter, statements before the return, returned value) of a one-parameter
-        lambda, or of a def nested in this function that is loaded only here and whose body is
-        `param = ...` assignments (after a docstring) and one return."""
+        lambda, or of a function this one names once (`shard_leaf = lambda x: ...`, or a def
+        nested here whose body is `param = ...` assignments, after a docstring, and one
+        return): a function written once and used once is the same as one written in place."""
         if isinstance(function, ast.Lambda):
             arguments, statements, value = function.args, [], function.body
-        elif isinstance(function, ast.Name) and function.id not in self.kinds:
-            defs = [n for n in ast.walk(self.function) if isinstance(n, ast.FunctionDef)
-                    and n.name == function.id and n is not self.function]
-            loads = sum(isinstance(n, ast.Name) and n.id == function.id
-                        for n in ast.walk(self.function))
-            if len(defs) != 1 or loads != 1 or defs[0].decorator_list \
-                    or defs[0] not in self.function.body:
-                return None
-            body = defs[0].body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                body = body[1:]
-            if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
-                return None
-            arguments, statements, value = defs[0].args, body[:-1], body[-1].value
         else:
-            return None
+            named = self.named_function(function)
+            if named is None:
+                return None
+            _, arguments, statements, value = named
         if len(arguments.args) != 1 or arguments.vararg or arguments.kwarg \
                 or arguments.kwonlyargs or arguments.posonlyargs or arguments.defaults:
             return None
