@@ -78,12 +78,21 @@ def migrate_cells_global(
                     for k, result in enumerate(results) if k in starts for f in result.findings]
         return MigrationResult(source=source, findings=findings, _original=source)
 
-    try:
+    def global_pass(top_level: bool):
         merged = migrate_global_then_faithful(module.encode("utf-8"), options.target,
-                                              options.ignored, faithful)
+                                              options.ignored, faithful, top_level=top_level)
         if any(f.code == GLOBAL_SITE for f in merged.findings):
             # Values change layout only at global sites (pmap's contract, PM612, keeps them).
             _check_global_edits(cells, masks, state["texts"])
+        return merged
+
+    try:
+        try:
+            merged = global_pass(top_level=True)
+        except _GlobalUnavailable:
+            # The cells' top-level code, read as a caller, changes values an IPython line
+            # reads: its sites keep pmap's contract instead, as the line expects.
+            merged = global_pass(top_level=False)
     except _GlobalUnavailable as unavailable:
         return _faithful_instead(cells, options, unavailable, migrate_cells)
     results = state["results"]

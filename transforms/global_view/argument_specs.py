@@ -113,8 +113,11 @@ class ArgumentSpecsMixin:
 
     def kept_stacked_reason(self, producer) -> str | None:
         """Why the analysis kept `producer`'s value in pmap's layout, if it says (the
-        multi-process analysis: a value that can differ between processes)."""
-        return None
+        multi-process analysis: a value that can differ between processes), or the consumer
+        that asked for it."""
+        reason = self.keep_reasons.get(id(producer))
+        return None if reason is None else f"a consumer the global style does not follow " \
+            f"reads it ({reason})"
 
     def _stacked_reason(self, argument, seen: frozenset = frozenset()) -> str:
         """Why a stacked argument has no global layout, naming its producer and line.

@@ -12,13 +12,47 @@ from transforms.global_view.class_uses import class_callers
 from transforms.global_view.sites import Blocker, Site, dotted
 
 
+# The module's top-level code read as one function (`top_level_function`): a caller like any
+# other, by a name no def can have.
+MODULE_CALLER = "<module>"
+
+
 def callers_of(site: str, callers: dict[str, set[str]]) -> list[str]:
     return [c for c, called in callers.items() if site in called]
 
 
-def find_callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, Blocker]):
+def caller_label(caller: str) -> str:
+    return "the module's top-level code" if caller == MODULE_CALLER else caller
+
+
+def top_level_function(tree: ast.Module, sites) -> ast.FunctionDef | None:
+    """The statements that run when the module runs (a script's top level, an `if __name__
+    == "__main__":` block, a notebook's cells), less its defs, classes, imports and the sites'
+    own statements, as the body of one function. A site called there has a caller the
+    analysis reads like any other; None where there is no such code."""
+    own = {id(s.statement) for s in sites}
+    body = [s for s in tree.body
+            if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                  ast.Import, ast.ImportFrom)) and id(s) not in own
+            and not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    if not body:
+        return None
+    arguments = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
+                              kw_defaults=[], kwarg=None, defaults=[])
+    function = ast.FunctionDef(name=MODULE_CALLER, args=arguments, body=body,
+                               decorator_list=[], returns=None, type_comment=None)
+    function.lineno, function.col_offset = body[0].lineno, body[0].col_offset
+    function.end_lineno, function.end_col_offset = body[-1].end_lineno, body[-1].end_col_offset
+    return function
+
+
+def find_callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, Blocker],
+                 top_level: ast.FunctionDef | None = None):
     """Module-level function -> the sites it calls; sites referenced any other way blocked.
-    `faithful`: module-level pmap names that stay faithful; their callers stay faithful too."""
+    `faithful`: module-level pmap names that stay faithful; their callers stay faithful too.
+    `top_level`: the module's top-level code as a function (`top_level_function`), whose
+    references to sites make it their caller."""
+    code = {id(s) for s in top_level.body} if top_level is not None else set()
     callers: dict[str, set[str]] = {}
     blocked: dict[str, Blocker] = dict(faithful)
     for site in sites.values():
@@ -47,6 +81,9 @@ def find_callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, B
             if isinstance(statement, ast.FunctionDef) and site_here is None \
                     and isinstance(node.ctx, ast.Load) and not _binds(statement, name):
                 callers.setdefault(statement.name, set()).add(name)
+            elif id(statement) in code and isinstance(node.ctx, ast.Load) \
+                    and not _binds(top_level, name):
+                callers.setdefault(MODULE_CALLER, set()).add(name)
             elif name not in blocked:
                 blocked[name] = Blocker(CALLERS_UNSEEN, node, f"`{name}` is referenced outside a "
                                         "module-level function (or rebound): not every caller "

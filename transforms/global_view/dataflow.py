@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import symtable
 from typing import TYPE_CHECKING
 
 from transforms.codes.global_view import CONSUMER_UNKNOWN
 from transforms.global_view.argument_specs import ArgumentSpecsMixin
 from transforms.global_view.axes import plan_axes
 from transforms.global_view.call_kinds import CallKindsMixin
+from transforms.global_view.callers import MODULE_CALLER
 from transforms.global_view.consumers import ConsumersMixin
 from transforms.global_view.donation_classes import check_donated_reads
 from transforms.global_view.expressions import ExpressionsMixin
@@ -126,6 +128,8 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
                                and isinstance(n.slice, ast.Constant) and isinstance(n.slice.value, str)
                                and isinstance(n.value.slice, (ast.Constant, ast.UnaryOp))}
         self._changed = False
+        # names bound, at some point, to a value whose layout the migration changes
+        self.assigned_changed: dict[str, Kind] = {}
 
     merge_outputs = True  # per-device results with a leading axis come back merged (P(axis))
     per_device_scalars = True  # arange(n) into an elementwise body: (1,) blocks of P(axis)
@@ -135,6 +139,7 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
     # (0, 0, ...), so a replicated state can loop while a per-device result stays stacked.
     split_results = False
     keep_stacked: frozenset = frozenset()  # producer calls (ids) left in pmap's layout
+    keep_reasons: dict = {}  # ... with what asked for it, where a consumer did
     # Names a multi-process caller converts at each call rather than where they are bound
     # (multiprocess.py, placement_bindings.py).
     unhoisted: frozenset = frozenset()
@@ -149,10 +154,11 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
         values it reads back to pmap's stacked layout (no edit, leading axis the device
         count), and the function is analysed again, until nothing more can be kept stacked."""
         keep: frozenset = frozenset()
+        reasons: dict[int, str] = {}  # producer kept stacked -> the consumer that asked it
         first = None  # what failed before any value was kept stacked
         while True:
             try:
-                return self._fresh(keep)._modes()
+                return self._fresh(keep, reasons)._modes()
             except Blocker as blocker:
                 first = first or blocker
                 more = blocker.origins - keep
@@ -162,12 +168,16 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
                         raise first from None
                     raise
                 keep |= more
+                if blocker.code == CONSUMER_UNKNOWN and blocker.node is not None:
+                    reasons.update({producer: f"line {blocker.node.lineno}: {blocker.message}"
+                                    for producer in more})
 
-    def _fresh(self, keep: frozenset) -> "CallerAnalysis":
+    def _fresh(self, keep: frozenset, reasons: dict[int, str]) -> "CallerAnalysis":
         if not keep:
             return self
         fresh = type(self)(self.function, self.all_sites, self.module)
         fresh.keep_stacked = keep
+        fresh.keep_reasons = reasons
         return fresh
 
     def _modes(self) -> CallerResult:
@@ -200,11 +210,15 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
         stacked.merge_outputs = False
         stacked.split_results = split
         stacked.keep_stacked = self.keep_stacked
+        stacked.keep_reasons = self.keep_reasons
         return stacked
 
     def _run(self) -> CallerResult:
-        if any(isinstance(n, ast.Name) and n.id == "mesh" for n in ast.walk(self.function)) or \
-                any(a.arg == "mesh" for a in ast.walk(self.function) if isinstance(a, ast.arg)):
+        top_level = self.function.name == MODULE_CALLER
+        if not top_level and (
+                any(isinstance(n, ast.Name) and n.id == "mesh" for n in ast.walk(self.function))
+                or any(a.arg == "mesh" for a in ast.walk(self.function)
+                       if isinstance(a, ast.arg))):
             raise Blocker(CONSUMER_UNKNOWN, self.function,
                           "the name `mesh` the global style binds is "
                           "already used in this function")
@@ -215,12 +229,33 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
             if blocker.origins or blocker.site is not None:
                 raise
             raise dataclasses.replace(blocker, origins=self._origins_at(blocker.node)) from None
+        if top_level:
+            self._check_module_names_unread()
         check_donated_reads(self)
         plan = plan_axes(self, DEFAULT_AXIS)  # several axis names: one mesh each (axes.py)
         layouts = self._layouts()
         return CallerResult(self.specs, self.modes, plan.axis, self.edits, layouts,
                             returns_changed=bool(layouts), site_axes=plan.site_axes,
                             meshes=plan.meshes, stacked=tuple(self.stacked.values()))
+
+    def _check_module_names_unread(self) -> None:
+        """Top-level code's names are the module's globals: a def, lambda or class that reads
+        one (as Python's own symbol tables resolve it) which held a value whose layout the
+        migration changes would see the new layout where it expected pmap's."""
+        changed = self.assigned_changed
+        if not changed:
+            return
+        reader = _global_reader(self.module.source, changed)
+        if reader is None:
+            return
+        name, line = reader
+        node = next((n for n in ast.walk(self.module.tree)
+                     if isinstance(n, ast.Name) and n.id == name and n.lineno >= line),
+                    self.function)
+        raise Blocker(CONSUMER_UNKNOWN, node,
+                      f"`{name}` is a module-level name bound to {describe(changed[name])} "
+                      "in top-level code, and a function or class reads it",
+                      origins=origins(changed[name]))
 
     def _origins_at(self, node) -> frozenset:
         """The producers behind the values `node` reads (names bound to them, producer calls
@@ -283,3 +318,22 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
 
 def _position(blocker: Blocker) -> tuple[int, int]:
     return getattr(blocker.node, "lineno", 0), getattr(blocker.node, "col_offset", 0)
+
+
+def _global_reader(source: bytes, names) -> tuple[str, int] | None:
+    """(name, line of the scope) of the first function, lambda or class body that reads or
+    binds one of `names` as a module global."""
+    try:
+        tables = [symtable.symtable(source.decode("utf-8-sig"), "<module>", "exec")]
+    except (SyntaxError, ValueError, UnicodeDecodeError):
+        return (next(iter(names)), 1)  # unreadable: as if read
+    found = []
+    while tables:
+        table = tables.pop()
+        tables.extend(table.get_children())
+        if table.get_type() == "module":
+            continue
+        for symbol in table.get_symbols():
+            if symbol.get_name() in names and (symbol.is_global() or symbol.is_declared_global()):
+                found.append((table.get_lineno(), symbol.get_name()))
+    return (min(found)[1], min(found)[0]) if found else None

@@ -14,6 +14,7 @@ import dataclasses
 
 from transforms.codes.global_view import CONSUMER_UNKNOWN, FALLS_BACK_WITH_CALLER, PRODUCER_UNKNOWN
 from transforms.global_view.callers import (
+    MODULE_CALLER,
     called_function_names,
     callers_of,
     faithful_callee,
@@ -47,7 +48,8 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
     tree, imported = module.tree, module.imported
     by_name = {s.key: s for s in sites}
     faithful = {name: b for b in blockers for name in b.names}
-    callers, blocked = find_callers(tree, by_name, faithful)
+    callers, blocked = find_callers(tree, by_name, faithful,
+                                    module.functions.get(MODULE_CALLER))
     module.folded = fold_callers(tree, by_name, callers, unfolded)
     module.callers = set(callers)
     results: dict[str, CallerResult] = {}

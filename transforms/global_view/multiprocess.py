@@ -325,7 +325,8 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
         return None
 
     def kept_stacked_reason(self, producer) -> str | None:
-        return self.module.process_stacked.get(id(producer))
+        return self.module.process_stacked.get(id(producer)) or super().kept_stacked_reason(
+            producer)
 
     # -- the step -------------------------------------------------------------------------
     def site_call(self, call: ast.Call, site: Site) -> Kind:

@@ -10,10 +10,11 @@ from transforms.global_view.rewrite import migrate_global
 
 
 def migrate_global_then_faithful(source: bytes, target, ignored, migrate_source,
-                                 helper_module: str | None = None):
+                                 helper_module: str | None = None, top_level: bool = True):
     """`migrate_source` is the faithful pipeline (passed in to keep the import one-way);
-    `helper_module`: where the contract functions and the faithful helpers are imported from."""
-    first = migrate_global(source, target, helper_module)
+    `helper_module`: where the contract functions and the faithful helpers are imported from;
+    `top_level`: see `migrate_global`."""
+    first = migrate_global(source, target, helper_module, top_level)
     rest = migrate_source(first.source, target, ignored)
     lines = _line_map(first.source, source)
     moved = [dataclasses.replace(f, line=lines.get(f.line, f.line),

@@ -14,6 +14,7 @@ import libcst as cst
 from transforms.codes.findings import Finding
 from transforms.codes.global_view import SITE
 from transforms.global_view.axes import MESH
+from transforms.global_view.callers import MODULE_CALLER
 from transforms.global_view.contract_text import CONTRACT_NAMES, contract_functions_text
 from transforms.global_view.dataflow import CallerResult
 from transforms.global_view.hoist import hoist_local_sites, inline_key
@@ -29,7 +30,7 @@ def hoist_key(site: Site) -> tuple[str, str] | None:
     """How hoist.py names a function-local site: (function, local name) when assigned,
     (function, mapped function's name or lambda text) when inline; None for sites it does not
     move."""
-    if site.owner is None:
+    if site.owner in (None, MODULE_CALLER):  # top-level code's sites run once, in place
         return None
     if not site.inline:
         return site.owner, site.name

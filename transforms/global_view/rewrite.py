@@ -24,7 +24,7 @@ import tokenize
 from transforms.codes.findings import Finding
 from transforms.codes.global_view import CONSUMER_UNKNOWN, SITE, UNAVAILABLE
 from transforms.faithful.multiprocess import first_evidence
-from transforms.global_view.callers import callers_of
+from transforms.global_view.callers import MODULE_CALLER, callers_of, top_level_function
 from transforms.global_view.contract import contract_sites
 from transforms.global_view.dataflow import CallerAnalysis
 from transforms.global_view.fixpoint import decide
@@ -71,31 +71,34 @@ class GlobalResult:
     global_sites: tuple[str, ...] = ()
 
 
-def migrate_global(source: bytes, target: TargetJax, helper_module: str | None = None
-                   ) -> GlobalResult:
+def migrate_global(source: bytes, target: TargetJax, helper_module: str | None = None,
+                   top_level: bool = True) -> GlobalResult:
     """The module with every recognised program rewritten to the global view; findings say
     which sites went global (PM600) and why each other one did not (PM601-PM612).
-    `helper_module`: the contract functions are imported from there instead of defined here."""
+    `helper_module`: the contract functions are imported from there instead of defined here.
+    `top_level`: the module's top-level code is a caller of its sites (callers.py); off, the
+    sites it calls keep pmap's contract (a notebook whose IPython lines read its names)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError):
         return GlobalResult(source, [])
     with literals_quoted_as(module_quote(tree, source)):  # the module's quotes, for what it gets
-        return _migrate_parsed(source, tree, target, helper_module)
+        return _migrate_parsed(source, tree, target, helper_module, top_level)
 
 
 def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
-                    helper_module: str | None) -> GlobalResult:
+                    helper_module: str | None, top_level: bool) -> GlobalResult:
     table = ImportTable.from_tree(tree)
-    sites, blockers = find_sites(tree, table.imported)
+    # A process-0 guard around logging alone does not make the module multi-process here.
+    multiprocess = first_evidence(tree, table.imported, guards_count=False) is not None
+    top_level = top_level and not multiprocess
+    sites, blockers = find_sites(tree, table.imported, top_level=top_level)
     # Host barriers become sync_global_devices in the faithful rules, with no pmap left.
     barriers = host_barrier_sites(sites, tree, table.imported)
     barrier_pmaps = {id(n) for s in sites if s.key in barriers for n in ast.walk(s.node)}
     sites = [s for s in sites if s.key not in barriers]
     if not sites and not blockers:
         return GlobalResult(source, [])
-    # A process-0 guard around logging alone does not make the module multi-process here.
-    multiprocess = first_evidence(tree, table.imported, guards_count=False) is not None
     module_blocker = _encoding_blocker(source) or _module_blocker(tree, table, target, multiprocess)
     if module_blocker is not None:
         nodes = [s.node for s in sites] + [b.node for b in blockers]
@@ -109,6 +112,9 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
         analysis = MultiProcessCallerAnalysis
     findings = [blocker_finding(b) for b in blockers]
     module.sites = {s.key: s for s in sites}
+    code = top_level_function(tree, sites) if top_level else None
+    if code is not None:
+        module.functions[MODULE_CALLER] = code
     # One site's blocker sends only that site to pmap's contract (single-process modules).
     decision = decide(module, sites, blockers, analysis, barrier_pmaps, demote=not multiprocess)
     callers, results, blocked = decision.callers, decision.results, decision.blocked

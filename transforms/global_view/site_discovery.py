@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 
 from transforms.codes.global_view import OPTIONS, PMAP_AS_VALUE
+from transforms.global_view.callers import top_level_function
 from transforms.global_view.classes import find_class_sites
 from transforms.global_view.site_options import assigned_site, make_site, string_constants
 from transforms.global_view.sites import (
@@ -28,13 +29,26 @@ from transforms.global_view.sites import (
 )
 
 
-def find_sites(tree: ast.Module, imported: dict[str, str]) -> tuple[list[Site], list[Blocker]]:
-    """The qualifying sites, and a blocker for every other pmap reference in the module."""
+def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = False
+               ) -> tuple[list[Site], list[Blocker]]:
+    """The qualifying sites, and a blocker for every other pmap reference in the module.
+    `top_level`: the module's top-level code is read as a caller (callers.py), so a pmap
+    called where it is built there (`jax.pmap(f)(x)`) is a site of that code."""
     sites, blockers, claimed = [], [], set()
     functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
     constants = string_constants(tree)
     factories = _called_on_the_spot(tree)
+    inline = _top_level_inline_sites(tree, imported, functions, constants) if top_level else []
+    sites += inline
+    spotted = {id(site.statement) for site in inline}  # `jax.pmap(f)(x)`, claimed below
+    for site in inline:
+        claimed.update(id(n) for n in ast.walk(site.node.func))
     for statement in tree.body:
+        if not isinstance(statement, ast.FunctionDef) and any(
+                id(n) in spotted for n in ast.walk(statement)) and not any(
+                dotted(n, imported) == PMAP and id(n) not in claimed for n in ast.walk(statement)
+                if isinstance(n, (ast.Name, ast.Attribute))):
+            continue  # top-level code whose every pmap is called where it is built
         if isinstance(statement, ast.FunctionDef) and statement.name in factories \
                 and not statement.decorator_list:
             try:
@@ -82,6 +96,20 @@ def find_sites(tree: ast.Module, imported: dict[str, str]) -> tuple[list[Site], 
                                         "kept in the faithful style"))
                 claimed.update(id(n) for n in ast.walk(node))
     return sites, blockers
+
+
+def _top_level_inline_sites(tree: ast.Module, imported, functions, constants) -> list[Site]:
+    """`jax.pmap(f)(x)` in the module's top-level code, outside any def, lambda or class
+    there: sites of that code, the caller `callers.top_level_function` reads."""
+    code = top_level_function(tree, ())
+    if code is None:
+        return []
+    nested = {id(n) for statement in code.body for scope in ast.walk(statement)
+              if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                    ast.ClassDef))
+              for n in ast.walk(scope) if n is not scope}
+    return [site for site in _local_sites(code, imported, functions, constants)[0]
+            if site.inline and id(site.statement) not in nested]
 
 
 def _unfollowed(pmap: ast.AST, tree: ast.Module) -> str:

@@ -9,6 +9,7 @@ import ast
 import re
 
 from transforms.global_view.axes import MESH, fresh_name
+from transforms.global_view.callers import MODULE_CALLER
 from transforms.global_view.dataflow import CallerResult
 from transforms.global_view.module_info import ModuleInfo, first_body_statement, own_returns
 from transforms.global_view.replication import result_elements
@@ -374,7 +375,8 @@ def caller_edits(results: dict[str, CallerResult], module: ModuleInfo) -> dict:
     edits: dict[tuple[int, int], str] = {}
     for caller, result in results.items():
         axis = quoted(result.axis)
-        own = module.span(module.functions[caller])
+        # Top-level code binds no mesh: it names the mesh function, which runs only there
+        own = module.span(module.functions[caller]) if caller != MODULE_CALLER else (-1, -1)
         # The caller binds `mesh` on entry; code it reaches elsewhere (the methods of a class
         # it instantiates) names the module's mesh function.
         elsewhere = f"{module.mesh_function}({axis})"

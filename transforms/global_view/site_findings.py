@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from transforms.codes.findings import Finding
 from transforms.codes.global_view import FALLS_BACK_WITH_CALLER, SITE, STACKED_VALUE
-from transforms.global_view.callers import callers_of, inside
+from transforms.global_view.callers import caller_label, callers_of, inside
 from transforms.global_view.fixpoint import Decision
 from transforms.global_view.module_info import ModuleInfo
 from transforms.global_view.sites import Blocker, Site
@@ -99,7 +99,8 @@ def migrated_finding(site: Site, specs, out_specs: str, mode, axis: str, decisio
         SITE, site.node.lineno, site.node.col_offset + 1,
         f"{site.label} migrated in the global style: jax.jit(jax.shard_map(...)) with "
         f"in_specs {tuple_text(specs)} and out_specs {out_specs}; its callers "
-        f"({', '.join(sorted(callers_of(site.key, callers)))}) pass global arrays{kept}")
+        f"({', '.join(caller_label(c) for c in sorted(callers_of(site.key, callers)))}) pass "
+        f"global arrays{kept}")
 
 
 def stacked_findings(results) -> list[Finding]:

@@ -23,6 +23,8 @@ class StatementsMixin(StatementInterpreter):
         """A binding: flow-sensitive, so `params = replicate(params)` is two values."""
         if name in self.loaded:  # a name never read (`_`) may hold anything
             self.kinds[name] = kind
+        if kind.changed:
+            self.assigned_changed.setdefault(name, kind)
 
     # -- the hooks of the shared walk (interpreter.py) -------------------------------------
     def _snapshot(self) -> dict:
