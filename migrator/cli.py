@@ -30,6 +30,7 @@ from migrator.options import MigrationOptions
 from migrator.runner import (
     FileResult, copy_other_files, process_files, tune_gc, write_result,
 )
+from migrator.textio import lossless_codec
 from transforms.target import NEWEST, TargetJax
 
 app = typer.Typer(
@@ -178,8 +179,9 @@ def diff(
     helper = helper_module_for_run(paths, options)
 
     def write_diff(old: bytes, new: bytes, encoding: str, display: str, **options) -> None:
-        text = unified_diff(old.decode(encoding), new.decode(encoding), display, context, **options)
-        sys.stdout.buffer.write((colorize(text) if colored else text).encode(encoding))
+        codec = lossless_codec(encoding)  # a BOM goes in the first line, not before `---`
+        text = unified_diff(old.decode(codec), new.decode(codec), display, context, **options)
+        sys.stdout.buffer.write((colorize(text) if colored else text).encode(codec))
         sys.stdout.buffer.flush()
 
     def show(result: FileResult) -> None:

@@ -42,6 +42,14 @@ def source_encoding(data: bytes) -> str:
     return encoding
 
 
+def lossless_codec(encoding: str) -> str:
+    """The codec that turns the file's bytes into text and back byte for byte. For a file
+    with a UTF-8 BOM that is plain utf-8: the BOM stays in the text as U+FEFF at the start
+    of the first line, where a diff must show it (utf-8-sig would drop it on decoding and put
+    it back in front of whatever text is encoded, such as a diff's `--- a/` header)."""
+    return "utf-8" if encoding.lower().replace("_", "-") == "utf-8-sig" else encoding
+
+
 def check_text(data: bytes) -> str:
     """Raise NotText for binary data or bytes invalid in the declared encoding; return it."""
     if b"\0" in data[:8192]:
