@@ -1,0 +1,181 @@
+"""What `apply` keeps of a file besides its bytes: owner and group, hard links (the inode),
+and a read-only file's wish not to be written."""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from migrator.files import SourceFile
+from migrator.options import MigrationOptions
+from migrator.runner import process, write_result
+from migrator.textio import BACKUP_SUFFIX, TEMP_SUFFIX, atomic_write
+
+SITE = b"import jax\n\n\n@jax.pmap\ndef f(x):\n    return x * %d\n"
+MIGRATED_MARK = b"_pmap_style_shard_map"
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="only root may give a file away")
+
+
+def _apply(*args):
+    return subprocess.run([sys.executable, "-m", "migrator.cli", "apply", *map(str, args),
+                           "--no-progress"], cwd=ROOT, capture_output=True, timeout=120)
+
+
+def _leftovers(folder):
+    return [p.name for p in folder.iterdir() if p.name.endswith((TEMP_SUFFIX, BACKUP_SUFFIX))]
+
+
+@needs_root
+def test_owner_group_and_mode_are_kept(tmp_path):
+    nobody = pwd.getpwnam("nobody").pw_uid
+    nogroup = grp.getgrnam("nogroup").gr_gid
+    path = tmp_path / "owned.py"
+    path.write_bytes(SITE % 1)
+    os.chown(path, nobody, nogroup)
+    path.chmod(0o640)
+    result = _apply(path)
+    assert result.returncode == 0, result.stderr
+    assert MIGRATED_MARK in path.read_bytes()
+    after = path.stat()
+    assert (after.st_uid, after.st_gid) == (nobody, nogroup)
+    assert stat.S_IMODE(after.st_mode) == 0o640
+
+
+def test_group_is_kept_where_the_owner_cannot_be(tmp_path, monkeypatch):
+    """Without the right to give the file away, the group is still tried on its own."""
+    path = tmp_path / "a.py"
+    path.write_bytes(b"old\n")
+    calls = []
+
+    def fchown(fd, uid, gid):
+        calls.append((uid, gid))
+        if uid != -1:
+            raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "fchown", fchown)
+    atomic_write(path, b"new\n")
+    before = path.stat()
+    assert path.read_bytes() == b"new\n"
+    assert calls == [(before.st_uid, before.st_gid), (-1, before.st_gid)]
+
+
+def test_hard_link_sees_the_new_contents_and_the_inode_is_kept(tmp_path):
+    path = tmp_path / "linked.py"
+    path.write_bytes(SITE % 2)
+    path.chmod(0o640)
+    other = tmp_path / "other_name.py"
+    os.link(path, other)
+    inode = path.stat().st_ino
+    result = _apply(path)
+    assert result.returncode == 0, result.stderr
+    assert MIGRATED_MARK in path.read_bytes()
+    assert other.read_bytes() == path.read_bytes()
+    assert path.stat().st_ino == inode and path.stat().st_nlink == 2
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    assert _leftovers(tmp_path) == []
+
+
+def test_failed_in_place_write_puts_the_original_back(tmp_path, monkeypatch):
+    """Disk full in the middle of rewriting a hard-linked file: the original comes back and
+    no backup is left."""
+    import migrator.textio as textio
+
+    path = tmp_path / "linked.py"
+    path.write_bytes(b"original\n")
+    os.link(path, tmp_path / "other.py")
+    real = textio._overwrite
+
+    def full_disk_once(target, data):
+        if data == b"new contents\n":
+            with open(target, "r+b") as handle:
+                handle.write(b"new c")  # half written, then the disk is full
+            raise OSError(28, "No space left on device")
+        real(target, data)
+
+    monkeypatch.setattr(textio, "_overwrite", full_disk_once)
+    with pytest.raises(OSError, match="No space"):
+        atomic_write(path, b"new contents\n", expected_original=b"original\n")
+    assert path.read_bytes() == b"original\n" == (tmp_path / "other.py").read_bytes()
+    assert _leftovers(tmp_path) == []
+
+
+def test_backup_of_a_killed_in_place_write_stops_the_next_write(tmp_path):
+    """A SIGKILL in the middle of an in-place write leaves the original's backup: the next
+    run names it (PM006) instead of writing over what may be half-written."""
+    path = tmp_path / "a.py"
+    path.write_bytes(SITE % 3)
+    os.link(path, tmp_path / "b.py")
+    backup = tmp_path / f".a.py.x1y2z3{BACKUP_SUFFIX}"
+    backup.write_bytes(SITE % 3)
+    result = process(SourceFile(path, tmp_path, "a.py"), MigrationOptions())
+    write_result(result, None)
+    assert path.read_bytes() == SITE % 3
+    assert result.findings[-1].code == "PM006"
+    assert backup.name in result.findings[-1].message
+
+
+@pytest.mark.parametrize("mode", [0o444, 0o555, 0o044])
+def test_read_only_file_is_refused_and_the_run_goes_on(mode, tmp_path):
+    locked, free = tmp_path / "locked.py", tmp_path / "free.py"
+    locked.write_bytes(SITE % 4)
+    free.write_bytes(SITE % 5)
+    locked.chmod(mode)
+    inode = locked.stat().st_ino
+    result = _apply(tmp_path)
+    assert result.returncode == 1, result.stderr  # the migration is still pending
+    assert locked.read_bytes() == SITE % 4
+    assert locked.stat().st_ino == inode and stat.S_IMODE(locked.stat().st_mode) == mode
+    assert MIGRATED_MARK in free.read_bytes()
+    stderr = result.stderr.decode()
+    assert f"locked.py:1:1: PM008 warning not written: read-only (mode {mode:04o})" in stderr
+    assert "2 files, 1 changed" in stderr
+
+
+def test_read_only_file_that_needs_no_change_says_nothing(tmp_path):
+    path = tmp_path / "done.py"
+    path.write_bytes(b"import jax\nx = jax.jit(abs)\n")
+    path.chmod(0o444)
+    result = _apply(path)
+    assert result.returncode == 0, result.stderr
+    assert b"PM008" not in result.stderr
+
+
+def test_out_dir_refuses_an_existing_read_only_destination_with_other_contents(tmp_path):
+    source, out = tmp_path / "src", tmp_path / "out"
+    source.mkdir()
+    (source / "a.py").write_bytes(SITE % 6)
+    (source / "b.py").write_bytes(SITE % 7)
+    (source / "b.py").chmod(0o444)
+    first = _apply(source, "--out-dir", out)
+    assert first.returncode == 0, first.stderr  # the source is never written
+    assert stat.S_IMODE((out / "b.py").stat().st_mode) == 0o444  # the source's mode, kept
+    # A second run over the same copy has nothing to write there.
+    again = _apply(source, "--out-dir", out)
+    assert again.returncode == 0, again.stderr
+    assert b"PM008" not in again.stderr
+    # A read-only destination with other contents is not overwritten.
+    (out / "a.py").write_bytes(b"# the user's own copy\n")
+    (out / "a.py").chmod(0o444)
+    third = _apply(source, "--out-dir", out)
+    assert third.returncode == 1, third.stderr
+    assert (out / "a.py").read_bytes() == b"# the user's own copy\n"
+    assert b"PM008 warning not written: " in third.stderr and b"read-only (mode 0444)" in third.stderr
+
+
+def test_diff_shows_a_read_only_files_patch(tmp_path):
+    """diff only shows: a read-only file's patch is printed as any other."""
+    path = tmp_path / "ro.py"
+    path.write_bytes(SITE % 8)
+    path.chmod(0o444)
+    result = subprocess.run([sys.executable, "-m", "migrator.cli", "diff", str(path)],
+                            cwd=ROOT, capture_output=True, timeout=120)
+    assert result.returncode == 1 and b"+++ b/" in result.stdout
+    assert b"PM008" not in result.stderr
