@@ -15,6 +15,7 @@ import concurrent.futures
 import dataclasses
 import functools
 import gc
+import os
 import shutil
 import traceback
 import warnings
@@ -22,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from migrator.files import SourceFile, display_name
+from migrator.interrupts import init_worker, stop_workers
 from migrator.options import MigrationOptions
 from migrator.textio import NotText, atomic_write, check_text, write_protection
 from transforms.codes.findings import Finding
@@ -203,8 +205,19 @@ def process_files(files, options: MigrationOptions, jobs: int = 1) -> Iterator[F
     # every worker busy to the end (a chunk is at most a sixteenth of a worker's share: with
     # a quarter, one worker could sit idle for a quarter of the run).
     chunksize = max(1, min(16, len(files) // (16 * jobs)))
-    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+    # The workers die with this process, even by SIGKILL (init_worker); when the run stops
+    # early (an interrupt, an error, a consumer that closes this generator) they are killed
+    # at once instead of finishing the chunks already queued to them.
+    pool = concurrent.futures.ProcessPoolExecutor(
+        max_workers=jobs, initializer=init_worker, initargs=(os.getpid(),),
+    )
+    try:
         yield from pool.map(work, files, chunksize=chunksize)
+    except BaseException:
+        stop_workers(pool)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def tune_gc() -> None:

@@ -11,11 +11,12 @@ import contextlib
 import glob
 import io
 import os
-import signal
 import stat
 import tempfile
 import tokenize
 from pathlib import Path
+
+from migrator.interrupts import defer_interrupts, restore_interrupts
 
 
 TEMP_SUFFIX = ".pmap-migrate.tmp"
@@ -113,14 +114,14 @@ def atomic_write(path: Path, data: bytes, *, expected_original: bytes | None = N
     remove_stale_temporaries(path)
     # A SIGTERM or Ctrl-C that lands inside mkstemp, after the file exists but before its
     # name is known here, would leave it behind: the signals wait until `tmp` is set.
-    deferred = _defer_interrupts()
+    deferred = defer_interrupts()
     tmp = None
     try:
         try:
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX,
                                        dir=path.parent)
         finally:
-            _restore_interrupts(deferred)
+            restore_interrupts(deferred)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -164,7 +165,7 @@ def _write_in_place(path: Path, data: bytes, original: bytes) -> None:
     SIGKILL or a crash in the middle leaves the backup, and the next run refuses the file
     and names the backup instead of migrating half-written code.
     """
-    deferred = _defer_interrupts()
+    deferred = defer_interrupts()
     try:
         fd, backup = tempfile.mkstemp(prefix=f".{path.name}.", suffix=BACKUP_SUFFIX,
                                       dir=path.parent)
@@ -187,7 +188,7 @@ def _write_in_place(path: Path, data: bytes, original: bytes) -> None:
             raise
         os.unlink(backup)
     finally:
-        _restore_interrupts(deferred)
+        restore_interrupts(deferred)
 
 
 def _overwrite(path: Path, data: bytes) -> None:
@@ -196,19 +197,3 @@ def _overwrite(path: Path, data: bytes) -> None:
         handle.truncate()
         handle.flush()
         os.fsync(handle.fileno())
-
-
-_INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
-
-
-def _defer_interrupts():
-    """Block SIGINT / SIGTERM in this thread (where the platform can); the old mask."""
-    if not hasattr(signal, "pthread_sigmask"):
-        return None
-    return signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
-
-
-def _restore_interrupts(mask) -> None:
-    """Undo `_defer_interrupts`: a signal that arrived meanwhile is handled now."""
-    if mask is not None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
