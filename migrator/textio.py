@@ -89,14 +89,14 @@ def write_protection(path: Path) -> str | None:
 
 
 def atomic_write(path: Path, data: bytes, *, expected_original: bytes | None = None) -> None:
-    """Replace the contents of `path` by `data`, keeping its mode, owner, group and inode
-    links; a reader or a crash sees the old bytes or the new ones, never a mix.
+    """Replace the contents of `path` by `data`, keeping its mode, owner, group and hard
+    links; the old contents are never lost.
 
     A file with one link: the new bytes go to a temporary file beside it, are flushed to
-    disk, given the file's owner, group and mode, and renamed over it. A file with other hard
-    links is rewritten in its own inode instead (`_write_in_place`): a rename would leave the
-    other names on the old contents. With `expected_original`, refuse when the file changed
-    since it was read.
+    disk, given the file's owner, group and mode, and renamed over it, so a reader or a crash
+    sees the old file or the new one, never a mix. A file with other hard links is rewritten
+    in its own inode instead (`_write_in_place`): a rename would leave the other names on the
+    old contents. With `expected_original`, refuse when the file changed since it was read.
     """
     current = path.read_bytes() if path.exists() else None
     if expected_original is not None and current is not None and current != expected_original:
@@ -162,8 +162,9 @@ def _write_in_place(path: Path, data: bytes, original: bytes) -> None:
 
     The original is first written and flushed to a backup beside it; SIGINT and SIGTERM wait
     until the file is whole again. A failed write (disk full) puts the original back; only a
-    SIGKILL or a crash in the middle leaves the backup, and the next run refuses the file
-    and names the backup instead of migrating half-written code.
+    SIGKILL or a crash in the middle leaves the backup (and maybe a half-written file), and
+    the next `apply` refuses to write the file and names the backup. A concurrent reader may
+    see a mix for the moment of the write, as with any in-place write.
     """
     deferred = defer_interrupts()
     try:

@@ -9,6 +9,7 @@ import pwd
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -179,3 +180,40 @@ def test_diff_shows_a_read_only_files_patch(tmp_path):
                             cwd=ROOT, capture_output=True, timeout=120)
     assert result.returncode == 1 and b"+++ b/" in result.stdout
     assert b"PM008" not in result.stderr
+
+
+@needs_root
+def test_a_file_another_user_owns_is_not_replaced_through_the_directory():
+    """As `nobody`, in a directory nobody may write, a 0644 file of root's is refused: the
+    rename would have replaced it, though its owner never let anyone else write it."""
+    import shutil
+    import tempfile
+
+    nobody = pwd.getpwnam("nobody")
+    folder = Path(tempfile.mkdtemp())  # pytest's own folders are root's alone
+    try:
+        folder.chmod(0o777)
+        path = folder / "roots.py"
+        path.write_bytes(SITE % 9)
+        path.chmod(0o644)
+        script = (
+            "import os, sys\n"
+            "from pathlib import Path\n"
+            "import transforms.pipeline\n"
+            "from migrator.files import SourceFile\n"
+            "from migrator.options import MigrationOptions\n"
+            "from migrator.runner import process, write_result\n"
+            "path = Path(sys.argv[1])\n"
+            "result = process(SourceFile(path, path.parent, 'roots.py'), MigrationOptions())\n"
+            f"os.setgid({nobody.pw_gid}); os.setuid({nobody.pw_uid})\n"
+            "write_result(result, None)\n"
+            "print(result.findings[-1].to_text())\n"
+        )
+        run = subprocess.run([sys.executable, "-c", script, str(path)], cwd=ROOT,
+                             capture_output=True, text=True, timeout=120,
+                             env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        assert run.returncode == 0, run.stderr
+        assert "PM008 warning not written: not writable by this user" in run.stdout
+        assert path.read_bytes() == SITE % 9 and path.stat().st_uid == 0
+    finally:
+        shutil.rmtree(folder)
