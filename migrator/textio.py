@@ -8,9 +8,9 @@ so this module only decides whether a file is text and how to put new bytes in i
 from __future__ import annotations
 
 import contextlib
-import glob
 import io
 import os
+import re
 import stat
 import tempfile
 import tokenize
@@ -20,18 +20,27 @@ from migrator.interrupts import defer_interrupts, restore_interrupts
 
 
 TEMP_SUFFIX = ".pmap-migrate.tmp"
+BACKUP_SUFFIX = ".pmap-migrate.orig"  # an in-place write's copy of the original
 
 
-def remove_stale_temporaries(path: Path) -> None:
+def remove_stale_temporaries(path: Path, leftovers: list[Path] | None = None) -> None:
     """A run killed with SIGKILL between writing and renaming leaves its temporary file; the
     next write of the same file removes it (the target itself was never half-written)."""
-    for stale in _leftovers(path, TEMP_SUFFIX):
-        with contextlib.suppress(OSError):
-            stale.unlink()
+    for stale in _leftovers(path) if leftovers is None else leftovers:
+        if stale.name.endswith(TEMP_SUFFIX):
+            with contextlib.suppress(OSError):
+                stale.unlink()
 
 
-def _leftovers(path: Path, suffix: str) -> list[Path]:
-    return sorted(path.parent.glob(f".{glob.escape(path.name)}.*{suffix}"))
+def _leftovers(path: Path) -> list[Path]:
+    """Temporary files and in-place backups of earlier runs beside `path`, in one listing
+    of its directory (a glob per kind cost twice as much in a large one)."""
+    # mkstemp's names: the prefix, 8 random characters, the suffix. Exactly that, so that
+    # `a.py` never claims what belongs to `a.py.orig.py`.
+    own = re.compile(
+        rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}(?:{re.escape(TEMP_SUFFIX)}|{re.escape(BACKUP_SUFFIX)})"
+    )
+    return [path.parent / name for name in sorted(os.listdir(path.parent)) if own.fullmatch(name)]
 
 
 class NotText(Exception):
@@ -101,7 +110,8 @@ def atomic_write(path: Path, data: bytes, *, expected_original: bytes | None = N
     current = path.read_bytes() if path.exists() else None
     if expected_original is not None and current is not None and current != expected_original:
         raise OSError(f"{path} changed while pmap-migrate was running; not written")
-    interrupted = interrupted_backup(path)
+    leftovers = _leftovers(path)
+    interrupted = next((p for p in leftovers if p.name.endswith(BACKUP_SUFFIX)), None)
     if interrupted is not None:
         raise OSError(
             f"an earlier run was interrupted while rewriting this hard-linked file in place; "
@@ -111,7 +121,7 @@ def atomic_write(path: Path, data: bytes, *, expected_original: bytes | None = N
     if before is not None and before.st_nlink > 1:
         _write_in_place(path, data, current)
         return
-    remove_stale_temporaries(path)
+    remove_stale_temporaries(path, leftovers)
     # A SIGTERM or Ctrl-C that lands inside mkstemp, after the file exists but before its
     # name is known here, would leave it behind: the signals wait until `tmp` is set.
     deferred = defer_interrupts()
@@ -146,14 +156,6 @@ def _keep_owner(fd: int, before: os.stat_result) -> None:
     except PermissionError:
         with contextlib.suppress(PermissionError):
             os.fchown(fd, -1, before.st_gid)
-
-
-BACKUP_SUFFIX = ".pmap-migrate.orig"
-
-
-def interrupted_backup(path: Path) -> Path | None:
-    """The backup a killed in-place write left beside `path`, if any."""
-    return next(iter(_leftovers(path, BACKUP_SUFFIX)), None)
 
 
 def _write_in_place(path: Path, data: bytes, original: bytes) -> None:

@@ -114,13 +114,35 @@ def test_backup_of_a_killed_in_place_write_stops_the_next_write(tmp_path):
     path = tmp_path / "a.py"
     path.write_bytes(SITE % 3)
     os.link(path, tmp_path / "b.py")
-    backup = tmp_path / f".a.py.x1y2z3{BACKUP_SUFFIX}"
+    backup = tmp_path / f".a.py.x1y2z3_4{BACKUP_SUFFIX}"
     backup.write_bytes(SITE % 3)
     result = process(SourceFile(path, tmp_path, "a.py"), MigrationOptions())
     write_result(result, None)
     assert path.read_bytes() == SITE % 3
     assert result.findings[-1].code == "PM006"
     assert backup.name in result.findings[-1].message
+
+
+def test_leftovers_of_a_longer_name_are_not_taken_for_the_files_own(tmp_path):
+    """`a.py`'s temporary files and backups are `.a.py.` + 8 characters + the suffix: those
+    of `a.py.orig.py` in the same folder neither block nor get removed by a write of a.py."""
+    from migrator.textio import TEMP_SUFFIX
+
+    path = tmp_path / "a.py"
+    path.write_bytes(b"old\n")
+    os.link(path, tmp_path / "b.py")
+    others = [tmp_path / f".a.py.orig.py.abcd1234{BACKUP_SUFFIX}",
+              tmp_path / f".a.py.orig.py.abcd1234{TEMP_SUFFIX}"]
+    for other in others:
+        other.write_bytes(b"not a.py's\n")
+    atomic_write(path, b"new\n")
+    assert path.read_bytes() == b"new\n"
+    assert all(other.exists() for other in others)
+    stale = tmp_path / f".a.py.zz99_x1y{TEMP_SUFFIX}"
+    stale.write_bytes(b"left by a killed run\n")
+    (tmp_path / "b.py").unlink()  # one link again: the rename path, which removes it
+    atomic_write(path, b"newer\n")
+    assert not stale.exists() and all(other.exists() for other in others)
 
 
 @pytest.mark.parametrize("mode", [0o444, 0o555, 0o044])
