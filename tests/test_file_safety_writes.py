@@ -6,9 +6,11 @@ from __future__ import annotations
 import grp
 import os
 import pwd
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -126,8 +128,6 @@ def test_backup_of_a_killed_in_place_write_stops_the_next_write(tmp_path):
 def test_leftovers_of_a_longer_name_are_not_taken_for_the_files_own(tmp_path):
     """`a.py`'s temporary files and backups are `.a.py.` + 8 characters + the suffix: those
     of `a.py.orig.py` in the same folder neither block nor get removed by a write of a.py."""
-    from migrator.textio import TEMP_SUFFIX
-
     path = tmp_path / "a.py"
     path.write_bytes(b"old\n")
     os.link(path, tmp_path / "b.py")
@@ -208,9 +208,6 @@ def test_diff_shows_a_read_only_files_patch(tmp_path):
 def test_a_file_another_user_owns_is_not_replaced_through_the_directory():
     """As `nobody`, in a directory nobody may write, a 0644 file of root's is refused: the
     rename would have replaced it, though its owner never let anyone else write it."""
-    import shutil
-    import tempfile
-
     nobody = pwd.getpwnam("nobody")
     folder = Path(tempfile.mkdtemp())  # pytest's own folders are root's alone
     try:
