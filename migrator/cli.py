@@ -12,7 +12,6 @@ import contextlib
 import dataclasses
 import enum
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Callable, List, Optional
@@ -26,10 +25,12 @@ from migrator.diffing import colorize, notebook_cell_headers, unified_diff
 from migrator.files import display_name
 from migrator.formats import WRITERS
 from migrator.helper_module_run import helper_module_for_run, shared_helpers, write_helper_module
+from migrator.interrupts import EXIT_INTERRUPTED, Interrupted, install_handlers
 from migrator.options import MigrationOptions
 from migrator.runner import (
     FileResult, copy_other_files, process_files, tune_gc, write_result,
 )
+from migrator.textio import lossless_codec
 from transforms.target import NEWEST, TargetJax
 
 app = typer.Typer(
@@ -107,8 +108,10 @@ def _run(
     show = progress and sys.stderr.isatty() and sys.stdout.isatty() and len(files) > 1
     kept = []
     tune_gc()
-    with _progress(show, len(files)) as advance:
-        for result in process_files(files, options, workers):
+    # closing(): an interrupt while a result is handled stops the workers too.
+    with _progress(show, len(files)) as advance, \
+            contextlib.closing(process_files(files, options, workers)) as results:
+        for result in results:
             handle(result)
             kept.append(result.slim())
             advance()
@@ -178,8 +181,9 @@ def diff(
     helper = helper_module_for_run(paths, options)
 
     def write_diff(old: bytes, new: bytes, encoding: str, display: str, **options) -> None:
-        text = unified_diff(old.decode(encoding), new.decode(encoding), display, context, **options)
-        sys.stdout.buffer.write((colorize(text) if colored else text).encode(encoding))
+        codec = lossless_codec(encoding)  # a BOM goes in the first line, not before `---`
+        text = unified_diff(old.decode(codec), new.decode(codec), display, context, **options)
+        sys.stdout.buffer.write((colorize(text) if colored else text).encode(codec))
         sys.stdout.buffer.flush()
 
     def show(result: FileResult) -> None:
@@ -267,9 +271,9 @@ def _apply_interactively(paths, options, helper, out_dir, jobs) -> None:
     _run(paths, options, jobs, False, full.append)
     try:
         chosen = select_changes(full, ask=input, show=lambda text: print(colorize(text)))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
         typer.echo("\npmap-migrate: interrupted, nothing written", err=True)
-        raise typer.Exit(130) from None
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     shared = shared_helpers(helper, chosen, options) if helper is not None else None
     _prepare_out_dir(paths, out_dir, options)
     if shared is not None:
@@ -366,11 +370,15 @@ def _exit_without_teardown(code: int) -> None:
 
 
 def main() -> None:
-    # SIGTERM (CI cancellation, timeout) unwinds like Ctrl-C, so a write in progress removes
-    # its temporary file; the file being replaced is never half-written either way.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    # Ctrl-C and SIGTERM (CI cancellation, timeout) unwind as `Interrupted`: a write in
+    # progress removes its temporary file, the file being replaced is never half-written, and
+    # the worker processes are stopped (migrator/interrupts.py).
+    install_handlers()
     try:
         app()
+    except Interrupted:
+        typer.echo("pmap-migrate: interrupted", err=True)
+        _exit_without_teardown(EXIT_INTERRUPTED)
     except SystemExit as done:
         if _finished_run and isinstance(done.code, (int, type(None))):
             _exit_without_teardown(done.code or 0)

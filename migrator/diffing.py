@@ -19,7 +19,7 @@ def unified_diff(
     `section(old_lines, first_line)` may name each hunk after its `@@ … @@` (git shows a
     function name there, and `git apply` ignores it): notebooks name the cell.
     """
-    old_lines, new_lines = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    old_lines, new_lines = patch_lines(old), patch_lines(new)
     out = []
     for line in difflib.unified_diff(
         old_lines, new_lines, "/dev/null" if new_file else f"a/{display}", f"b/{display}",
@@ -34,6 +34,13 @@ def unified_diff(
     return "".join(out)
 
 
+def patch_lines(text: str) -> list[str]:
+    """Lines with their endings, split at \\n only, as `git apply` and `patch` read them: a
+    \\r\\n keeps its \\r, and a form feed, a lone \\r or U+2028 inside a line stays in it
+    (str.splitlines would cut there and the patch would no longer match the file)."""
+    return re.findall(r"[^\n]*\n|[^\n]+\Z", text)
+
+
 def notebook_cell_headers(old_lines: list[str], line: int) -> str:
     """The cell a line of a notebook's JSON belongs to (cells are written in order, each
     with its "cell_type" key)."""
@@ -44,7 +51,7 @@ def notebook_cell_headers(old_lines: list[str], line: int) -> str:
 def colorize(diff: str) -> str:
     """ANSI colours for a terminal: headers bold, removals red, additions green."""
     out = []
-    for line in diff.splitlines(keepends=True):
+    for line in patch_lines(diff):
         if line.startswith(("---", "+++")):
             out.append(f"\x1b[1m{line.rstrip(chr(10))}\x1b[0m\n")
         elif line.startswith("@@"):

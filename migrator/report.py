@@ -9,6 +9,7 @@ from typing import Iterable, TextIO
 from migrator.runner import FileResult
 
 EXIT_CLEAN, EXIT_PENDING, EXIT_ERROR = 0, 1, 2
+# An interrupted run (SIGINT, SIGTERM) exits 130: migrator.interrupts.EXIT_INTERRUPTED.
 JSON_SCHEMA_VERSION = 1
 
 
@@ -27,7 +28,8 @@ def summary(results: list[FileResult]) -> dict:
 
 
 def exit_code(results: list[FileResult], *, pending_counts: bool) -> int:
-    """2 on any tool error; 1 when a human is needed (or, for diff/scan, changes are pending)."""
+    """2 on any tool error; 1 when a human is needed (or, for diff/scan, changes are pending):
+    a site to look at, or a read-only file `apply` left alone (PM008, a warning)."""
     totals = summary(results)
     if totals["errors"]:
         return EXIT_ERROR

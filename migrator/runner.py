@@ -15,15 +15,17 @@ import concurrent.futures
 import dataclasses
 import functools
 import gc
+import os
 import shutil
 import traceback
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
-from migrator.files import SourceFile
+from migrator.files import SourceFile, display_name
+from migrator.interrupts import init_worker, stop_workers
 from migrator.options import MigrationOptions
-from migrator.textio import NotText, atomic_write, check_text
+from migrator.textio import NotText, atomic_write, check_text, write_protection
 from transforms.codes.findings import Finding
 from transforms.reading.prefilter import might_need_migration, parse_or_none, referenced_rules
 
@@ -203,8 +205,19 @@ def process_files(files, options: MigrationOptions, jobs: int = 1) -> Iterator[F
     # every worker busy to the end (a chunk is at most a sixteenth of a worker's share: with
     # a quarter, one worker could sit idle for a quarter of the run).
     chunksize = max(1, min(16, len(files) // (16 * jobs)))
-    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+    # The workers die with this process, even by SIGKILL (init_worker); when the run stops
+    # early (an interrupt, an error, a consumer that closes this generator) they are killed
+    # at once instead of finishing the chunks already queued to them.
+    pool = concurrent.futures.ProcessPoolExecutor(
+        max_workers=jobs, initializer=init_worker, initargs=(os.getpid(),),
+    )
+    try:
         yield from pool.map(work, files, chunksize=chunksize)
+    except BaseException:
+        stop_workers(pool)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def tune_gc() -> None:
@@ -238,21 +251,52 @@ def _for_caller(result: FileResult) -> FileResult:
 
 
 def write_result(result: FileResult, out_dir: Path | None) -> None:
-    """Write a changed file in place (or its migrated copy under out_dir); errors -> findings."""
+    """Write a changed file in place (or its migrated copy under out_dir); errors -> findings.
+
+    A write-protected file (read-only, or not this user's to write) is never replaced: it
+    gets PM008 and keeps its bytes. Under out_dir that holds for a destination that already
+    exists write-protected with other contents (a second run over the same copy, whose
+    files kept a read-only source's mode, has nothing to write and says nothing)."""
     try:
         if out_dir is None:
-            if result.changed:
+            if result.changed and not _refused_as_protected(result, result.file.path):
                 atomic_write(result.file.path, result.migrated, expected_original=result.original)
             return
         destination = out_dir / result.file.relative
         destination.parent.mkdir(parents=True, exist_ok=True)
         if result.changed:
+            if _same_bytes(destination, result.migrated) or _refused_as_protected(result, destination):
+                return
             atomic_write(destination, result.migrated)
             shutil.copymode(result.file.path, destination)
         elif result.file.problem is None and result.file.path.is_file():
-            shutil.copy2(result.file.path, destination)
+            if _same_bytes(destination, result.file.path.read_bytes()):
+                return
+            if not _refused_as_protected(result, destination):
+                shutil.copy2(result.file.path, destination)
     except OSError as error:
         result.fail("PM006", f"not written: {error}")
+
+
+def _refused_as_protected(result: FileResult, path: Path) -> bool:
+    """Whether `path` is write-protected; if so the result gets PM008 and keeps its original."""
+    why = write_protection(path)
+    if why is None:
+        return False
+    where = "" if path == result.file.path else f" {display_name(path)}"
+    result.findings.append(Finding(
+        "PM008", 1, 1, f"not written:{where} {why}; open it for edit (p4 edit, chmod u+w) "
+        "and run apply again", result.file.display,
+    ))
+    result.migrated = result.original
+    return True
+
+
+def _same_bytes(path: Path, data: bytes) -> bool:
+    try:
+        return path.is_file() and path.stat().st_size == len(data) and path.read_bytes() == data
+    except OSError:
+        return False
 
 
 def copy_other_files(roots: list[Path], out_dir: Path, options: MigrationOptions) -> None:

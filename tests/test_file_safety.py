@@ -1,11 +1,10 @@
 """Never lose a file: atomic writes under kill signals, files changing under the tool,
-special files, read-only files."""
+special files (read-only files, owners and hard links: test_file_safety_writes.py)."""
 
 from __future__ import annotations
 
 import os
 import signal
-import stat
 import subprocess
 import sys
 import time
@@ -85,17 +84,6 @@ def test_fifo_named_py_is_reported_not_read(tmp_path):
                             cwd=ROOT, capture_output=True, timeout=60)
     assert b"pipe.py:1:1: PM003" in result.stdout + result.stderr
     assert b"ok.py:4:1: PM100" in result.stdout
-
-
-def test_read_only_file_keeps_its_mode(tmp_path):
-    path = tmp_path / "ro.py"
-    path.write_bytes(SITE % 3)
-    path.chmod(0o444)
-    result = subprocess.run([sys.executable, "-m", "migrator.cli", "apply", str(path)],
-                            cwd=ROOT, capture_output=True)
-    assert result.returncode == 0, result.stderr
-    assert b"_pmap_style_shard_map" in path.read_bytes()
-    assert stat.S_IMODE(path.stat().st_mode) == 0o444
 
 
 @pytest.mark.parametrize("content", [b"", b"\t\n", b"import jax\r\nf = jax.pmap(g)\nh = 1\r\n",
