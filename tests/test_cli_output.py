@@ -141,6 +141,6 @@ def test_progress_bar_is_drawn_on_stderr_while_stdout_is_a_file(tree, tmp_path_f
         seen += chunk
     os.close(leader)
     assert done.returncode == 1
-    assert b"pmap-migrate" in seen and b"\x1b[" in seen, "the bar was drawn on the terminal"
+    assert b"pmap-migrate " in seen and "━━━".encode() in seen, "the bar was drawn on the terminal"
     text = patch.read_bytes()
     assert b"\x1b[" not in text and text.startswith(b"--- a/")
