@@ -25,10 +25,16 @@ the project's `.gitignore` files ignore (see migrator/gitignore.py). `helper-mod
 `target-jax = "auto"` reads the `jax` requirement of the project (migrator/jax_requirement.py).
 `override_target` (the CLI's `--target-jax`) replaces every target in the file, the
 per-path ones included.
+
+The command line's selection flags act as ruff's do (`CommandLine`): `--select` replaces the
+file's global `select`, `--ignore` adds to its global `ignore`, `--exclude` replaces its
+`exclude` (the defaults included) and `--extend-exclude` adds to it. The `per-path` entries
+still apply on top.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import re
@@ -75,11 +81,44 @@ def find_pyproject(start: Path) -> Path | None:
     return None
 
 
+@dataclasses.dataclass(frozen=True)
+class CommandLine:
+    """What the command line says about the selection: None (or empty) leaves the file's."""
+
+    select: tuple[str, ...] | None = None  # replaces the global `select`
+    ignore: tuple[str, ...] = ()  # added to the global `ignore`
+    exclude: tuple[str, ...] | None = None  # replaces `exclude` (and its defaults)
+    extend_exclude: tuple[str, ...] = ()  # added to the exclusions
+
+    def apply(self, settings: dict[str, Any]) -> None:
+        if self.select is not None:
+            settings["select"] = self.select
+        settings["ignore"] = (*settings["ignore"], *self.ignore)
+        if self.exclude is not None or self.extend_exclude:
+            exclude = settings["exclude"].texts if self.exclude is None else self.exclude
+            settings["exclude"] = Patterns.compile((*exclude, *self.extend_exclude))
+
+
+def parse_code(text: str) -> str:
+    """A finding code or a prefix of one (`PM304`, `pm3`, `PM`), upper-cased; ValueError if not."""
+    code = text.strip().upper()
+    if not re.fullmatch(r"PM\d{0,3}", code) or not any(c.startswith(code) for c in all_rules()):
+        raise ValueError(f"{text!r} is not a finding code or a prefix of one (e.g. PM304, PM3, PM)")
+    return code
+
+
+def check_glob(text: str) -> str:
+    """A glob as `exclude` takes it; ValueError if it is not one."""
+    Patterns.compile([text])  # pathspec's errors are ValueErrors too
+    return text
+
+
 def load_config(
-    paths: list[Path], *, override_target: str | None = None, override_style: str | None = None
+    paths: list[Path], *, override_target: str | None = None, override_style: str | None = None,
+    command_line: CommandLine = CommandLine(),
 ) -> Config:
     """The configuration for a run over `paths`; `override_target` (the CLI flag) wins
-    over every `target-jax` in the file."""
+    over every `target-jax` in the file, `command_line` changes the selection."""
     source = find_pyproject(paths[0] if paths else Path.cwd())
     if source is None:
         root, document, table = Path(os.path.abspath(Path.cwd())), {}, {}
@@ -97,6 +136,7 @@ def load_config(
         settings["target_forced"] = True
     if override_style is not None:
         settings["style"] = reader.style(override_style)
+    command_line.apply(settings)
     return Config(root=root, source=source, **settings)
 
 
@@ -179,7 +219,7 @@ class _Reader:
         texts = self.strings(table, key, key) if key in table else list(default)
         for text in texts:
             try:
-                Patterns.compile([text])
+                check_glob(text)
             except ValueError as error:  # pathspec's errors are ValueErrors too
                 raise self.fail(key, str(error)) from None
         return tuple(texts)
@@ -202,16 +242,12 @@ class _Reader:
         if key not in table:
             return default
         name = prefix + key
-        known = all_rules()
         out = []
         for index, item in enumerate(self.strings(table, key, name)):
-            code = item.strip().upper()
-            if not re.fullmatch(r"PM\d{0,3}", code) or not any(c.startswith(code) for c in known):
-                raise self.fail(
-                    f"{name}[{index}]",
-                    f"{item!r} is not a finding code or a prefix of one (e.g. PM304, PM3, PM)",
-                )
-            out.append(code)
+            try:
+                out.append(parse_code(item))
+            except ValueError as error:
+                raise self.fail(f"{name}[{index}]", str(error)) from None
         return tuple(out)
 
     def target(self, value: Any, name: str, flag: bool = False) -> str:

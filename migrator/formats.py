@@ -1,4 +1,5 @@
-"""Machine-readable reports: SARIF 2.1.0, GitHub Actions workflow commands, JUnit XML.
+"""Machine-readable reports: SARIF 2.1.0, GitHub Actions workflow commands, JUnit XML; and
+`--statistics`, the count of findings per code (`write_statistics`).
 
 Every format is a writer: `add(result)` is called once per file, in discovery order, with the
 full result, and `finish(stream)` writes the whole document. A writer keeps only what its
@@ -32,6 +33,7 @@ migrated text.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import difflib
 import io
@@ -333,3 +335,30 @@ class JunitWriter:
 
 
 WRITERS: dict[str, type] = {"sarif": SarifWriter, "github": GithubWriter, "junit": JunitWriter}
+
+
+# -- --statistics -----------------------------------------------------------------------------
+
+
+def write_statistics(counts: collections.Counter, stream: TextIO, as_json: bool = False) -> None:
+    """One line per code, as ruff's `--statistics` prints them: count, code, `[*]` when the
+    tool rewrites such sites, and the rule's name; most frequent first. `as_json`: a list of
+    {code, name, count, fixable} objects instead."""
+    rows = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    fixable = {code: rule(code).fix != "none" for code, _ in rows}
+    if as_json:
+        entries = [
+            {"code": code, "name": rule(code).name, "count": count, "fixable": fixable[code]}
+            for code, count in rows
+        ]
+        json.dump(entries, stream, indent=2)
+        stream.write("\n")
+        return
+    if not rows:
+        return
+    count_width = max(len(str(count)) for _, count in rows)
+    code_width = max(len(code) for code, _ in rows)
+    any_fixable = any(fixable.values())
+    for code, count in rows:
+        mark = ("[*] " if fixable[code] else "[ ] ") if any_fixable else ""
+        stream.write(f"{count:>{count_width}}\t{code:<{code_width}}\t{mark}{rule(code).name}\n")

@@ -69,6 +69,13 @@ class MigrationOptions:
         return dataclasses.replace(options, helper_module=helper_module)
 
 
+    def fixed_at(self, path: Path) -> MigrationOptions:
+        """The options at `path` for a source that is not read from there (standard input
+        named by --stdin-filename), resolved once: `for_file` on its temporary copy keeps them.
+        No helper module: the helpers go into the output, which must run as it is."""
+        return dataclasses.replace(self.for_file(path), config=None, helper_module=None)
+
+
 def _ignored(config: Config, path: Path | None) -> frozenset[str]:
     """The codes `config` turns off at `path` (None: the global select / ignore only)."""
     return frozenset(code for code in all_rules() if not config.keeps(path, code))

@@ -1,10 +1,12 @@
-"""Generate docs/RULES.md from transforms/rules.toml: `python -m migrator.rules_doc`."""
+"""Generate docs/RULES.md from transforms/rules.toml: `python -m migrator.rules_doc`; and one
+rule's section of it for `pmap-migrate explain CODE` (`explain`)."""
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
-from transforms.codes.rules import all_rules
+from transforms.codes.rules import Rule, all_rules
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "RULES.md"
 
@@ -21,14 +23,38 @@ def render() -> str:
     rules = all_rules().values()
     out += [f"| {r.code} | {r.name} | {r.severity} | {r.fix} | {r.summary} |" for r in rules]
     for r in rules:
-        out.append(f"\n## {r.code} {r.name}\n\n{r.summary}\n\n**What to do:** {r.check}\n")
-        if r.before:
-            out.append(f"Before:\n\n```python\n{r.before}\n```\n")
-        if r.after:
-            out.append(f"After:\n\n```python\n{r.after}\n```\n")
-        elif r.fix == "none":
-            out.append("After: unchanged; the finding is the output.\n")
+        out.append("")
+        out += _section(r)
     return "\n".join(out)
+
+
+def _section(r: Rule, facts: bool = False) -> list[str]:
+    """The rule's section of RULES.md; `facts`: with its severity and fix kind under the title."""
+    out = [f"## {r.code} {r.name}\n"]
+    if facts:
+        out.append(f"Severity: **{r.severity}**. Fix: **{r.fix}**.\n")
+    out.append(f"{r.summary}\n\n**What to do:** {r.check}\n")
+    if r.before:
+        out.append(f"Before:\n\n```python\n{r.before}\n```\n")
+    if r.after:
+        out.append(f"After:\n\n```python\n{r.after}\n```\n")
+    elif r.fix == "none":
+        out.append("After: unchanged; the finding is the output.\n")
+    return out
+
+
+def explain(code: str) -> str:
+    """The Markdown section of one rule (a code, any case, or a rule name); KeyError naming the
+    closest codes when there is none."""
+    rules = all_rules()
+    wanted = code.strip().upper()
+    by_name = {r.name: r for r in rules.values()}
+    found = rules.get(wanted) or by_name.get(code.strip().lower())
+    if found is None:
+        close = difflib.get_close_matches(wanted, rules, n=3, cutoff=0.6)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise KeyError(f"unknown finding code {code!r}{hint}; docs/RULES.md lists them all")
+    return "\n".join(_section(found, facts=True))
 
 
 if __name__ == "__main__":
