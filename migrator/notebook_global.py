@@ -39,11 +39,13 @@ def migrate_cells_global(
     The global pass (transforms.global_view, through the same `migrate_global_then_faithful` a
     `.py` module goes through) sees that module whole, with a marker line between cells, so a
     step defined in one cell and called from a function of another is followed as in a `.py`
-    file, and what it adds at module level (the imports, the one `_mesh` function) goes once
-    into the first cell with code, after its imports. The module is then cut at the markers and
-    what the global pass left goes through the faithful cell-by-cell migration of
-    migrator/notebooks.py, passed in as `migrate_cells` (each helper once, in the first cell
-    that needs it). Findings of both passes go back to their cell and line.
+    file, and what it adds at module level goes in once: the imports into the first cell with
+    code, after its imports, the one `_mesh` function above the first definition. Neither
+    relies on an import in a later cell: one that binds a name only below where the new code
+    reads it is imported again at the top (transforms/imports.py). The module is then cut at
+    the markers and what the global pass left goes through the faithful cell-by-cell migration
+    of migrator/notebooks.py, passed in as `migrate_cells` (each helper once, in the first
+    cell that needs it). Findings of both passes go back to their cell and line.
 
     Where the notebook cannot be read as one module, nothing is guessed: every cell is migrated
     faithfully and a PM607 finding says why (a cell that does not parse as module code, a

@@ -161,14 +161,23 @@ def _top_level_imports(module: cst.Module):
 
 def _add(module: cst.Module, module_name: str, obj: str | None, alias: str | None,
          first_party: bool = False) -> cst.Module:
+    """`module` with the import, unless a top-level import already binds the name before
+    anything reads it. The code that needs the name may sit above the user's own import of it
+    (a notebook cell above the one that imports it, a def above a late import): an import is
+    reused, or joined, only if no statement above it reads the name; else the new import goes
+    into the header like any other."""
     wanted = (obj or module_name, alias)
+    bound = alias or (obj if obj is not None else module_name.split(".")[0])
     for i, j, node in _top_level_imports(module):
         if obj is None and isinstance(node, cst.Import) and any(
             _alias_parts(a) == wanted for a in node.names
         ):
+            if _read_above(module, i, bound):
+                continue
             return module
         if obj is not None and isinstance(node, cst.ImportFrom) and not node.relative:
-            if _dotted(node.module) != module_name or isinstance(node.names, cst.ImportStar):
+            if _dotted(node.module) != module_name or isinstance(node.names, cst.ImportStar) \
+                    or _read_above(module, i, bound):
                 continue
             if any(_alias_parts(a) == wanted for a in node.names):
                 return module
@@ -204,6 +213,35 @@ def _add(module: cst.Module, module_name: str, obj: str | None, alias: str | Non
         return module.with_changes(body=placed)
     index = _insertion_index(module)
     return module.with_changes(body=body[:index] + [statement] + body[index:])
+
+
+class _NameReads(cst.CSTVisitor):
+    """Whether a statement mentions `name` as a variable (not as an attribute after a dot)."""
+
+    def __init__(self, name: str):
+        super().__init__()
+        self.name, self.found = name, False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.found = self.found or node.value == self.name
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+
+def _read_above(module: cst.Module, index: int, name: str) -> bool:
+    """Some top-level statement above `module.body[index]` other than an import reads `name`
+    (in a function body too: the function may run before the statement at `index` does)."""
+    for statement in module.body[:index]:
+        if isinstance(statement, cst.SimpleStatementLine) and all(
+                isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body):
+            continue
+        reads = _NameReads(name)
+        statement.visit(reads)
+        if reads.found:
+            return True
+    return False
 
 
 def _import_facts(statement) -> tuple[str, bool, bool] | None:

@@ -93,15 +93,18 @@ class MeshFunction(cst.CSTTransformer):
         super().__init__()
         self.statements = cst.parse_module(text).body
         self.import_functools = import_functools
+        self.functools_placed = not import_functools  # False: no import above the function
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         body = list(updated.body)
-        if self.import_functools:
-            body = _with_functools(body)
         names = {s.name.value for s in self.statements
                  if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
         at = next((i for i, s in enumerate(body) if isinstance(s, (cst.FunctionDef, cst.ClassDef))
                    or _names_in(s) & names), len(body))
+        if self.import_functools:  # above the function, whose decorator reads it at once
+            above = _with_functools(body[:at])
+            self.functools_placed = len(above) > at
+            body, at = [*above, *body[at:]], len(above)
         first = self.statements[0]
         first = first.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()]) if at else first
         moved = body[at].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(),
@@ -236,6 +239,29 @@ def _is_docstring(statement) -> bool:
             and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))
 
 
+def _user_imports_first(context: RuleContext, tree: ast.Module, names: set) -> None:
+    """The code written here reads the module's own names for jax, functools, its `partial`
+    and jax.numpy (`@jax.jit`, `@functools.cache`, `@partial(jax.jit, ...)`, `jnp.copy`),
+    from wherever the user imports them: possibly only below that code (a later notebook
+    cell, after the first def) or only inside a function. Each one's import is queued again;
+    imports.py adds it to the header only where no top-level import binds the name before
+    its first read, so a module whose imports come first is left as it is."""
+    imports = [node for node in ast.walk(tree)  # breadth first: top-level ones come first
+               if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0)]
+    for name in sorted(n for n in names if n):
+        for node in imports:
+            alias = next((a for a in node.names
+                          if (a.asname or a.name.split(".")[0]) == name and a.name != "*"), None)
+            if alias is None or (isinstance(node, ast.Import) and alias.asname is None
+                                 and alias.name != name):
+                continue  # (`import jax.numpy` binds jax too, but is not `import jax`)
+            if isinstance(node, ast.Import):
+                add_import(context, alias.name, None, alias.asname)
+            elif node.module:
+                add_import(context, node.module, alias.name, alias.asname)
+            break
+
+
 # flax's pmap-era helpers, whose calls the global style rewrites away: an import of them
 # (`from flax import jax_utils`, `from flax.jax_utils import replicate`) left unloaded goes.
 _FLAX_PMAP_MODULES = ("flax.jax_utils", "flax.training.common_utils")
@@ -260,9 +286,13 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
     if contract is not None and helper_module is None:  # the floor's functions, as its sites use them
         texts.append(contract_functions_text(contract, functools=functools or "functools",
                                              jax=module.jax))
+    context = RuleContext()
     if texts:
         text = docstrings_indented("\n\n".join(texts), new_module.default_indent)
-        new_module = new_module.visit(MeshFunction(text, import_functools=functools is None))
+        mesh_function = MeshFunction(text, import_functools=functools is None)
+        new_module = new_module.visit(mesh_function)
+        if not mesh_function.functools_placed:  # no import above it: one in the header
+            add_import(context, "functools")
     keys = [(s, hoist_key(s)) for s in global_sites]
     assigned = {k for s, k in keys if k is not None and not s.inline}
     inline = {k for s, k in keys if k is not None and s.inline}
@@ -279,7 +309,6 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
             local.setdefault(site.owner, set()).add(site.name)
     new_module = _spaced_step_defs(new_module, {s.name for s in global_sites}, local)
     new_module = new_module.visit(NoNewSelfAssignments(module.tree))
-    context = RuleContext()
     if texts:  # the mesh functions name it
         add_import(context, "jax.sharding", "AxisType")
     if contract is not None and helper_module is not None:
@@ -297,6 +326,8 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
         add_import(context, "jax.experimental", "multihost_utils")
     if module.jax == "jax" and "jax" not in module.imported:
         add_import(context, "jax")
+    _user_imports_first(context, module.tree, {module.jax, functools, module.partial.split(".")[0],
+                                               module.numpy.split(".")[0]})
     for local, full in module.imported.items():  # removed only where nothing loads it now
         if full == "jax.pmap":
             remove_import(context, "jax", "pmap", None if local == "pmap" else local)
