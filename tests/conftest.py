@@ -23,7 +23,7 @@ def skip_unless_ci(missing: str) -> None:
     the CI environment variable, where a silent skip would hide that the test never ran."""
     if os.environ.get("CI"):
         pytest.fail(f"CI needs {missing}")
-    pytest.skip(f"needs {missing}")
+    pytest.skip(f"needs {missing}", allow_module_level=True)
 
 
 def require(module: str, why: str):
