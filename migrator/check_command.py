@@ -68,8 +68,9 @@ def run_check(paths: list[Path], entry: list[str], function: str | None, inputs:
     with tempfile.TemporaryDirectory(prefix="pmap-migrate-check-") as scratch:
         layouts = {}
         if len(roots) == 1:
-            modules = {name.partition(":")[0] for name in [*entry, *(x for x in (function,) if x)]}
-            layouts = _migrate_copy(roots[0], Path(scratch) / "migrated", migration, modules)
+            entry_modules = {name.partition(":")[0] for name in [*entry, function] if name}
+            layouts = _migrate_copy(roots[0], Path(scratch) / "migrated", migration,
+                                    entry_modules)
             roots.append(Path(scratch) / "migrated")
         elif migration.style == "global":  # MIGRATED given: the layout map of migrating ORIGINAL
             layouts = _entry_layouts(process_all([roots[0]], migration), roots[0])

@@ -8,7 +8,6 @@ rest with real subprocesses on 2 fake devices (about 15 s together).
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
