@@ -59,6 +59,8 @@ class EntryReport:
     nondeterminism: dict = dataclasses.field(default_factory=dict)
     # Who changed the differing outputs (see attribute): {"verdict", "message", "leaves", ...}.
     attribution: dict | None = None
+    # The runs per side asked for (--repeat); a side whose first run failed ran once.
+    repeat: int = 1
 
     @property
     def where(self) -> str:
@@ -86,12 +88,21 @@ class EntryReport:
 
     @property
     def differences(self) -> list[str]:
-        found = [f"{name}: {d}" for name, s in self.sections.items() for d in s.differences]
-        for side in ("original", "migrated"):
-            outcome = getattr(self, side)
-            if outcome.get("error") and not outcome.get("stall"):
-                found.insert(0, f"{side} failed: {outcome['error']}")
-        return found
+        """The failures (see `failures`), then each section's differences."""
+        return self.failures + [f"{name}: {d}" for name, s in self.sections.items()
+                                for d in s.differences]
+
+    @property
+    def failures(self) -> list[str]:
+        """`original failed: ...` and `migrated failed: ...`, or one line when both sides
+        failed with the same error (a program that fails before the migration matters, for
+        example): two near-identical lines would hide that they agree. A stall is no failure
+        of the program (see `stalls`)."""
+        errors = {side: getattr(self, side).get("error") for side in SIDES
+                  if getattr(self, side).get("error") and not getattr(self, side).get("stall")}
+        if len(errors) == 2 and errors["original"] == errors["migrated"]:
+            return [f"both sides failed the same way: {errors['original']}"]
+        return [f"{side} failed: {error}" for side, error in errors.items()]
 
     @property
     def stalls(self) -> list[str]:
@@ -120,6 +131,8 @@ class CheckOptions:
     devices: tuple[int, ...] = (8,)
     reference_python: str = sys.executable  # runs the original
     python: str = sys.executable  # runs the migrated code
+    # Per entry: each run of an entry (each side, each repeat, each device count, and the
+    # attribution's run of the original under the new JAX) is killed after this many seconds.
     timeout: float = 300.0
     jobs: int = 2
     rng_compat: bool = True  # see equivalence.runner: same random streams on old and new JAX
@@ -160,18 +173,27 @@ def _run(root: Path, entry: str, devices: int, python: str, options: CheckOption
                       rng_compat=options.rng_compat, hlo=hlo)]
 
 
+def _run_side(root: Path, entry: str, devices: int, python: str, options: CheckOptions
+              ) -> list[list[RunOutcome]]:
+    """One side's runs of `entry`: the first (with HLO), then its `options.repeat - 1`
+    repeats, each with the whole `options.timeout`. A first run that failed or timed out
+    stands for its side (compare_repeated): the side is not run again, so a hanging entry
+    costs one timeout, not one per repeat."""
+    runs = [_run(root, entry, devices, python, options, hlo=True)]
+    if all(outcome.ok for outcome in runs[0]):
+        runs += [_run(root, entry, devices, python, options, hlo=False)
+                 for _ in range(max(1, options.repeat) - 1)]
+    return runs
+
+
 def _check_entry(pool, original_root, migrated_root, entry, devices, options, same_jax):
-    """The reports of one entry at one device count: each side run `options.repeat` times
-    (first runs of both sides first, side by side), compared process by process."""
+    """The reports of one entry at one device count: the two sides side by side, each run
+    `options.repeat` times (_run_side), compared process by process."""
     start = time.perf_counter()
-    repeat = max(1, options.repeat)
     sides = ((original_root, options.reference_python), (migrated_root, options.python))
-    futures = {side: [] for side in SIDES}
-    for run in range(repeat):
-        for side, (root, python) in zip(SIDES, sides):
-            futures[side].append(pool.submit(_run, root, entry, devices, python, options,
-                                             hlo=run == 0))
-    runs = {side: [future.result() for future in futures[side]] for side in SIDES}
+    futures = {side: pool.submit(_run_side, root, entry, devices, python, options)
+               for side, (root, python) in zip(SIDES, sides)}
+    runs = {side: future.result() for side, future in futures.items()}
     seconds = time.perf_counter() - start
     # --style global: a process's host-local rows in the original against what the migrated
     # program returns in that process, through the same layout map.
@@ -183,6 +205,7 @@ def _check_entry(pool, original_root, migrated_root, entry, devices, options, sa
             [run[process] for run in runs["migrated"]], same_jax=same_jax, seconds=seconds,
             layouts=layouts)
         report.process, report.processes = process, options.processes
+        report.repeat = max(1, options.repeat)
         reports.append(report)
     differing = [r for r in reports if r.verdict == DIFFERENT
                  and r.sections.get("outputs", Section(EQUIVALENT)).verdict == DIFFERENT]
@@ -347,7 +370,7 @@ def guard_cost(reports: list[EntryReport]) -> dict:
             continue
         for side in SIDES:
             outcome = getattr(r, side)
-            runs = max(runs, outcome.get("runs", 1))
+            runs = max(runs, r.repeat, outcome.get("runs", 1))
             first += outcome.get("seconds", 0.0)
             repeats += outcome.get("repeat_seconds", 0.0)
     return {"runs_per_side": runs, "first_run_seconds": round(first, 1),

@@ -30,7 +30,8 @@ from pathlib import Path
 
 
 from equivalence.runner import (
-    RunOutcome, finished_outcome, stall_message, start_worker, worker_ended, worker_environment,
+    RunOutcome, died_without_result, finished_outcome, stall_message, start_worker, worker_ended,
+    worker_environment,
 )
 
 WORKER = Path(__file__).with_name("multiprocess_worker.py")
@@ -132,9 +133,8 @@ def _run(work: Path, root: Path, entry: str, local_devices: int, processes: int,
             outcomes.append(RunOutcome(False, seconds, error=(
                 f"process {p} of {processes} timed out after {timeout:g} s")))
         elif p == failed:
-            outcomes.append(RunOutcome(False, seconds, error=(
-                f"process {p} of {processes} died (exit {process.returncode}): "
-                f"{_tail(folder / 'stderr.txt')}")))
+            outcomes.append(RunOutcome(False, seconds, error=died_without_result(
+                f"process {p} of {processes}", process.returncode, _tail(folder / "stderr.txt"))))
         else:
             outcomes.append(RunOutcome(False, seconds, error=(
                 f"process {p} of {processes} stopped: process {failed} failed")))

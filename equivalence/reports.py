@@ -46,7 +46,9 @@ def print_terminal(reports: list[EntryReport], console: Console) -> None:
                               highlight=False)
             # Beside a side that disagreed with itself, a difference of the first runs is no
             # verdict: it is shown for what it is.
-            label = "first runs" if r.verdict == NONDETERMINISTIC else "[red]difference[/]"
+            # An entry that could not be checked shows why, not a difference.
+            label = {NONDETERMINISTIC: "first runs", ERROR: "[yellow]error[/]"}.get(
+                r.verdict, "[red]difference[/]")
             for line in r.differences:
                 console.print(f"  {label} {escape(line)}", markup=True, highlight=False)
             for line in attribution_lines(r):

@@ -199,8 +199,8 @@ def _run_in(
         stall = stall_message(out_dir / "stderr.txt")
         if stall:
             return RunOutcome(False, seconds, error=f"worker aborted (exit {returncode}): {stall}", stall=stall)
-        tail = _tail(out_dir / "stderr.txt")
-        return RunOutcome(False, seconds, error=f"worker died (exit {returncode}): {tail}")
+        return RunOutcome(False, seconds, error=died_without_result(
+            "worker", returncode, _tail(out_dir / "stderr.txt")))
     result = json.loads(result_file.read_text())
     if not result["ok"]:
         found = RENDEZVOUS_STALL.search(result["error"])
@@ -220,6 +220,22 @@ def finished_outcome(result: dict, out_dir: Path, seconds: float) -> RunOutcome:
     output = {"treedef": result["treedef"], "leaves": result["leaves"], "arrays": arrays}
     return RunOutcome(True, seconds, output=output, jax_version=result["jax_version"],
                       compiled=read_dump(out_dir / "hlo"))
+
+
+def died_without_result(who: str, returncode: int, stderr_tail: str) -> str:
+    """Why a worker left no result: how it ended, then its stderr's tail. The worker reports
+    any exception itself, so only os._exit or a crash ends it this way, often in silence:
+    the message still says how, e.g. `worker died (exit 3) without a result (os._exit or a
+    crash)`."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = str(-returncode)
+        how = f"{who} died (signal {name}) without a result (a crash, or killed)"
+    else:
+        how = f"{who} died (exit {returncode}) without a result (os._exit or a crash)"
+    return f"{how}: {stderr_tail}" if stderr_tail else how
 
 
 def _kill_group(process: subprocess.Popen) -> None:

@@ -68,7 +68,9 @@ def run_check(paths: list[Path], entry: list[str], function: str | None, inputs:
     with tempfile.TemporaryDirectory(prefix="pmap-migrate-check-") as scratch:
         layouts = {}
         if len(roots) == 1:
-            layouts = _migrate_copy(roots[0], Path(scratch) / "migrated", migration)
+            entry_modules = {name.partition(":")[0] for name in [*entry, function] if name}
+            layouts = _migrate_copy(roots[0], Path(scratch) / "migrated", migration,
+                                    entry_modules)
             roots.append(Path(scratch) / "migrated")
         elif migration.style == "global":  # MIGRATED given: the layout map of migrating ORIGINAL
             layouts = _entry_layouts(process_all([roots[0]], migration), roots[0])
@@ -95,17 +97,21 @@ def run_check(paths: list[Path], entry: list[str], function: str | None, inputs:
     return exit_code(found)
 
 
-def _migrate_copy(root: Path, destination: Path, options: MigrationOptions) -> dict:
-    """The single-path form of check: migrate a temporary copy, say what it could not do.
+def _migrate_copy(root: Path, destination: Path, options: MigrationOptions,
+                  entry_modules: set[str]) -> dict:
+    """The single-path form of check: migrate a temporary copy of the whole tree (an entry
+    imports its neighbours), and say what the migration could not do in the entries' own
+    modules; the rest of the tree is `scan`'s business, not this check's.
     Returns the migration's layout map (`_entry_layouts`)."""
     copy_other_files([root], destination, options)
 
     def written(results):
         for result in results:
             write_result(result, destination)
-            for finding in result.findings:
-                if finding.severity != "info":
-                    typer.echo(finding.to_text(), err=True)
+            if _module_of(result, root) in entry_modules:
+                for finding in result.findings:
+                    if finding.severity != "info":
+                        typer.echo(finding.to_text(), err=True)
             yield result
 
     return _entry_layouts(written(process_all([root], options)), root)
@@ -116,14 +122,23 @@ def _entry_layouts(results, root: Path) -> dict:
     the `FileResult.layouts` of a migration of the tree at `root`."""
     found = {}
     for result in results:
-        try:
-            relative = result.file.path.absolute().relative_to(root.absolute())
-        except ValueError:
-            continue
-        module = ".".join(relative.with_suffix("").parts)
-        for function in result.layouts:
+        module = _module_of(result, root)
+        for function in result.layouts if module is not None else ():
             found[f"{module}:{function.function}"] = function.outputs
     return found
+
+
+def _module_of(result, root: Path) -> str | None:
+    """The dotted module a result's file is imported as with `root` on sys.path (`pkg` for
+    pkg/__init__.py), or None for a file outside `root`."""
+    try:
+        relative = result.file.path.absolute().relative_to(root.absolute())
+    except ValueError:
+        return None
+    parts = relative.with_suffix("").parts
+    if parts and parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
 
 
 def _as_root(path: Path) -> Path:

@@ -606,7 +606,12 @@ def check(
     ),
     report_json: Optional[Path] = typer.Option(None, "--report-json", metavar="FILE"),
     junit: Optional[Path] = typer.Option(None, "--junit", metavar="FILE"),
-    timeout: float = typer.Option(300.0, "--timeout", help="Seconds per run before it is killed."),
+    timeout: float = typer.Option(
+        300.0, "--timeout", metavar="S",
+        help="Seconds per entry: each run of an entry (each side, repeat and device count) "
+             "is killed after S seconds; a side whose first run fails or times out is not "
+             "run again.",
+    ),
     rng_compat: bool = typer.Option(
         True, "--rng-compat/--no-rng-compat",
         help="Run both sides with jax_threefry_partitionable=1 so old and new JAX draw the same random numbers.",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import sys
@@ -17,11 +18,25 @@ LEGACY_PYTHON = os.environ.get(
 )
 
 
+def skip_unless_ci(missing: str) -> None:
+    """A test whose dependency is `missing`: skipped on a developer's machine, failed under
+    the CI environment variable, where a silent skip would hide that the test never ran."""
+    if os.environ.get("CI"):
+        pytest.fail(f"CI needs {missing}")
+    pytest.skip(f"needs {missing}", allow_module_level=True)
+
+
+def require(module: str, why: str):
+    """`module`, imported; a missing one skips the test (fails it under CI: skip_unless_ci)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        skip_unless_ci(f"the {module} package ({why})")
+
+
 def legacy_python_or_skip() -> str:
     if not shutil.which(LEGACY_PYTHON) and not Path(LEGACY_PYTHON).exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"CI needs the legacy JAX interpreter at {LEGACY_PYTHON}")
-        pytest.skip(f"no legacy JAX interpreter at {LEGACY_PYTHON}")
+        skip_unless_ci(f"the legacy JAX interpreter at {LEGACY_PYTHON}")
     return LEGACY_PYTHON
 
 
@@ -53,8 +68,6 @@ def link_flax_or_skip(original: Path, migrated: Path) -> None:
     import flax_sides
 
     if flax_sides.side("legacy") is None or flax_sides.side("current") is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI needs flax for both sides: python tests/flax_sides.py")
-        pytest.skip("no flax for the two sides: python tests/flax_sides.py")
+        skip_unless_ci("flax for both sides: python tests/flax_sides.py")
     flax_sides.link_into(original, "legacy")
     flax_sides.link_into(migrated, "current")

@@ -152,10 +152,25 @@ def test_scan_json_lists_every_site(tmp_path):
     assert (tmp_path / "a.py").read_bytes() == SIMPLE, "scan never writes"
 
 
+def snapshot(tree: Path) -> dict[str, tuple[bytes, int]]:
+    """Every path under `tree` with its bytes (b"" for a folder) and mtime."""
+    return {str(p.relative_to(tree)): (p.read_bytes() if p.is_file() else b"",
+                                       p.stat().st_mtime_ns) for p in sorted(tree.rglob("*"))}
+
+
 def test_clean_tree_exits_0(tmp_path):
+    """Nothing to migrate: exit 0, nothing written (bytes and mtimes), nothing on stdout."""
     (tmp_path / "a.py").write_bytes(b"import jax\nf = jax.jit(lambda x: x)\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "b.py").write_bytes(b"x = 1\r\n")
+    for path in (tmp_path / "a.py", tmp_path / "pkg" / "b.py", tmp_path / "pkg"):
+        os.utime(path, ns=(1_000_000_000_000_000_000, 1_000_000_000_000_000_000))  # 2001
+    before = snapshot(tmp_path)
     for command in ("diff", "scan", "apply"):
-        assert cli(command, tmp_path).returncode == 0
+        done = cli(command, tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == b"", command
+        assert snapshot(tmp_path) == before, command
 
 
 @pytest.mark.parametrize("args", [["diff", "x.py", "--target-jax", "banana"], ["nonsense"]])

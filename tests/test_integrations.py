@@ -21,12 +21,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from conftest import require, skip_unless_ci
 
 from transforms.pipeline import migrate_source
 from transforms.helpers.runtime_helper import HELPER_NAME
 from transforms.target import TargetJax
 
-yaml = pytest.importorskip("yaml", reason="pyyaml is needed to read the hook and workflow files")
+yaml = require("yaml", "pyyaml reads the hook and workflow files")
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -186,9 +187,9 @@ def _legacy_venv_works() -> bool:
 
 def test_workflow_run_steps_execute_in_a_copy_of_the_repository(tmp_path):
     """Every `run:` step but the pip installs, in order, with GitHub's bash invocation."""
-    pytest.importorskip("jax", reason="the equivalence step runs the migrated program under JAX")
+    require("jax", "the equivalence step runs the migrated program under JAX")
     if not _legacy_venv_works():
-        pytest.skip(f"needs the legacy-JAX venv in {LEGACY_VENV} (python -m equivalence.legacy_env)")
+        skip_unless_ci(f"the legacy-JAX venv in {LEGACY_VENV} (python -m equivalence.legacy_env)")
     repo = tmp_path / "repo"
     repo.mkdir()
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
