@@ -88,4 +88,10 @@ def test_both_styles_compute_the_same_result(runs, program):
         pytest.skip("a run failed (see test_migrated_program_runs_top_to_bottom)")
     import numpy as np
 
-    np.testing.assert_allclose(np.asarray(global_), np.asarray(faithful), rtol=1e-6)
+    global_, faithful = np.asarray(global_), np.asarray(faithful)
+    if global_.shape != faithful.shape and faithful.shape[1:] == global_.shape:
+        # top-level code is a caller: a replicated stack it holds is one value in the global
+        # style (the layout map's rule: equal rows, then row 0)
+        np.testing.assert_array_equal(faithful, np.broadcast_to(faithful[0], faithful.shape))
+        faithful = faithful[0]
+    np.testing.assert_allclose(global_, faithful, rtol=1e-6)
