@@ -49,7 +49,18 @@ class CallKindsMixin:
                                   f"{describe(kind)} passed to the pmap "
                                   f"factory `{func.func.id}`")
             return self.site_call(call, self.sites[func.func.id])
+        if isinstance(func, ast.Name) and func.id in self.made_by_factory:
+            return self.site_call(call, self.made_by_factory[func.id])  # `made(x)`
         if isinstance(func, ast.Name) and func.id in self.sites:
+            if self.sites[func.id].factory and id(call) in self.factory_builds:
+                for argument in [*call.args, *(k.value for k in call.keywords)]:
+                    kind = self.eval(argument.value if isinstance(argument, ast.Starred)
+                                     else argument)
+                    if kind.changed:
+                        raise Blocker(CONSUMER_UNKNOWN, argument,
+                                      f"{describe(kind)} passed to the pmap "
+                                      f"factory `{func.id}`")
+                return SAME  # `made = factory(...)`: its calls are the site's (above)
             if self.sites[func.id].factory:
                 raise Blocker(CALLERS_UNSEEN, call,
                               f"the pmap factory `{func.id}` called other than "

@@ -129,15 +129,33 @@ def fold_callers(tree: ast.Module, sites: dict[str, Site], callers: dict[str, se
     folded: dict[str, set[str]] = {}
     for name in sorted(candidates):
         hosts = [enclosing.get(id(use)) for use in loads[name]]
-        if any(host not in callers or host in candidates for host in hosts):
-            continue  # a use outside the callers, or in another folded one: no chains
+        if any(host is None or host in candidates or host in kept for host in hosts):
+            continue  # a use outside module functions, or in another folded one: no chains
+        if any(host not in callers for host in hosts) \
+                and not _feeds_its_sites(functions[name], {sites[k].name for k in callers[name]}):
+            continue  # alone it knows what its sites get: the caller it is stays one
         if any(isinstance(n, ast.Name) and n.id in own_names(name)
                for host in set(hosts) for n in ast.walk(functions[host])):
             continue  # a host's own name would be read as the site it builds
         folded[name] = callers.pop(name)
-        for host in set(hosts):
-            callers[host] |= folded[name]
+        for host in set(hosts):  # a function that calls it is a caller of its sites
+            callers[host] = callers.get(host, set()) | folded[name]
     return folded
+
+
+def _feeds_its_sites(function: ast.FunctionDef, names: set[str]) -> bool:
+    """Some parameter of `function` is read in an argument of a call of one of its sites
+    (`names`): what those sites are given comes from its callers."""
+    parameters = {a.arg for a in (*function.args.posonlyargs, *function.args.args,
+                                  *function.args.kwonlyargs)}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in names:
+            arguments = [*node.args, *(k.value for k in node.keywords)]
+            if any(isinstance(n, ast.Name) and n.id in parameters
+                   for argument in arguments for n in ast.walk(argument)):
+                return True
+    return False
 
 
 def faithful_callee(function, functions, callers, blocked_callers, imported, seen,

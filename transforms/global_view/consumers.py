@@ -12,6 +12,7 @@ from transforms.codes.global_view import CONSUMER_UNKNOWN
 from transforms.global_view.sites import Blocker
 from transforms.global_view.values import (
     AS_ARRAY,
+    IDENTITIES,
     CONSTANT_FILLS,
     GET_METRICS,
     REDUCTIONS,
@@ -68,6 +69,8 @@ class ConsumersMixin:
             if kind.tag in ("repl", "merged"):
                 return kind
             return None
+        if name in IDENTITIES and len(call.args) == 1 and not call.keywords:
+            return self.eval(call.args[0])
         if name in AS_ARRAY and call.args:
             kind = self.eval(call.args[0])
             for argument in [*call.args[1:], *(k.value for k in call.keywords)]:

@@ -32,6 +32,7 @@ from transforms.global_view.instances import InstancesMixin
 from transforms.global_view.layout import OutputLayout
 from transforms.global_view.lowering import LoweringMixin
 from transforms.global_view.site_calls import SiteCallsMixin
+from transforms.global_view.site_discovery import stored_factory_calls
 from transforms.global_view.sites import Blocker, Site
 from transforms.global_view.statements import StatementsMixin
 from transforms.global_view.values import (
@@ -99,6 +100,12 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
         self.sites = {s.name: s for s in sites.values() if s.owner is None and not s.holder}
         self.sites.update({s.name: s for s in sites.values() if s.owner and not s.inline})
         self.inline = {id(s.node): s for s in sites.values() if s.inline}
+        # `made = factory(...)` then `made(x)`: the name holds the factory's site
+        stored = {target: call for target, call in stored_factory_calls(function).items()
+                  if call.func.id in self.sites and self.sites[call.func.id].factory}
+        self.made_by_factory = {target: self.sites[call.func.id]
+                                for target, call in stored.items()}
+        self.factory_builds = {id(call) for call in stored.values()}
         self.local_builds = {id(s.built) for s in sites.values() if s.owner and not s.inline}
         self.module = module
         self.kinds: dict[str, Kind] = {}

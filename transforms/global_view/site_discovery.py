@@ -51,8 +51,11 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
             continue  # top-level code whose every pmap is called where it is built
         if isinstance(statement, ast.FunctionDef) and statement.name in factories \
                 and not statement.decorator_list:
+            defaults = _defaults_never_passed(statement, tree)
             try:
-                site = _factory_site(statement, imported, functions, constants)
+                site = _factory_site(statement, imported, functions, {**constants, **defaults})
+                if site is not None:
+                    site.constants = defaults  # the body reads them too (`pmean(g, axis_name)`)
             except Blocker as blocker:
                 blockers.append(blocker)
                 claimed.update(id(n) for n in ast.walk(blocker.node))
@@ -133,17 +136,23 @@ def _unfollowed(pmap: ast.AST, tree: ast.Module) -> str:
         return "is built at module level other than as `name = jax.pmap(...)` or a decorator"
     if isinstance(scope, ast.FunctionDef) and isinstance(outer, ast.Return):
         return (f"is returned by `{scope.name}`, whose result is kept as a value rather than "
-                f"called on the spot (`{scope.name}(...)(x)`) or held by a class")
+                f"called on the spot (`{scope.name}(...)(x)`), bound to a name that is only "
+                "called, or held by a class")
     return f"is {where}, and the global style does not follow what is done with it"
 
 
 def _called_on_the_spot(tree: ast.Module) -> set[str]:
-    """Names whose every load is `name(...)(...)`: the result is called where it is made."""
+    """Names whose every load is `name(...)(...)`, or `made = name(...)` with `made` bound once
+    in its function and only ever called: the result is only called, in the function that
+    makes it."""
     spot = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Call) \
                 and isinstance(node.func.func, ast.Name):
             spot.add(id(node.func.func))
+    for function in ast.walk(tree):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            spot.update(id(call.func) for call in stored_factory_calls(function).values())
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) in spot}
     loads_elsewhere = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
                        and isinstance(n.ctx, ast.Load) and id(n) not in spot}
@@ -160,11 +169,93 @@ def _factory_site(function: ast.FunctionDef, imported, functions, constants) -> 
         return None
     others = [n for n in ast.walk(function) if isinstance(n, (ast.Name, ast.Attribute))
               and dotted(n, imported) == PMAP and n is not last.value.func]
-    if others or any(isinstance(n, ast.Return) for s in function.body[:-1] for n in ast.walk(s)):
-        return None
+    if others or any(isinstance(n, ast.Return) for s in function.body[:-1]
+                     for n in _walk_own_scope(s)):
+        return None  # an early return (a nested def's own returns are its own)
+    # the mapped function may be a def nested in the factory, bound once there (a closure)
+    stores = [n.id for n in ast.walk(function) if isinstance(n, ast.Name)
+              and not isinstance(n.ctx, ast.Load)]
+    nested = [n for n in ast.walk(function) if isinstance(n, ast.FunctionDef)
+              and n is not function]
+    functions = {**functions, **{n.name: n for n in nested if not n.decorator_list
+                                 and n.name not in stores
+                                 and sum(m.name == n.name for m in nested) == 1}}
     site = assigned_site(function.name, last.value, function, imported, functions, constants)
     site.factory = True
     return site
+
+
+def _defaults_never_passed(function: ast.FunctionDef, tree: ast.Module) -> dict[str, str]:
+    """The parameters of `function` with a string default that no call of it passes (by
+    position or keyword, and no call spreads `*args` / `**kwargs`): constants, as a module
+    constant is (`def make_step(lr, axis_name="batch")`)."""
+    arguments = function.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    defaults = dict(zip([a.arg for a in positional][len(positional) - len(arguments.defaults):],
+                        arguments.defaults))
+    defaults.update({a.arg: d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults)
+                     if d is not None})
+    found = {name: d.value for name, d in defaults.items()
+             if isinstance(d, ast.Constant) and isinstance(d.value, str)}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id == function.name):
+            continue
+        if any(isinstance(a, ast.Starred) for a in node.args) \
+                or any(k.arg is None for k in node.keywords):
+            return {}
+        passed = {a.arg for a in positional[:len(node.args)]} | {k.arg for k in node.keywords}
+        found = {name: value for name, value in found.items() if name not in passed}
+    return found
+
+
+def stored_factory_calls(function: ast.FunctionDef) -> dict[str, ast.Call]:
+    """`made = name(...)` statements of `function`'s own body whose target is bound nowhere
+    else in it and read only as the function of calls (`made(x)`): target -> the call. A
+    function result used this way is a pmap factory's result called later (site_discovery's
+    factories, call_kinds.py)."""
+    stores: dict[str, int] = {}
+    loads: dict[str, list[ast.Name]] = {}
+    called = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                loads.setdefault(node.id, []).append(node)
+            else:
+                stores[node.id] = stores.get(node.id, 0) + 1
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                and node is not function:
+            stores[node.name] = stores.get(node.name, 0) + 2
+        elif isinstance(node, ast.arg):
+            stores[node.arg] = stores.get(node.arg, 0) + 2
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            for name in node.names:
+                stores[name] = stores.get(name, 0) + 2
+        if isinstance(node, ast.Call):
+            called.add(id(node.func))
+    found = {}
+    for statement in function.body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                and isinstance(statement.targets[0], ast.Name) \
+                and isinstance(statement.value, ast.Call) \
+                and isinstance(statement.value.func, ast.Name):
+            target = statement.targets[0].id
+            uses = loads.get(target, [])
+            if stores.get(target) == 1 and uses and all(id(use) in called for use in uses):
+                found[target] = statement.value
+    return found
+
+
+def _walk_own_scope(node):
+    """`ast.walk` that does not enter defs, lambdas or classes (their statements run
+    elsewhere), though it yields those nodes themselves."""
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        yield current
+        if not isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                    ast.ClassDef)):
+            pending.extend(ast.iter_child_nodes(current))
 
 
 def _local_sites(function: ast.FunctionDef, imported, functions, constants):

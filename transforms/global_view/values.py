@@ -29,6 +29,9 @@ AS_ARRAY = {"numpy.asarray", "numpy.array", "jax.numpy.asarray", "jax.numpy.arra
             "jax.device_get"}
 REDUCTIONS = {f"{m}.{f}" for m in ("numpy", "jax.numpy")
               for f in ("argmax", "argmin", "sum", "mean", "max", "min", "any", "all")}
+# Functions that give back the very tree they are given (waiting on its arrays first): the
+# result has the argument's layout, whatever it is.
+IDENTITIES = {"jax.block_until_ready"}
 DEVICE_COUNT = {"jax.local_device_count", "jax.device_count"}
 DEVICES = {"jax.local_devices", "jax.devices"}
 REPLICATE = {"jax.device_put_replicated", "flax.jax_utils.replicate"}

@@ -1,7 +1,7 @@
 """PM612: pmaps the global analysis cannot give global layouts (a factory whose pmap is kept as
-a value, a class calling its pmap with a stack passed in, a decorated closure with a static
-argument, an inline pmap over 2 of the devices) keep pmap's calling contract without the
-helper: jax.jit over _per_device_shard_map, on the first n devices, n the leading axis."""
+a value in a dict, a class calling its pmap with a stack passed in, a decorated closure with a
+static argument, an inline pmap over 2 of the devices) keep pmap's calling contract without
+the helper: jax.jit over _per_device_shard_map, on the first n devices, n the leading axis."""
 import functools
 
 import jax
@@ -43,8 +43,8 @@ def train(n_steps, apply):
 
 def run():
     n = jax.local_device_count()
-    step = make_step(0.5)
-    w = step(jnp.ones((n, 3)), jnp.arange(n * 4 * 3, dtype=jnp.float32).reshape(n, 4, 3))
+    steps = {"sgd": make_step(0.5)}
+    w = steps["sgd"](jnp.ones((n, 3)), jnp.arange(n * 4 * 3, dtype=jnp.float32).reshape(n, 4, 3))
     b = Buffer()
     s = b.insert(jnp.zeros((n, 2)), jnp.float32(3.0))
     w2, total = train(2, lambda v: v * 2)
