@@ -24,7 +24,7 @@ from transforms.imports import (
     remove_unused_plain_imports,
 )
 from transforms.line_wrap import wrap_long_lines
-from transforms.module_helpers import provide_helpers
+from transforms.module_helpers import HELPER_MODULE_KEY, provide_helpers
 from transforms.faithful.multiprocess import MultiProcess
 from transforms.faithful.patched_pmap import PatchedPmap
 from transforms.faithful.placement import DataPlacement
@@ -110,6 +110,7 @@ def run_rules(
     `plain_imports=False`: an `import jax` the rules left unused is for the caller to remove
     (imports.remove_unused_plain_imports, on the text it prints anyway).
     Findings are sorted and include unused suppressions."""
+    context.scratch[HELPER_MODULE_KEY] = helper_module
     rules = [rule_class(context, target, suppressions) for rule_class in RULES
              if rule_names is None or rule_class.__name__ in rule_names]
     source = module.bytes if source is None else source
