@@ -68,6 +68,7 @@ from migrator.notebook_json import NotebookDocument
 from migrator.options import MigrationOptions
 from transforms.codes.findings import Finding
 from transforms.pipeline import might_need_migration, migrate_source
+from transforms.todo_comments import TODO_WORD
 from transforms.module_helpers import HELPER_NAMES, is_header_statement
 from transforms.helpers.placement_helpers import HELPER_MARKER
 
@@ -169,7 +170,8 @@ def _migrate_cell(text: str, context: _Context, options: MigrationOptions, keep)
         return CellResult(text, [finding], words=set(re.findall(r"\w+", text)))
     result = CellResult(text, findings, original_tree, original_tree, masked)
     result.words = words | _names(original_tree)
-    if not might_need_migration(masked.text.encode("utf-8")):
+    data = masked.text.encode("utf-8")
+    if not might_need_migration(data) and TODO_WORD not in data:
         return result
     try:
         new_text, cell_findings = _run_pipeline(

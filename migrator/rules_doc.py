@@ -22,6 +22,9 @@ def render() -> str:
     out += [f"| {r.code} | {r.name} | {r.severity} | {r.fix} | {r.summary} |" for r in rules]
     for r in rules:
         out.append(f"\n## {r.code} {r.name}\n\n{r.summary}\n\n**What to do:** {r.check}\n")
+        if r.todo:
+            out.append(f"After `apply`: `# TODO(pmap-migrate): {r.code} {r.todo}` above the "
+                       "statement, reported as this code until removed.\n")
         if r.before:
             out.append(f"Before:\n\n```python\n{r.before}\n```\n")
         if r.after:

@@ -24,6 +24,7 @@ class Rule:
     check: str
     before: str = ""
     after: str = ""
+    todo: str = ""  # warnings: the reason a `# TODO(pmap-migrate): CODE` comment gives
 
 
 @functools.cache
