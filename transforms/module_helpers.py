@@ -78,10 +78,6 @@ class HelperNames:
             candidate = f"{base}_{number}"
         return candidate
 
-    def renamed(self) -> dict[str, str]:
-        """helper -> local name, for every helper this module names otherwise."""
-        return {base: local for base, local in self._chosen.items() if local != base}
-
 
 def helper_names(context: RuleContext, module: cst.Module, tree: ast.Module | None = None
                  ) -> HelperNames:
