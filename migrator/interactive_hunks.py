@@ -34,6 +34,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from migrator.runner import FileResult
 from transforms.helpers.runtime_helper import HELPER_NAME
+from transforms.module_helpers import helper_base
 
 # Line classes: what a line of the original or migrated text belongs to.
 SUPPORT = "support"  # the generated helper, or a top-level import statement
@@ -180,7 +181,7 @@ def _classify(text: str, count: int) -> list[str]:
 
 def _is_support(statement: cst.CSTNode) -> bool:
     if isinstance(statement, cst.FunctionDef):
-        return statement.name.value == HELPER_NAME
+        return helper_base(statement.name.value) == HELPER_NAME  # `_2` where the name is taken
     if isinstance(statement, cst.SimpleStatementLine):
         return all(isinstance(small, (cst.Import, cst.ImportFrom)) for small in statement.body)
     return False

@@ -18,8 +18,10 @@ out again:
     ...
 
 - **Each helper once.** The pipeline does not insert a helper (transforms.module_helpers.
-  HELPER_NAMES) into a module that already defines it at top level. A stub is such a
-  definition, so once a cell has received a helper, later cells are migrated without a copy.
+  HELPER_NAMES) into a module that already defines it at top level under its marker comment.
+  A stub is such a definition, so once a cell has received a helper, later cells are migrated
+  without a copy. A helper name an earlier cell uses for a function of its own is read in the
+  context, so a later cell's helper gets a free name (`_device_put_sharded_2`).
   The first cell that needs it gets the real helper, inserted exactly as in a `.py` file. A
   `%%timeit` cell runs in a scope of its own, so a helper it defines does not count for later
   cells.
@@ -68,7 +70,9 @@ from migrator.notebook_json import NotebookDocument
 from migrator.options import MigrationOptions
 from transforms.codes.findings import Finding
 from transforms.pipeline import might_need_migration, migrate_source
-from transforms.module_helpers import HELPER_NAMES, is_header_statement
+from transforms.todo_comments import TODO_WORD
+from transforms.module_helpers import helper_base, is_header_statement
+from transforms.helpers.helper_templates import MARKER as HELPER_MARKER_WORD
 from transforms.helpers.placement_helpers import HELPER_MARKER
 
 
@@ -115,15 +119,19 @@ def migrate_notebook(data: bytes, options: MigrationOptions = MigrationOptions()
 class _Context:
     imports: list[str]
     helpers_defined: tuple[str, ...]
+    # Helper names earlier cells bind to functions of their own (`_device_put_sharded`): taken,
+    # so the tool's helper gets another name (transforms/module_helpers.py).
+    names_taken: tuple[str, ...] = ()
 
 
 def _migrate_cells(cells: list[Cell], options: MigrationOptions) -> list[CellResult]:
     imports: list[str] = []
     helpers_defined: tuple[str, ...] = ()
+    names_taken: tuple[str, ...] = ()
     contexts: list[_Context] = []
     results: list[CellResult] = []
     for cell in cells:
-        context = _Context(list(imports), helpers_defined)
+        context = _Context(list(imports), helpers_defined, names_taken)
         result = _migrate_cell(cell.text, context, options, keep=())
         contexts.append(context)
         results.append(result)
@@ -134,9 +142,9 @@ def _migrate_cells(cells: list[Cell], options: MigrationOptions) -> list[CellRes
             for statement in _imports_of(tree):
                 if statement not in imports:
                     imports.append(statement)
-        helpers_defined += tuple(
-            name for name in _helpers_defined(result.tree) if name not in helpers_defined
-        )
+        ours, theirs = _helper_names_bound(result.tree, result.text)
+        helpers_defined += tuple(name for name in ours if name not in helpers_defined)
+        names_taken += tuple(name for name in theirs if name not in names_taken)
 
     # A cell whose migration removed an import that a later cell still uses keeps it.
     for i, (cell, result) in enumerate(zip(cells, results)):
@@ -169,7 +177,8 @@ def _migrate_cell(text: str, context: _Context, options: MigrationOptions, keep)
         return CellResult(text, [finding], words=set(re.findall(r"\w+", text)))
     result = CellResult(text, findings, original_tree, original_tree, masked)
     result.words = words | _names(original_tree)
-    if not might_need_migration(masked.text.encode("utf-8")):
+    data = masked.text.encode("utf-8")
+    if not might_need_migration(data) and TODO_WORD not in data:
         return result
     try:
         new_text, cell_findings = _run_pipeline(
@@ -262,7 +271,7 @@ def _context_lines(context: _Context, keep, tag: str, own_imports: set[str]) -> 
     a top-level definition, which is what stops the helper from being inserted a second time.
     """
     imported = _bound_by_imports(ast.parse("\n".join(context.imports))) - own_imports
-    reads = sorted(imported | set(keep))
+    reads = sorted(imported | set(keep) | set(context.names_taken))
     lines = [f"if {tag}_context__:", "    pass"]
     lines += ["    " + statement for statement in context.imports]
     if reads:
@@ -311,10 +320,26 @@ def _bound_by_imports(tree: ast.Module | None) -> set[str]:
     return names
 
 
-def _helpers_defined(tree: ast.Module | None) -> list[str]:
+def _helper_names_bound(tree: ast.Module | None, text: str) -> tuple[list[str], list[str]]:
+    """The helper names (`_device_put_sharded`, `_device_put_sharded_2`, ...) a cell binds at
+    top level: (the tool's helpers, under the marker comment; the cell's own functions)."""
     if tree is None:
-        return []
-    return [s.name for s in tree.body if isinstance(s, ast.FunctionDef) and s.name in HELPER_NAMES]
+        return [], []
+    lines = text.splitlines()
+    ours, theirs = [], []
+    for statement in tree.body:
+        targets = [statement] if isinstance(statement, ast.FunctionDef) else \
+            statement.targets if isinstance(statement, ast.Assign) else []
+        for target in targets:
+            name = target.name if isinstance(target, ast.FunctionDef) else getattr(target, "id", "")
+            if helper_base(name) is None:
+                continue
+            start = min([d.lineno for d in getattr(target, "decorator_list", ())]
+                        + [statement.lineno])
+            marked = isinstance(target, ast.FunctionDef) and 2 <= start <= len(lines) + 1 and \
+                lines[start - 2].lstrip().startswith(HELPER_MARKER_WORD)
+            (ours if marked else theirs).append(name)
+    return ours, theirs
 
 
 def _names(tree: ast.Module) -> set[str]:

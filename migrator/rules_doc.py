@@ -34,6 +34,9 @@ def _section(r: Rule, facts: bool = False) -> list[str]:
     if facts:
         out.append(f"Severity: **{r.severity}**. Fix: **{r.fix}**.\n")
     out.append(f"{r.summary}\n\n**What to do:** {r.check}\n")
+    if r.todo:
+        out.append(f"After `apply`: `# TODO(pmap-migrate): {r.code} {r.todo}` above the "
+                   "statement, reported as this code until removed.\n")
     if r.before:
         out.append(f"Before:\n\n```python\n{r.before}\n```\n")
     if r.after:

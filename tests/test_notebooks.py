@@ -715,3 +715,21 @@ def test_a_timeit_cell_the_global_pass_would_edit_falls_back():
     found = [(cell, f.code) for f, cell in zip(result.findings, result.cell_of)]
     assert (0, "PM607") in found and "PM600" not in [code for _, code in found]
     assert "%%timeit" in result.findings[[c for c, _ in found].index(0)].message
+
+
+def test_a_cells_own_function_of_a_helpers_name_is_not_taken_for_the_helper():
+    """dm-haiku's `_device_put_sharded` in an earlier cell: a later cell's
+    jax.device_put_sharded gets the tool's helper under a free name, not the user's function."""
+    data = notebook(
+        code("import jax", "", "def _device_put_sharded(tree, devices):",
+             "    return jax.device_put_sharded(tree, devices)"),
+        code("y = jax.device_put_sharded([1.0], jax.local_devices()[:1])"),
+        code("z = _device_put_sharded([1.0], jax.local_devices()[:1])"),
+    )
+    texts = sources(migrate_notebook(data).source)
+    assert "def _device_put_sharded_2(shards, devices):" in texts[0]
+    assert "    return _device_put_sharded_2(tree, devices)" in texts[0]
+    assert texts[1] == "y = _device_put_sharded_2([1.0], jax.local_devices()[:1])"
+    assert texts[2] == "z = _device_put_sharded([1.0], jax.local_devices()[:1])"
+    again = migrate_notebook(migrate_notebook(data).source)
+    assert sources(again.source) == texts

@@ -112,20 +112,34 @@ def test_unknown_forms_are_left_alone_with_a_finding():
     assert findings == [(4, "PM406"), (5, "PM406"), (6, "PM406"), (7, "PM406")]
 
 
-def test_a_function_of_the_helpers_name_is_not_replaced():
+def test_a_function_of_the_helpers_name_is_kept_and_the_helper_gets_a_free_name():
     text = """
         import jax
+        from flax.jax_utils import replicate
 
         def _device_put_replicated(x, devices):
             return x
 
+        _device_put_replicated_2 = None
         y = jax.device_put_replicated(x, devs)
         z = jax.device_put_sharded(shards, devs)
+        w = replicate(state)
         """
     source, findings = migrate(text)
-    assert findings == [(7, "PM407"), (8, "PM302")]
-    assert "y = jax.device_put_replicated(x, devs)" in source
+    assert findings == [(9, "PM301"), (10, "PM302"), (11, "PM401")]
+    assert "def _device_put_replicated(x, devices):\n    return x\n" in source
+    assert "y = _device_put_replicated_3(x, devs)" in source
     assert "z = _device_put_sharded(shards, devs)" in source
+    assert "w = _device_put_replicated_3(state, jax.local_devices())" in source
+    defined = [s.name for s in ast.parse(source).body if isinstance(s, ast.FunctionDef)]
+    assert sorted(defined) == ["_device_put_replicated", "_device_put_replicated_3",
+                               "_device_put_sharded"]
+    # A second run recognises its own `_device_put_replicated_3`: nothing changes, and a new
+    # call there goes to that helper, not to a fourth name.
+    assert migrate_source(source.encode()).source == source.encode()
+    again = migrate_source((source + "v = jax.device_put_replicated(x, devs)\n").encode())
+    assert again.source.decode().endswith("v = _device_put_replicated_3(x, devs)\n")
+    assert again.source.decode().count("def _device_put_replicated_3(") == 1
 
 
 def test_flax_replicate_keeps_the_meaning_of_devices_none():

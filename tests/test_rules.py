@@ -7,7 +7,7 @@ import re
 
 from conftest import ROOT
 
-from transforms.codes.rules import all_rules
+from transforms.codes.rules import RETIRED, all_rules
 
 
 def emitted_codes() -> set[str]:
@@ -23,7 +23,7 @@ def test_every_emitted_code_is_documented():
 
 
 def test_every_documented_code_is_emitted():
-    assert set(all_rules()) - emitted_codes() == set()
+    assert set(all_rules()) - emitted_codes() - RETIRED == set()
 
 
 def test_rules_doc_is_up_to_date():

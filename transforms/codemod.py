@@ -38,6 +38,7 @@ from transforms.line_wrap import wrap_long_lines
 from transforms.pipeline import might_need_migration, migrate_source, run_rules
 from transforms.suppressions import Suppressions
 from transforms.target import NEWEST, TargetJax
+from transforms.todo_comments import TODO_WORD, wants_todo
 
 
 STYLES = ("faithful", "global")  # as migrator/config.py's, which this layer does not import
@@ -96,7 +97,14 @@ class PmapMigrateCommand(CodemodCommand):
             tree, findings = cst.parse_module(migration.source), migration.findings
         else:
             # Imports asked for by the rules are added/removed by CodemodCommand.transform_module.
-            tree, findings = run_rules(tree, self.context, self.target, Suppressions.from_source(source))
+            migrated, findings = run_rules(tree, self.context, self.target,
+                                           Suppressions.from_source(source))
+            if TODO_WORD in source or migrated.code != tree.code and any(map(wants_todo, findings)):
+                # TODO comments (transforms/todo_comments.py) are written on the module's text,
+                # as migrate_source writes them (its imports are in its result already).
+                migration = migrate_source(source, self.target)
+                migrated, findings = cst.parse_module(migration.source), migration.findings
+            tree = migrated
         path = self.context.filename or "<stdin>"
         self.findings = [f.at(path) for f in findings]
         for finding in self.findings:

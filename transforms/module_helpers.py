@@ -7,6 +7,14 @@ insertion, and each helper is written at most once (a module that already define
 example because it was migrated before, keeps its own copy). With a helper module
 (`--helper-module pkg.mod`), the module imports the helpers from there instead; the
 migrator writes that module (migrator/helper_module.py).
+
+A helper's name in a module is chosen by `helper_name`: its own name (`_device_put_sharded`),
+or where the module already uses that name for something of its own, the first free
+`_device_put_sharded_2`, `_3`, ... (the global style's `fresh_name` convention). A helper the
+tool wrote before (its marker comment above the `def`, or imported from the helper module)
+keeps its name, so a second run changes nothing. Rules ask for helpers by their own name;
+the text inserted, and the import from a helper module (`import _x as _x_2`), use the chosen
+one.
 """
 
 from __future__ import annotations
@@ -14,12 +22,17 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import re
 
 import libcst as cst
 
+from transforms.helpers.helper_templates import MARKER
 from transforms.imports import RuleContext, add_import, is_module_dunder
 
 _SCRATCH_KEY = "pmap_migrate.helpers"
+_NAMES_KEY = "pmap_migrate.helper_names"
+# The `--helper-module` of this run (pipeline.run_rules sets it): imports from there are ours.
+HELPER_MODULE_KEY = "pmap_migrate.helper_module"
 
 # Every helper a rule can ask for, in the order a helper module lists them (the code of each is
 # transforms/templates/NAME.py). Notebooks use this list to give each helper to the first cell
@@ -33,6 +46,115 @@ HELPER_ORDER = (
     "_first_replica",  # transforms/faithful/unreplicate.py
 )
 HELPER_NAMES = frozenset(HELPER_ORDER)
+_RENAMED = re.compile(r"^(?P<base>_\w+?)_[0-9]+$")
+
+
+def helper_base(name: str) -> str | None:
+    """The helper a local name can be: `_device_put_sharded` or `_device_put_sharded_2` ->
+    `_device_put_sharded`; None for any other name."""
+    if name in HELPER_NAMES:
+        return name
+    match = _RENAMED.match(name)
+    return match["base"] if match and match["base"] in HELPER_NAMES else None
+
+
+class HelperNames:
+    """Which name each helper gets in one module (see the module docstring)."""
+
+    def __init__(self, module: cst.Module, tree: ast.Module | None, helper_module: str | None):
+        self.ours = own_helpers(module, helper_module)  # local name -> helper
+        self.used = used_names(tree) if tree is not None else _identifiers(module.code)
+        self._chosen: dict[str, str] = {}
+
+    def of(self, base: str) -> str:
+        if base not in self._chosen:
+            self._chosen[base] = self._choose(base)
+        return self._chosen[base]
+
+    def _choose(self, base: str) -> str:
+        candidate, number = base, 1
+        while candidate in self.used and self.ours.get(candidate) != base:
+            number += 1
+            candidate = f"{base}_{number}"
+        return candidate
+
+
+def helper_names(context: RuleContext, module: cst.Module, tree: ast.Module | None = None
+                 ) -> HelperNames:
+    """The module's `HelperNames`, computed on the first question (`module`: the input
+    module; `tree`: its `ast`, when the caller has it)."""
+    names = context.scratch.get(_NAMES_KEY)
+    if names is None:
+        names = context.scratch[_NAMES_KEY] = HelperNames(
+            module, tree, context.scratch.get(HELPER_MODULE_KEY))
+    return names
+
+
+def helper_name(context: RuleContext, base: str, module: cst.Module,
+                tree: ast.Module | None = None) -> str:
+    """The name helper `base` has in this module: its own, or `base_2`, ... where the module
+    uses its own for something else."""
+    return helper_names(context, module, tree).of(base)
+
+
+def own_helpers(module: cst.Module, helper_module: str | None = None) -> dict[str, str]:
+    """local name -> helper, for the helpers this tool put in `module` before: top-level defs
+    under the marker comment, and names imported from the helper module."""
+    ours: dict[str, str] = {}
+    for statement in module.body:
+        if isinstance(statement, cst.FunctionDef):
+            base = helper_base(statement.name.value)
+            marked = any(line.comment is not None and line.comment.value.startswith(MARKER)
+                         for line in statement.leading_lines)
+            if base and marked:
+                ours[statement.name.value] = base
+        elif helper_module is not None and isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if not (isinstance(small, cst.ImportFrom) and not small.relative
+                        and small.module is not None
+                        and isinstance(small.names, (list, tuple))
+                        and cst.Module([]).code_for_node(small.module) == helper_module):
+                    continue
+                for alias in small.names:
+                    if isinstance(alias.name, cst.Name) and alias.name.value in HELPER_NAMES:
+                        local = alias.asname.name.value if alias.asname else alias.name.value
+                        ours[local] = alias.name.value
+    return ours
+
+
+def used_names(tree: ast.Module) -> set[str]:
+    """Every name the module binds or reads anywhere (a helper must shadow none of them)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names.update(node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            names.add(node.rest)
+    return names
+
+
+def _identifiers(code: str) -> set[str]:
+    """Every identifier-like word of `code`: more than it uses, for code `ast` cannot read."""
+    return set(re.findall(r"[A-Za-z_]\w*", code))
+
+
+def renamed_text(text: str, renamed: dict[str, str]) -> str:
+    """A helper's text with the helpers it defines or calls under their names here."""
+    for base, local in renamed.items():
+        text = re.sub(rf"\b{re.escape(base)}\b", local, text)
+    return text
 
 
 def request_helper(context: RuleContext, name: str, source: str) -> None:
@@ -52,30 +174,45 @@ def provide_helpers(
 ) -> cst.Module:
     """The requested helpers, defined in `module`, or with `helper_module` imported from it
     (`from pkg.helpers import _pmap_style_shard_map`, absolute, through the context's import
-    queue); a helper the module already defines is neither. `as_text`: each helper is one
-    `HelperText` statement (see there), for a module that is only turned into code."""
-    helpers = requested_helpers(context)
+    queue; `... import _x as _x_2` where the module names it so); a helper the module already
+    defines is neither. `as_text`: each helper is one `HelperText` statement (see there), for
+    a module that is only turned into code."""
+    helpers = local_helpers(context)
     if helper_module is None:
         return insert_helpers(module, helpers, as_text=as_text)
     defined = {s.name.value for s in module.body if isinstance(s, cst.FunctionDef)}
-    used = _UsedHelpers()
+    used = _UsedNames(set(helpers))
     module.visit(used)
     for name in helpers:
         # A helper requested only because another calls it (`_pmap_compat` calls
         # `_pmap_style_shard_map`) is the helper module's business, not an import here.
         if name not in defined and name in used.names:
-            add_import(context, helper_module, name, first_party=True)
+            base = helper_base(name)
+            add_import(context, helper_module, base, asname=None if name == base else name,
+                       first_party=True)
     return module
 
 
-class _UsedHelpers(cst.CSTVisitor):
-    """The helper names a module's code refers to."""
+def local_helpers(context: RuleContext) -> dict[str, str]:
+    """The requested helpers under their names in this module: local name -> text."""
+    helpers = requested_helpers(context)
+    names: HelperNames | None = context.scratch.get(_NAMES_KEY)
+    if names is None:
+        return helpers
+    renamed = {base: names.of(base) for base in helpers if names.of(base) != base}
+    return {names.of(base): renamed_text(text, renamed) if renamed else text
+            for base, text in helpers.items()}
 
-    def __init__(self) -> None:
+
+class _UsedNames(cst.CSTVisitor):
+    """Which of `wanted` a module's code refers to."""
+
+    def __init__(self, wanted: set[str]) -> None:
+        self.wanted = wanted
         self.names: set[str] = set()
 
     def visit_Name(self, node: cst.Name) -> None:
-        if node.value in HELPER_NAMES:
+        if node.value in self.wanted:
             self.names.add(node.value)
 
 

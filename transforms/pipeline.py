@@ -24,7 +24,7 @@ from transforms.imports import (
     remove_unused_plain_imports,
 )
 from transforms.line_wrap import wrap_long_lines
-from transforms.module_helpers import provide_helpers
+from transforms.module_helpers import HELPER_MODULE_KEY, provide_helpers
 from transforms.faithful.multiprocess import MultiProcess
 from transforms.faithful.patched_pmap import PatchedPmap
 from transforms.faithful.placement import DataPlacement
@@ -38,6 +38,7 @@ from transforms.reporting import ReportingTransformer
 from transforms.rule_runner import ModuleFacts, RuleRunner
 from transforms.suppressions import Suppressions
 from transforms.target import DEFAULT_TARGET, TargetJax
+from transforms.todo_comments import TODO_WORD, add_todos, todo_findings, wants_todo
 from transforms.traversal import transform_module
 from transforms.faithful.unreplicate import Unreplicate
 
@@ -110,6 +111,7 @@ def run_rules(
     `plain_imports=False`: an `import jax` the rules left unused is for the caller to remove
     (imports.remove_unused_plain_imports, on the text it prints anyway).
     Findings are sorted and include unused suppressions."""
+    context.scratch[HELPER_MODULE_KEY] = helper_module
     rules = [rule_class(context, target, suppressions) for rule_class in RULES
              if rule_names is None or rule_class.__name__ in rule_names]
     source = module.bytes if source is None else source
@@ -180,6 +182,44 @@ def migrate_source(
     style: str = "faithful",
     rule_names: frozenset[str] | None = None,
 ) -> MigrationResult:
+    """Migrate one module (see `_migrate`). Where the migration changes the module, every
+    warning leaves a `# TODO(pmap-migrate): CODE` comment above its statement, since the
+    changed code may no longer show it (transforms/todo_comments.py); the TODO comments an
+    earlier run left are reported. Raises libcst.ParserSyntaxError if `source` does not
+    parse."""
+    migrate = functools.partial(
+        _migrate, target=target, ignored=ignored, precise_prefilter=precise_prefilter,
+        helper_module=helper_module, style=style)
+    result = migrate(source, syntax_tree=syntax_tree, rule_names=rule_names)
+    tree = syntax_tree if syntax_tree is not _UNPARSED else None
+    left: list[Finding] = []  # the TODO comments of an earlier run
+    if TODO_WORD in source:
+        tree = tree or parse_or_none(source)
+        left = [f for f in todo_findings(source, tree, result.findings) if f.code not in ignored]
+    if result.changed and any(wants_todo(f) for f in result.findings):
+        commented, inserted = add_todos(source, result.findings, tree or parse_or_none(source))
+        if inserted:
+            # Comments change no rule's analysis: the findings (whose messages may name lines)
+            # stay those of the source as it is; only the text gains the comments.
+            again = migrate(commented, syntax_tree=_UNPARSED, rule_names=rule_names)
+            result = dataclasses.replace(result, source=again.source)
+    if left:
+        findings = sorted(result.findings + left, key=lambda f: (f.line, f.col, f.code))
+        result = dataclasses.replace(result, findings=findings)
+    return result
+
+
+def _migrate(
+    source: bytes,
+    target: TargetJax = DEFAULT_TARGET,
+    ignored: frozenset[str] = frozenset(),
+    *,
+    syntax_tree: ast.Module | None | object = _UNPARSED,
+    precise_prefilter: bool = True,
+    helper_module: str | None = None,
+    style: str = "faithful",
+    rule_names: frozenset[str] | None = None,
+) -> MigrationResult:
     """Migrate one module. Raises libcst.ParserSyntaxError if `source` does not parse.
 
     `ignored`: finding codes the project configuration turns off here; a site whose finding
@@ -203,7 +243,7 @@ def migrate_source(
     if style == "global" and "PM100" not in ignored and not _patches_pmap(source, syntax_tree):
         from transforms.global_view.pipeline_hook import migrate_global_then_faithful
 
-        faithful = functools.partial(migrate_source, helper_module=helper_module)
+        faithful = functools.partial(_migrate, helper_module=helper_module)
         result = migrate_global_then_faithful(source, target, ignored, faithful, helper_module)
         return dataclasses.replace(result, source=wrap_long_lines(result.source, source))
     module = cst.parse_module(source)

@@ -7,6 +7,7 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 
 from transforms.codes.findings import Finding
 from transforms.imports import RuleContext
+from transforms.module_helpers import helper_name
 from transforms.rule_runner import ModuleFacts
 from transforms.suppressions import Suppressions
 from transforms.target import TargetJax
@@ -46,7 +47,15 @@ class ReportingTransformer(cst.CSTTransformer):
     def transform_module(self, tree: cst.Module) -> cst.Module:
         """This rule alone over `tree`, with libcst's own metadata, as a libcst codemod runs
         (on a copy; the queued imports and helpers stay in `context`)."""
+        self._input_module = tree
         return MetadataWrapper(tree).visit(self)
+
+    def _helper_name(self, helper: str) -> str:
+        """The name module helper `helper` has in this module (module_helpers.helper_name:
+        its own, or a free `helper_2` where the module uses that name itself)."""
+        if self.facts is not None:
+            return helper_name(self.context, helper, self.facts.module, self.facts.syntax_tree)
+        return helper_name(self.context, helper, self._input_module)
 
     def _position(self, node: cst.CSTNode) -> tuple[int, int]:
         """1-based line and column of a node of the input module."""

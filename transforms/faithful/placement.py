@@ -3,7 +3,8 @@ and flax's wrappers of them, plus the host batch reshape that feeds a pmapped fu
 
 `jax.device_put_replicated` and `jax.device_put_sharded` (removed in JAX 0.10) become calls of
 module-level helpers with the same signature (transforms/helpers/placement_helpers.py), so every
-reference, called or not, is renamed. flax's `jax_utils.replicate(tree, devices=None)` is
+reference, called or not, is renamed (to `_device_put_sharded_2`, ... where the module has a
+`_device_put_sharded` of its own: transforms/module_helpers.py). flax's `jax_utils.replicate(tree, devices=None)` is
 `device_put_replicated(tree, devices or jax.local_devices())` and is rewritten to that. The
 rest is reported: flax's `prefetch_to_device` (calls device_put_sharded inside flax),
 `common_utils.shard` and the `(jax.local_device_count(), -1, ...)` reshape (still valid).
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from transforms.faithful.multiprocess import SCRATCH_KEY as MULTIPROCESS_EVIDENCE
-from transforms.helpers.placement_helpers import HELPER_MARKER, REPLICATED, SHARDED, SOURCES
+from transforms.helpers.placement_helpers import REPLICATED, SHARDED, SOURCES
 from transforms.imports import add_import, remove_import
 from transforms.module_helpers import request_helper
 from transforms.reading.snippets import shorten as _shorten
@@ -61,7 +62,6 @@ class DataPlacement(ReportingTransformer):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._taken: set[str] = set()  # helper names the module binds itself
         self._count_names: dict[str, str] = {}  # variable -> device-count function it holds
         self._reshapes: list[tuple[cst.Call, str, str]] = []  # (site, count function, text)
         self._from_imports: dict[tuple[str, str], set[str | None]] = {}  # -> their asnames
@@ -71,21 +71,13 @@ class DataPlacement(ReportingTransformer):
     # -- module ---------------------------------------------------------------------------
 
     def visit_Module(self, node: cst.Module) -> None:
-        """Top-level bindings only (one pass over the body, no search): helper names the
-        user defined, and `n = jax.local_device_count()` read by functions above it."""
+        """Top-level `n = jax.local_device_count()`, read by functions above it too (one pass
+        over the body, no search)."""
         for statement in node.body:
-            if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
-                ours = any(line.comment and line.comment.value == HELPER_MARKER
-                           for line in statement.leading_lines)
-                if statement.name.value in SOURCES and not ours:
-                    self._taken.add(statement.name.value)
-            elif isinstance(statement, cst.SimpleStatementLine):
+            if isinstance(statement, cst.SimpleStatementLine):
                 for small in statement.body:
                     if isinstance(small, cst.Assign):
                         self.visit_Assign(small)
-                        for target in small.targets:
-                            if isinstance(target.target, cst.Name) and target.target.value in SOURCES:
-                                self._taken.add(target.target.value)
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         # The reshape matters as the input of a pmap: said once, where pmap is migrated.
@@ -151,11 +143,8 @@ class DataPlacement(ReportingTransformer):
             code, helper = RENAMED[name]
             if self._is_target(original):
                 self._report(original, "PM406", f"`{name}` is assigned or deleted here; not migrated")
-            elif helper in self._taken:
-                self._report(original, "PM407", f"the module defines its own `{helper}`; "
-                             f"`{name}` not migrated")
-            elif self._report(original, code, f"{name} -> {helper} (module helper, same "
-                              "signature and placement)"):
+            elif self._report(original, code, f"{name} -> {self._helper_name(helper)} (module "
+                              "helper, same signature and placement)"):
                 return self._use_helper(helper, updated)
         return updated
 
@@ -172,7 +161,7 @@ class DataPlacement(ReportingTransformer):
     def _use_helper(self, helper: str, node: cst.BaseExpression) -> cst.Name:
         request_helper(self.context, helper, SOURCES[helper])
         self._rewrote = True
-        return cst.Name(helper, lpar=node.lpar, rpar=node.rpar)
+        return cst.Name(self._helper_name(helper), lpar=node.lpar, rpar=node.rpar)
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -196,12 +185,9 @@ class DataPlacement(ReportingTransformer):
             self._report(original_node, "PM406", "flax.jax_utils.replicate called with "
                          "arguments other than (tree, devices=None); not migrated")
             return updated_node
-        if REPLICATED in self._taken:
-            self._report(original_node, "PM407", f"the module defines its own `{REPLICATED}`; "
-                         "flax.jax_utils.replicate not migrated")
-            return updated_node
+        replicated = self._helper_name(REPLICATED)
         if not self._report(original_node, "PM401", "flax.jax_utils.replicate(tree, devices) -> "
-                            f"{REPLICATED}(tree, devices or jax.local_devices())"):
+                            f"{replicated}(tree, devices or jax.local_devices())"):
             return updated_node
         tree, devices = arguments
         add_import(self.context, "jax")

@@ -49,7 +49,7 @@ class NestedSites:
         if not self._migrated(original, label, summary):
             return updated
         self._needs_nested = True
-        return cst.Call(func=cst.Name(NESTED_HELPER_NAME), args=args)
+        return cst.Call(func=cst.Name(self._helper_name(NESTED_HELPER_NAME)), args=args)
 
     def _pmap_head(self, call: cst.Call) -> cst.BaseExpression:
         """What names pmap in an application: `jax.pmap` or `functools.partial(jax.pmap, ...)`."""
@@ -136,7 +136,7 @@ class NestedSites:
         if partial_func is None:
             add_import(self.context, "functools")
             partial_func = cst.parse_expression("functools.partial")
-        args[0] = args[0].with_changes(value=cst.Name(NESTED_HELPER_NAME))
+        args[0] = args[0].with_changes(value=cst.Name(self._helper_name(NESTED_HELPER_NAME)))
         args[1] = args[1].with_changes(
             keyword=cst.Name("axis_names"),
             equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),

@@ -70,10 +70,11 @@ class SiteRewrite:
         self._needs_plain = True
         keywords = {a.keyword.value for a in pmap_args if a.keyword}
         self._helper_features |= site_features(keywords, original, self._parent)
+        helper = cst.Name(self._helper_name(HELPER_NAME))
         if partial:
-            helper_arg = updated.args[0].with_changes(value=cst.Name(HELPER_NAME))
+            helper_arg = updated.args[0].with_changes(value=helper)
             return updated.with_changes(args=[helper_arg, *new_args])
-        return updated.with_changes(func=cst.Name(HELPER_NAME), args=new_args)
+        return updated.with_changes(func=helper, args=new_args)
 
     def _rewrite_to_compat(
         self, original: cst.Call, updated: cst.Call, label: str, why: str, *, partial: bool
@@ -87,10 +88,11 @@ class SiteRewrite:
             return updated
         self.migrated_sites += 1
         self._needs_compat = True
+        helper = cst.Name(self._helper_name(COMPAT_HELPER_NAME))
         if partial:
-            helper_arg = updated.args[0].with_changes(value=cst.Name(COMPAT_HELPER_NAME))
+            helper_arg = updated.args[0].with_changes(value=helper)
             return updated.with_changes(args=[helper_arg, *updated.args[1:]])
-        return updated.with_changes(func=cst.Name(COMPAT_HELPER_NAME))
+        return updated.with_changes(func=helper)
 
     def _refuse_nested(self, call: cst.Call, pmap_args: list[cst.Arg], partial: bool) -> None:
         positional = [a for a in pmap_args if not a.keyword and not a.star]

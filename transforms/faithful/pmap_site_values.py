@@ -79,7 +79,7 @@ class ValueUses:
             ):
                 self.migrated_sites += 1
                 self._needs_compat = True
-                replacements[id(use.node)] = cst.Name(COMPAT_HELPER_NAME).with_changes(
-                    lpar=use.node.lpar, rpar=use.node.rpar
-                )
+                replacements[id(use.node)] = cst.Name(
+                    self._helper_name(COMPAT_HELPER_NAME), lpar=use.node.lpar,
+                    rpar=use.node.rpar)
         return module.visit(ReplaceByIdentity(replacements)) if replacements else module

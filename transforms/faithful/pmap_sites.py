@@ -38,7 +38,7 @@ from transforms.helpers.nested_pmap_helper import NESTED_HELPER_NAME, nested_hel
 from transforms.helpers.pmap_compat_helper import COMPAT_HELPER_NAME, compat_helper_source
 from transforms.helpers.runtime_helper import HELPER_MARKER, HELPER_NAME
 from transforms.imports import RuleContext, add_import, remove_import
-from transforms.module_helpers import helper_statements, request_helper
+from transforms.module_helpers import helper_base, helper_statements, renamed_text, request_helper
 from transforms.reading.pmap_bindings import PmappedNames
 from transforms.reading.snippets import find_all, one_line
 from transforms.reporting import ReportingTransformer
@@ -159,7 +159,8 @@ class PmapToShardMap(SiteRewrite, NestedSites, ValueUses, ReportingTransformer):
         """Ask for the 1-D helper with the features the module's sites use. A module migrated
         before keeps its own, unless a new site needs a feature that one lacks: then it is
         replaced by the helper with the features of both."""
-        existing = self._names.module_defs.get(HELPER_NAME, [])
+        name = self._helper_name(HELPER_NAME)
+        existing = self._names.module_defs.get(name, [])
         if existing and isinstance(existing[-1].params.star_arg, cst.Param):
             existing = []  # a notebook's stub for an earlier cell's (full) helper: kept as is
         own = self._code(existing[-1]) if existing else ""
@@ -169,10 +170,10 @@ class PmapToShardMap(SiteRewrite, NestedSites, ValueUses, ReportingTransformer):
         request_helper(self.context, HELPER_NAME, text)
         if not existing or features_of(text) <= have:
             return module
-        new = helper_statements(text, module.default_newline)[0]
+        new = helper_statements(renamed_text(text, {HELPER_NAME: name}), module.default_newline)[0]
         return module.with_changes(body=[
             new.with_changes(leading_lines=s.leading_lines)
-            if isinstance(s, cst.FunctionDef) and s.name.value == HELPER_NAME else s
+            if isinstance(s, cst.FunctionDef) and s.name.value == name else s
             for s in module.body])
 
     def _pmap_from_imports(self, module: cst.Module) -> list[str | None]:
@@ -260,7 +261,10 @@ class PmapToShardMap(SiteRewrite, NestedSites, ValueUses, ReportingTransformer):
             return True
         if isinstance(node, cst.Call) and PARTIAL in self._qualified(node.func) and node.args:
             node = node.args[0].value
-        return isinstance(node, cst.Name) and node.value in PMAP_LIKE_HELPERS
+        if not isinstance(node, cst.Name):
+            return False
+        helper = helper_base(node.value)
+        return helper in PMAP_LIKE_HELPERS and node.value == self._helper_name(helper)
 
     # -- sites ----------------------------------------------------------------------------
 
@@ -291,7 +295,7 @@ class PmapToShardMap(SiteRewrite, NestedSites, ValueUses, ReportingTransformer):
             return updated_node
         self._needs_plain = True
         self._helper_features |= site_features(set(), original_node, self._parent)
-        return updated_node.with_changes(decorator=cst.Name(HELPER_NAME))
+        return updated_node.with_changes(decorator=cst.Name(self._helper_name(HELPER_NAME)))
 
     def leave_FunctionDef(
         self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef

@@ -85,13 +85,14 @@ class Unreplicate(PmapOutputs, ReportingTransformer):
             return updated_node
         if not self._report(
             original_node, "PM410",
-            f"`{code}` goes to the host: `{HELPER}({value})` reads the shard holding row 0 "
+            f"`{code}` goes to the host: `{self._helper_name(HELPER)}({value})` reads the shard "
+            "holding row 0 "
             "instead of compiling a cross-device gather",
         ):
             return updated_node
         request_helper(self.context, HELPER, HELPER_SOURCE)
         return cst.Call(
-            func=cst.Name(HELPER), args=[cst.Arg(updated_node.value)],
+            func=cst.Name(self._helper_name(HELPER)), args=[cst.Arg(updated_node.value)],
             lpar=updated_node.lpar, rpar=updated_node.rpar,
         )
 
@@ -116,12 +117,13 @@ class Unreplicate(PmapOutputs, ReportingTransformer):
             return updated
         if not self._report(
             original, "PM410",
-            f"`{code}` goes to the host: `{HELPER}` reads the shard holding row 0 of each leaf "
+            f"`{code}` goes to the host: `{self._helper_name(HELPER)}` reads the shard holding "
+            "row 0 of each leaf "
             "instead of compiling a cross-device gather",
         ):
             return updated
         request_helper(self.context, HELPER, HELPER_SOURCE)
-        first = updated.args[0].with_changes(value=cst.Name(HELPER))
+        first = updated.args[0].with_changes(value=cst.Name(self._helper_name(HELPER)))
         return updated.with_changes(args=[first, *updated.args[1:]])
 
     def _flax_unreplicate(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
@@ -133,15 +135,15 @@ class Unreplicate(PmapOutputs, ReportingTransformer):
         if on_pmap_output and self._is_tree_host_read(original):
             if not self._report(
                 original, "PM410",
-                f"`{code}` goes to the host: `jax.tree_util.tree_map({HELPER}, ...)` reads the "
+                f"`{code}` goes to the host: "
+                f"`jax.tree_util.tree_map({self._helper_name(HELPER)}, ...)` reads the "
                 "shard holding row 0 of each leaf instead of compiling a cross-device gather",
             ):
                 return updated
             request_helper(self.context, HELPER, HELPER_SOURCE)
             add_import(self.context, "jax")
-            helper_arg = cst.Arg(
-                cst.Name(HELPER), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-            )
+            helper_arg = cst.Arg(cst.Name(self._helper_name(HELPER)),
+                                 comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
             return updated.with_changes(
                 func=cst.parse_expression("jax.tree_util.tree_map"),
                 args=[helper_arg, *updated.args],

@@ -144,11 +144,11 @@ def _non_literal_key(value) -> bool:
 
 
 def contract_text(site: ContractSite, jit: str, partial: str, source_of, indent: str,
-                  column: int) -> str:
+                  column: int, adapter_name: str = ADAPTER) -> str:
     """The text that replaces the site's node, which starts at `column` of a line indented
     by `indent`; wrapped as a formatter would, to LINE_LIMIT. `jit`: `jax.jit`, or
     `_across_processes` in a multi-process module, or None for the adapter alone (the user's
-    own jit already wraps the site)."""
+    own jit already wraps the site). `adapter_name`: `_per_device_shard_map`'s name here."""
     options = [f"in_specs={site.in_specs}", f"out_specs={site.out_specs}"]
     if site.static:
         options.append(f"static_argnums={site.static}")
@@ -158,10 +158,11 @@ def contract_text(site: ContractSite, jit: str, partial: str, source_of, indent:
     if site.donate:
         jit_options.append(f"donate_argnums={site.donate}")
     if site.decorator and jit is None:
-        return _wrapped(partial, [ADAPTER, f"axis_name={site.axis}", *options], indent, column)
+        return _wrapped(partial, [adapter_name, f"axis_name={site.axis}", *options], indent,
+                        column)
     if site.decorator:
         jit = _wrapped(partial, [jit, *jit_options], indent, column) if jit_options else jit
-        adapter = _wrapped(partial, [ADAPTER, f"axis_name={site.axis}", *options], indent,
+        adapter = _wrapped(partial, [adapter_name, f"axis_name={site.axis}", *options], indent,
                            len(indent) + 1)
         return f"{jit}\n{indent}@{adapter}"
     function = source_of(site.function)
@@ -170,12 +171,13 @@ def contract_text(site: ContractSite, jit: str, partial: str, source_of, indent:
         function = shifted(function, depth - site.function_indent)
     inner = [function, site.axis, *options]
     if jit is None:
-        return _wrapped(ADAPTER, inner, indent, column)
-    one_line = f"{jit}({ADAPTER}({', '.join(inner)}){''.join(', ' + o for o in jit_options)})"
+        return _wrapped(adapter_name, inner, indent, column)
+    one_line = (f"{jit}({adapter_name}({', '.join(inner)})"
+                f"{''.join(', ' + o for o in jit_options)})")
     if column + len(one_line) <= LINE_LIMIT and "\n" not in one_line:
         return one_line
     pad = indent + "    "
-    adapter = _wrapped(ADAPTER, inner, pad, len(pad))
+    adapter = _wrapped(adapter_name, inner, pad, len(pad))
     if not jit_options:  # one argument: no trailing comma, as black writes it
         return f"{jit}(\n{pad}{adapter}\n{indent})"
     return f"{jit}(\n" + "".join(f"{pad}{a},\n" for a in [adapter, *jit_options]) + \
@@ -277,11 +279,13 @@ def contract_sites(module, taken_spans: list[tuple[int, int]], skip: set[int],
             line = module.source[module.line_starts[node.lineno - 1]:].split(b"\n", 1)[0]
             indent = " " * (len(line) - len(line.lstrip()))
         column = node.col_offset - 1 if site.decorator else node.col_offset
-        jit = ACROSS_PROCESSES if multiprocess else f"{module.jax}.jit"
+        names = module.contract_names
+        jit = names[ACROSS_PROCESSES] if multiprocess else f"{module.jax}.jit"
         if not multiprocess:  # a jit the user wrote around the pmap serves as the site's
             span, own_jit = _joined_with_jit(site, function, span, module, jits)
             jit = jit if own_jit else None
-        text = contract_text(site, jit, module.partial, source_of, indent, column)
+        text = contract_text(site, jit, module.partial, source_of, indent, column,
+                             names[ADAPTER])
         end = function.end_lineno if site.decorator else node.end_lineno
         contracts.append(Contract(site, span, text, range(node.lineno, end + 1)))
     # With no pmap left faithful, a fallback finding elsewhere (in a caller) says so too.
@@ -304,14 +308,15 @@ def contract_sites(module, taken_spans: list[tuple[int, int]], skip: set[int],
                 f"{finding.message}; nor can it keep pmap's calling contract without the "
                 f"helper: {why_not}"))
         kept.append(finding)
-    jit = f"`{ACROSS_PROCESSES}` ({_ACROSS_NOTE})" if multiprocess else "jax.jit"
+    names = module.contract_names
+    jit = f"`{names[ACROSS_PROCESSES]}` ({_ACROSS_NOTE})" if multiprocess else "jax.jit"
     for contract in contracts:
         node = contract.site.node
         why = "; ".join(dict.fromkeys(reasons.get(id(node), []))) or \
             "its callers are not in this module, so their layouts are unknown"
         kept.append(Finding(CONTRACT, node.lineno, node.col_offset + 1, (
             f"the pmap at line {node.lineno} migrated with pmap's calling contract: {jit} over "
-            f"shard_map ({ADAPTER}) with in_specs {contract.site.in_specs}"
+            f"shard_map ({names[ADAPTER]}) with in_specs {contract.site.in_specs}"
             f" and out_specs {contract.site.out_specs}, " + (
                 f"on the devices given with devices= (`{contract.site.devices}`)"
                 if contract.site.devices else "on the first n devices (n: the mapped "

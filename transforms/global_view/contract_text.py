@@ -14,6 +14,7 @@ the functions' names.
 from __future__ import annotations
 
 from transforms.helpers.helper_templates import MARKER_LINE, resolve_blocks
+from transforms.module_helpers import renamed_text
 from transforms.target import DEFAULT_TARGET
 
 ADAPTER = "_per_device_shard_map"
@@ -21,6 +22,9 @@ MESH_OF_SIZE = "_pmap_mesh"
 ACROSS_PROCESSES = "_across_processes"
 # What a site's text may call; a helper module (`--helper-module`) defines them all.
 CONTRACT_NAMES = (MESH_OF_SIZE, ADAPTER, ACROSS_PROCESSES)
+# Every module-level name the functions define: where a module uses one for something of its
+# own, they get free names instead (`_pmap_mesh_2`: module_info.ModuleInfo.contract_names).
+DEFINED_NAMES = (*CONTRACT_NAMES, "_HostLocal")
 
 _TEMPLATE = '''@{functools}.cache
 # pmap-migrate: if devices
@@ -209,11 +213,14 @@ class _HostLocal:
 '''
 
 
-def contract_functions_text(features: frozenset[str], **names) -> str:
+def contract_functions_text(features: frozenset[str], renamed: dict[str, str] | None = None,
+                            **names) -> str:
     """The contract functions for a module whose sites need `features` (a subset of
-    {"multiprocess", "devices"}); `names`: `jax` and `functools` as the module names them."""
+    {"multiprocess", "devices"}); `names`: `jax` and `functools` as the module names them;
+    `renamed`: name -> the free name it has in this module, for names the module uses."""
     text = resolve_blocks(_TEMPLATE, DEFAULT_TARGET, features, "the contract template")
-    return text.format(across=ACROSS_PROCESSES, mesh=MESH_OF_SIZE, adapter=ADAPTER, **names)
+    text = text.format(across=ACROSS_PROCESSES, mesh=MESH_OF_SIZE, adapter=ADAPTER, **names)
+    return renamed_text(text, renamed) if renamed else text
 
 
 _HELPER_MODULE_IMPORTS = '''import functools

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 
 from transforms.global_view.axes import fresh_name, module_names
+from transforms.global_view.contract_text import DEFINED_NAMES
 from transforms.global_view.replication import BodyAnalysis
 from transforms.global_view.site_options import string_constants
 from transforms.global_view.sites import Site, dotted
@@ -50,6 +51,9 @@ class ModuleInfo:
         self.process_stacked: dict[int, str] = {}
         self._taken = module_names(tree)  # what a new module-level name must not shadow
         self.mesh_function = self.fresh(MESH_FUNCTION)
+        # The contract functions' names here: their own, or free ones where the module uses
+        # theirs for something of its own.
+        self.contract_names = {name: self.fresh(name) for name in DEFINED_NAMES}
         self.loads: dict[str, int] = {}
         for node in ast.walk(tree):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):

@@ -284,8 +284,8 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
                                        name=module.mesh_function, jax=module.jax)
              ] if global_sites else []
     if contract is not None and helper_module is None:  # the floor's functions, as its sites use them
-        texts.append(contract_functions_text(contract, functools=functools or "functools",
-                                             jax=module.jax))
+        texts.append(contract_functions_text(contract, module.contract_names,
+                                             functools=functools or "functools", jax=module.jax))
     context = RuleContext()
     if texts:
         text = docstrings_indented("\n\n".join(texts), new_module.default_indent)
@@ -314,8 +314,10 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
     if contract is not None and helper_module is not None:
         used = _names_in(new_module)
         for name in CONTRACT_NAMES:
-            if name in used:
-                add_import(context, helper_module, name, first_party=True)
+            local = module.contract_names[name]
+            if local in used:
+                add_import(context, helper_module, name, None if local == name else local,
+                           first_party=True)
     code = new_module.code
     if "NamedSharding(" in code and any(isinstance(n, ast.Name) and n.id == "NamedSharding"
                                         for n in ast.walk(ast.parse(code))):

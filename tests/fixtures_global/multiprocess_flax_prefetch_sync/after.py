@@ -82,6 +82,7 @@ def create_input_iter(seed):
     ds = ({"x": rng.normal(size=(jax.local_device_count() * 2, 3)).astype(np.float32)}
           for _ in range(100))
     it = map(prepare, ds)
+    # TODO(pmap-migrate): PM402 prefetch_to_device calls the removed device_put_sharded
     it = jax_utils.prefetch_to_device(it, 2)
     return it
 

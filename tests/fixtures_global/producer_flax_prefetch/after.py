@@ -36,6 +36,7 @@ def train_step(w, batch):
 def train(w, dataset, num_steps):
     mesh = _mesh("batch")
     it = iter(dataset)
+    # TODO(pmap-migrate): PM402 prefetch_to_device calls the removed device_put_sharded
     it = jax_utils.prefetch_to_device(it, 2)
     w = jax.device_put(w, NamedSharding(mesh, P()))
     for step, batch in zip(range(num_steps), it):
