@@ -26,7 +26,7 @@ def make_step(lr):
 
 def run():
     n = jax.local_device_count()
-    step = make_step(0.5)
-    w = step(jnp.ones((n, 3)), jnp.arange(n * 4 * 3, dtype=jnp.float32).reshape(n, 4, 3))
+    steps = {"sgd": make_step(0.5)}  # kept as a value: pmap's contract (PM601, PM612)
+    w = steps["sgd"](jnp.ones((n, 3)), jnp.arange(n * 4 * 3, dtype=jnp.float32).reshape(n, 4, 3))
     return {"w": np.asarray(w), "own": _per_device_shard_map(np.ones(2)),
             "own_mesh": _pmap_mesh(np.ones(2))}
