@@ -62,12 +62,32 @@ def test_a_caller_called_only_by_callers_is_folded_into_them():
 
 @pytest.mark.parametrize("use", [
     "other = sync",  # a value handed on: its calls are not all seen
-    "def elsewhere(s):\n    return sync(s)",  # called by a function that is no caller
     "results = list(map(sync, []))",  # called by map, as a value
 ])
 def test_a_caller_used_any_other_way_keeps_its_own_analysis(use):
     functions, callers = folded(PROGRAM + b"\n\n" + use.encode() + b"\n")
     assert functions == {} and "sync" in callers
+
+
+def test_a_function_that_calls_it_becomes_a_caller_of_its_sites():
+    """`elsewhere(s)` called no site, but `sync`'s parameter feeds its pmap: sync is read
+    inside every function that calls it, elsewhere included, which becomes a caller. Its `s`
+    is unknown there, so the fixpoint unfolds sync again, with the findings it had before."""
+    source = PROGRAM + b"\n\ndef elsewhere(s):\n    return sync(s)\n"
+    functions, callers = folded(source)
+    assert functions == {"sync": {"cross_replica_mean"}}
+    assert callers["elsewhere"] == {"cross_replica_mean"} and "sync" not in callers
+    assert codes_at(source, 17) == ["PM604"]
+
+
+def test_a_function_whose_parameters_feed_no_site_stays_a_caller_of_its_own():
+    """`train(steps)` knows what its sites get: a function calling it does not host it."""
+    source = PROGRAM.replace(b"def run(state):", b"def run(state, steps=3):") + (
+        b"\n\ndef train(steps):\n    x = np.ones((jax.local_device_count(), 2))\n"
+        b"    return train_step(x, x) if steps else None\n\n\n"
+        b"def main():\n    return train(2)\n")
+    functions, callers = folded(source)
+    assert "train" not in functions and "train" in callers and "main" not in callers
 
 
 def test_a_caller_without_parameters_is_not_folded():

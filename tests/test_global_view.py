@@ -702,8 +702,11 @@ def test_a_generator_is_followed_only_when_its_caller_is_its_only_user():
 def test_a_factory_used_as_a_value_stays_faithful():
     source = (GLOBAL_FIXTURES / "inline_factory" / "before.py").read_text()
     assert "PM601" not in {f.code for f in _global_result(source).findings}
-    kept = source.replace('"shifted": ring_shift(n)(x)', '"shifted": shift(x)').replace(
-        "    out = {", "    shift = ring_shift(n)\n    out = {")
+    stored = source.replace('"shifted": ring_shift(n)(x)', '"shifted": shift(x)').replace(
+        "    out = {", "    shift = ring_shift(n)\n    out = {")  # bound once, only called
+    assert "PM601" not in {f.code for f in _global_result(stored).findings}
+    kept = source.replace('"shifted": ring_shift(n)(x)', '"shifted": shifts[0](x)').replace(
+        "    out = {", "    shifts = [ring_shift(n)]\n    out = {")  # kept as a value
     assert "PM601" in {f.code for f in _global_result(kept).findings}
 
 
