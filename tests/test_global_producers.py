@@ -189,3 +189,43 @@ def test_a_named_def_reading_row_zero_is_a_consumer():
     assert "PM600" in _codes(source)
     assert "def first" not in text and "    return out\n" in text
     assert "\n\n\n" not in text.split("def run():")[1]  # no run of blank lines left
+
+
+def test_an_array_of_a_list_of_n_copies_is_a_replicated_stack():
+    """`np.array([x] * n)` stacks n equal rows, as `np.stack([x] * n)` does; the migrated
+    value stays an array (`np.asarray(x)`), not the list element."""
+    source = _NAMED_REPLICATE.replace(
+        b"    replicate = lambda x: np.broadcast_to(x, (n,) + x.shape)\n"
+        b"    ws = jax.tree_util.tree_map(replicate, w)\n",
+        b"    ws = np.array([w] * n)\n")
+    text = migrate_source(source, style="global").source.decode()
+    assert "PM600" in _codes(source) and "ws = np.asarray(w)\n" in text
+
+
+_TOP_LEVEL_SPLIT = b'''import jax
+import numpy as np
+
+
+@jax.pmap
+def step(x):
+    return x * 2
+
+
+n_devices = jax.local_device_count()
+
+
+def split(array):
+    return array.reshape(n_devices, array.shape[0] // n_devices, *array.shape[1:])
+
+
+xs = np.ones((n_devices * 4, 3), np.float32)
+out = np.asarray(step(split(xs)))
+'''
+
+
+def test_a_helper_top_level_code_calls_reads_its_globals_as_they_are_there():
+    """`split` reads the module's `n_devices`, the device count where top-level code calls
+    it: the reshape is a per-device batch, merged in the helper."""
+    text = migrate_source(_TOP_LEVEL_SPLIT, style="global").source.decode()
+    assert "PM600" in _codes(_TOP_LEVEL_SPLIT)
+    assert "array.reshape(n_devices * (array.shape[0] // n_devices), *array.shape[1:])" in text

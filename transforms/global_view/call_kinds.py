@@ -10,6 +10,7 @@ import ast
 import dataclasses
 
 from transforms.codes.global_view import CALLERS_UNSEEN, CONSUMER_UNKNOWN, PRODUCER_UNKNOWN
+from transforms.global_view.callers import MODULE_CALLER
 from transforms.global_view.sites import PMAP, Blocker
 from transforms.global_view.values import (
     DEVICE_COUNT,
@@ -120,7 +121,7 @@ class CallKindsMixin:
                 isinstance(a, ast.Name) and a.id in self.sites for a in values) or any(
                 self.eval(a).tag not in ("same",) or self.eval(a).leads for a in values
                 if not isinstance(a, ast.Starred)) or self._produces(func.id)
-                or func.id in self.module.folded):
+                or func.id in self.module.folded or self._reads_top_level_values(func.id)):
             return self._helper_call(call, self.module.functions[func.id])
         rebuilt = self._rebuilt_tree(call, func, name)
         if rebuilt is not None:
@@ -289,6 +290,17 @@ class CallKindsMixin:
         return isinstance(func, ast.Call) and self.qualified(func.func) == PMAP \
             and len(func.args) <= 2 and all(k.arg == "axis_name" for k in func.keywords)
 
+    def _reads_top_level_values(self, name: str) -> bool:
+        """Top-level code calls the module function `name`, which reads a global the code
+        holds the device count, devices or a shape led by it in."""
+        if self.function.name != MODULE_CALLER:
+            return False
+        helper = self.module.functions[name]
+        special = {k for k, v in self.kinds.items() if v.tag != "same" or v.leads}
+        bound = _bound_in(helper)
+        return any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in special
+                   and n.id not in bound for n in ast.walk(helper))
+
     def _helper_call(self, call: ast.Call, helper: ast.FunctionDef,
                      given: list[Kind] | None = None) -> Kind:
         """A module function given the device count or stacks (`x, y = make_data(n)`): it is
@@ -345,6 +357,12 @@ class CallKindsMixin:
             if given is None else dict(zip((a.arg for a in arguments.args), given))
         if given is not None:
             parameters.update((k, self.eval(v)) for k, v in keywords.items())
+        if self.function.name == MODULE_CALLER:
+            # called from top-level code, a helper reads the module's globals as that code
+            # has them at the call (`n_devices` of `split(xs)`)
+            bound = _bound_in(helper)
+            parameters = {**{k: v for k, v in self.kinds.items() if k not in bound},
+                          **parameters}
         analysis = type(self)(helper, self.all_sites, self.module, parameters, self.depth + 1)
         # A folded caller's own sites are this caller's: it calls the module's by their
         # names, and builds its own (`avg = jax.pmap(...)`, or on the spot).
@@ -526,3 +544,12 @@ def _at_update_base(func) -> ast.AST | None:
             and isinstance(func.value.value, ast.Attribute) and func.value.value.attr == "at":
         return func.value.value.value
     return None
+
+
+def _bound_in(function: ast.FunctionDef) -> set[str]:
+    """The names `function` (or a scope in it) binds: its parameters, stores and defs."""
+    return {n.id for n in ast.walk(function) if isinstance(n, ast.Name)
+            and not isinstance(n.ctx, ast.Load)} | {
+        a.arg for a in ast.walk(function.args) if isinstance(a, ast.arg)} | {
+        n.name for n in ast.walk(function) if isinstance(
+            n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not function}

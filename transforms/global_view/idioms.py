@@ -11,6 +11,7 @@ import dataclasses
 from transforms.codes.global_view import PRODUCER_UNKNOWN
 from transforms.global_view.sites import Blocker
 from transforms.global_view.values import (
+    ARRAY_OF_ROWS,
     AXIS_PLACEHOLDER,
     CONSTANT_FILLS,
     REPL,
@@ -373,6 +374,11 @@ class IdiomsMixin:
         own result compiles once (a one-device `x` and a replicated result are two input
         layouts to jax.jit)."""
         text = self.render(value)
+        if not self.module.donating and name.startswith("numpy.") and name in ARRAY_OF_ROWS:
+            numpy = ast.unparse(stack.func.value) if isinstance(stack.func, ast.Attribute) else None
+            if numpy is not None:  # an array, as the original's rows were, not the list item
+                return f"{self.module.jax}.tree.map({numpy}.asarray, {text})" if tree \
+                    else f"{numpy}.asarray({text})"
         if not self.module.donating:
             return text if name.startswith("numpy.") else placed(self.module.jax, text, "P()")
         if name.startswith("numpy."):

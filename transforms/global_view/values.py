@@ -24,6 +24,9 @@ def placed(jax: str, text: str, spec: str) -> str:
     return f"{jax}.device_put({text}, NamedSharding({MESH_PLACEHOLDER}, {spec}))"
 TREE_MAP = {"jax.tree_util.tree_map", "jax.tree.map", "jax.tree_map"}
 STACK = {"jax.numpy.stack", "numpy.stack"}
+# `np.array([x] * n)` is `np.stack([x] * n)`: n equal rows (an array made from a list of arrays
+# of one shape stacks them)
+ARRAY_OF_ROWS = {"jax.numpy.array", "numpy.array", "jax.numpy.asarray", "numpy.asarray"}
 BROADCAST_TO = {"jax.numpy.broadcast_to", "numpy.broadcast_to"}
 AS_ARRAY = {"numpy.asarray", "numpy.array", "jax.numpy.asarray", "jax.numpy.array",
             "jax.device_get"}
@@ -159,7 +162,7 @@ def layouts_of(kind: Kind, path: str, node) -> list[OutputLayout]:
 def replicated_operand(call: ast.Call, name: str, is_devcount, rank_of) -> ast.AST | None:
     """x of `jnp.stack([x] * n)`, `np.broadcast_to(x, (n,) + x.shape)` or, for a 0-d x,
     `np.broadcast_to(x, (n,))` (n: device count)."""
-    if name in STACK and len(call.args) == 1 and not call.keywords:
+    if name in STACK | ARRAY_OF_ROWS and len(call.args) == 1 and not call.keywords:
         items = call.args[0]
         if isinstance(items, ast.BinOp) and isinstance(items.op, ast.Mult):
             for listed, count in ((items.left, items.right), (items.right, items.left)):
