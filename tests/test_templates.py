@@ -182,7 +182,9 @@ def test_every_feature_variant_is_one_function_with_only_its_blocks(target):
 
 
 def test_a_module_using_no_feature_gets_a_short_helper():
-    assert len(helper_text("_pmap_style_shard_map", MODERN, frozenset()).splitlines()) <= 106
+    # 106, and 7 for the mapped size read once per argument structure and shapes: 1.011 ->
+    # 0.999 of pmap per blocked step on a TPU v5e (benchmarks/dp_step_tpu_v5e.txt)
+    assert len(helper_text("_pmap_style_shard_map", MODERN, frozenset()).splitlines()) <= 113
 
 
 # (the features a case calls for, the cases that need them)

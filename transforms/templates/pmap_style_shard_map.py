@@ -356,6 +356,13 @@ def _pmap_style_shard_map(
         pass
 
     # pmap-migrate: end
+    sizes = {}  # (tree structure, leaf shapes) -> mapped size: all that mapped_size reads
+
+    def size_of(args, kwargs):  # mapped_size once per structure and shapes, not per call
+        leaves, tree = jax.tree_util.tree_flatten((dynamic(args)[0], kwargs))
+        key = (tree, *(np.shape(x) for x in leaves))
+        return sizes[key] if key in sizes else sizes.setdefault(key, mapped_size(args, kwargs))
+
     @functools.wraps(fun)
     def call(*args, **kwargs):
         # pmap-migrate: if devices
@@ -363,7 +370,7 @@ def _pmap_style_shard_map(
             raise ValueError("'devices' argument to pmap must be non-empty, or None.")
         # pmap-migrate: end
         # pmap-migrate: if committed
-        program, mesh = jitted(mapped_size(args, kwargs))
+        program, mesh = jitted(size_of(args, kwargs))
         try:
             return program(*args, **kwargs)
         except ValueError:
@@ -374,9 +381,9 @@ def _pmap_style_shard_map(
                 raise
         return program(*placed[0], **placed[1])
         # pmap-migrate: else
-        program, _ = jitted(mapped_size(args, kwargs))
+        program, _ = jitted(size_of(args, kwargs))
         return program(*args, **kwargs)
         # pmap-migrate: end
 
-    call.lower = lambda *args, **kwargs: jitted(mapped_size(args, kwargs))[0].lower(*args, **kwargs)
+    call.lower = lambda *args, **kwargs: jitted(size_of(args, kwargs))[0].lower(*args, **kwargs)
     return call
