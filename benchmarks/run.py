@@ -655,6 +655,7 @@ def section_global_style(args, scratch: Path, tools: dict, programs: list[str]) 
                           f"{step['control_interval']['ratio']:.3f} "
                           f"{interval_text(step['control_interval'])}",
                           speed_verdict(interval)])
+    step_rows.append(dp_step_row(scratch, env, 2 * args.step_calls))
     if step_rows:
         console.print(table(
             f"Blocked step (a loop iteration where the program loops): {calls} calls per side, "
@@ -668,6 +669,29 @@ def section_global_style(args, scratch: Path, tools: dict, programs: list[str]) 
 
 
 GLOBAL_STEP_PROGRAMS = tuple(step_worker.GLOBAL_SETUPS)  # programs with a blocked-step setup
+
+
+def dp_step_row(scratch: Path, env: dict, rounds: int) -> list[str]:
+    """The issue's data-parallel step (benchmarks/dp_step.py) at its small size: pmap against
+    the global migration, blocked steps interleaved with an A/A control. Reported, not part of
+    the target: its full size is meant for an accelerator (figures in README.md)."""
+    log(f"  blocked data-parallel step x{rounds} (dp_step.py --size small)")
+    out = scratch / "dp_step.json"
+    done = subprocess.run(
+        [sys.executable, str(HERE / "dp_step.py"), "all", str(scratch / "dp_step"), "--size",
+         "small", "--rounds", str(rounds), "--json", str(out)],
+        env=env, capture_output=True, text=True, timeout=900)
+    label = "dp_step small (4 x 256^2, batch 64)"
+    if done.returncode or not out.exists():
+        log(f"  [red]dp_step: {(done.stderr or done.stdout)[-600:]}[/red]")
+        return [label, "error", "", "", "", "", ""]
+    sides = json.loads(out.read_text())["sides"]
+    o, m, interval = sides["original"], sides["global"], sides["global"]["vs_original"]
+    control = sides["control"]["vs_original"]
+    return [label, f"{o['median_ms'] * 1e3:.0f}", f"{m['median_ms'] * 1e3:.0f}",
+            f"{interval['ratio']:.3f}", interval_text(interval),
+            f"{control['ratio']:.3f} {interval_text(control)}",
+            f"{speed_verdict(interval)} (not in target)"]
 
 
 def interval_text(interval: dict) -> str:
