@@ -45,15 +45,21 @@ class ModuleInfo:
         # Callers followed inside the callers that call them, with their sites (callers.py)
         self.folded: dict[str, set[str]] = {}
         self.sites: dict = {}  # every site of the module, by key (set by the driver)
+        self._sites_by_name: tuple[dict, dict[str, Site]] | None = None  # site_named's index
         self.under_other_mesh: set[str] = set()  # sites run on another axis's mesh (axes.py)
         # Producer call id -> why the multi-process analysis keeps its value in pmap's layout.
         self.process_stacked: dict[int, str] = {}
         self._taken = module_names(tree)  # what a new module-level name must not shadow
         self.mesh_function = self.fresh(MESH_FUNCTION)
         self.loads: dict[str, int] = {}
+        # Every Name node by its name, in ast.walk order (loads, stores and deletes), so that
+        # an analysis asking where else a name is used does not walk the module again.
+        self.names: dict[str, list[ast.Name]] = {}
         for node in ast.walk(tree):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                self.loads[node.id] = self.loads.get(node.id, 0) + 1
+            if isinstance(node, ast.Name):
+                self.names.setdefault(node.id, []).append(node)
+                if isinstance(node.ctx, ast.Load):
+                    self.loads[node.id] = self.loads.get(node.id, 0) + 1
         self.partial = next((n for n, full in table.imported.items() if full == "functools.partial"),
                             None) or next((f"{n}.partial" for n, full in table.imported.items()
                                            if full == "functools"), None)
@@ -61,6 +67,16 @@ class ModuleInfo:
         self.indent_unit = indent_unit(tree, source.decode("utf-8", "replace").splitlines())
         self.numpy = next((n for n, full in table.imported.items() if full == "jax.numpy"),
                           f"{self.jax}.numpy")
+
+    def site_named(self, name: str) -> Site | None:
+        """The first site of `sites` called by `name` (not a class's, not built on the spot)."""
+        if self._sites_by_name is None or self._sites_by_name[0] is not self.sites:
+            by_name: dict[str, Site] = {}
+            for site in self.sites.values():
+                if not site.holder and not site.inline:
+                    by_name.setdefault(site.name, site)
+            self._sites_by_name = (self.sites, by_name)
+        return self._sites_by_name[1].get(name)
 
     def fresh(self, name: str) -> str:
         return fresh_name(name, self._taken)
