@@ -199,7 +199,10 @@ class NoNewSelfAssignments(cst.CSTTransformer):
                     and isinstance(statement.body[0], cst.Assign) \
                     and len(statement.body[0].targets) == 1 \
                     and statement.trailing_whitespace.comment is None \
-                    and not any(line.comment for line in statement.leading_lines):
+                    and not any(line.comment for line in statement.leading_lines) \
+                    and isinstance(statement.body[0].value, (cst.Name, cst.Tuple)):
+                # (a value other than a name or a tuple is no self-assignment: not printed
+                # and parsed to find out)
                 tree = ast.parse(cst.Module(body=[statement.with_changes(leading_lines=())]).code)
                 node = tree.body[0] if tree.body else None
                 if _self_assignment(node) and ast.unparse(node) not in self.original:
@@ -261,7 +264,10 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
                                              jax=module.jax))
     if texts:
         text = docstrings_indented("\n\n".join(texts), new_module.default_indent)
-        new_module = new_module.visit(MeshFunction(text, import_functools=functools is None))
+        # Its only hook is leave_Module: called on the module itself, not through a visit
+        # of every node (the same result, without rebuilding the tree).
+        new_module = MeshFunction(text, import_functools=functools is None).leave_Module(
+            new_module, new_module)
     keys = [(s, hoist_key(s)) for s in global_sites]
     assigned = {k for s, k in keys if k is not None and not s.inline}
     inline = {k for s, k in keys if k is not None and s.inline}
@@ -292,7 +298,7 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
         add_import(context, "jax.sharding", "NamedSharding")  # not for `jax.sharding.NamedSharding(`
     add_import(context, "jax.sharding", "PartitionSpec", "P")
     if re.search(r"multihost_utils\.(global_array_to_host_local|host_local_array_to_global)_array\(",
-                 new_module.code):
+                 code):  # (new_module's code: nothing changed it since)
         add_import(context, "jax.experimental", "multihost_utils")
     if module.jax == "jax" and "jax" not in module.imported:
         add_import(context, "jax")
