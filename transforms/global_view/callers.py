@@ -16,6 +16,16 @@ def callers_of(site: str, callers: dict[str, set[str]]) -> list[str]:
     return [c for c, called in callers.items() if site in called]
 
 
+def callers_by_site(callers: dict[str, set[str]]) -> dict[str, list[str]]:
+    """`callers_of` for every site at once (callers in the same order), for the loops over
+    all sites of a module: one pass over the callers instead of one per site."""
+    by_site: dict[str, list[str]] = {}
+    for caller, called in callers.items():
+        for site in called:
+            by_site.setdefault(site, []).append(caller)
+    return by_site
+
+
 def find_callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, Blocker]):
     """Module-level function -> the sites it calls; sites referenced any other way blocked.
     `faithful`: module-level pmap names that stay faithful; their callers stay faithful too."""
@@ -35,8 +45,11 @@ def find_callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, B
             for node in ast.walk(statement):
                 if isinstance(node, ast.Name) and node.id in faithful:
                     callers.setdefault(statement.name, set()).add(node.id)
+    defined_by: dict[int, Site] = {}  # statement id -> the first site it defines
+    for site in sites.values():
+        defined_by.setdefault(id(site.statement), site)
     for statement in tree.body:
-        site_here = next((s for s in sites.values() if s.statement is statement), None)
+        site_here = defined_by.get(id(statement))
         for node in ast.walk(statement):
             if not (isinstance(node, ast.Name) and node.id in sites):
                 continue
