@@ -192,6 +192,12 @@ class NoNewSelfAssignments(cst.CSTTransformer):
     def __init__(self, original: ast.Module):
         self.original = {ast.unparse(n) for n in ast.walk(original) if _self_assignment(n)}
 
+    def finds_new(self, tree: ast.Module) -> bool:
+        """Whether `tree` (the module this would visit) holds a self-assignment the original
+        did not: without one the visit changes nothing, and is skipped."""
+        return any(_self_assignment(n) and ast.unparse(n) not in self.original
+                   for n in ast.walk(tree))
+
     def _kept(self, body) -> list:
         kept = []
         for statement in body:
@@ -283,7 +289,15 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
                 and (site.owner, site.name) not in moved:
             local.setdefault(site.owner, set()).add(site.name)
     new_module = _spaced_step_defs(new_module, {s.name for s in global_sites}, local)
-    new_module = new_module.visit(NoNewSelfAssignments(module.tree))
+    code = new_module.code
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        tree = None
+    dropper = NoNewSelfAssignments(module.tree)
+    if tree is None or dropper.finds_new(tree):
+        new_module = new_module.visit(dropper)
+        code, tree = new_module.code, None
     context = RuleContext()
     if texts:  # the mesh functions name it
         add_import(context, "jax.sharding", "AxisType")
@@ -292,9 +306,8 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
         for name in CONTRACT_NAMES:
             if name in used:
                 add_import(context, helper_module, name, first_party=True)
-    code = new_module.code
     if "NamedSharding(" in code and any(isinstance(n, ast.Name) and n.id == "NamedSharding"
-                                        for n in ast.walk(ast.parse(code))):
+                                        for n in ast.walk(tree or ast.parse(code))):
         add_import(context, "jax.sharding", "NamedSharding")  # not for `jax.sharding.NamedSharding(`
     add_import(context, "jax.sharding", "PartitionSpec", "P")
     if re.search(r"multihost_utils\.(global_array_to_host_local|host_local_array_to_global)_array\(",
