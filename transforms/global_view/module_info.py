@@ -34,6 +34,7 @@ class ModuleInfo:
             s.name for s in tree.body if isinstance(s, ast.FunctionDef) and _is_unreplicate(s, self)
         }
         self._bodies: dict[str, BodyAnalysis] = {}
+        self._defs: dict[str, ast.FunctionDef] | None = None
         self.constants = string_constants(tree)
         # Module functions by name; not a def whose name a module-level statement rebinds
         # (`step = jax.pmap(step)`): a call of that name is not a call of the def.
@@ -102,7 +103,10 @@ class ModuleInfo:
 
     def body_analysis(self, site: Site) -> BodyAnalysis:
         if site.key not in self._bodies:
-            self._bodies[site.key] = BodyAnalysis(site, self.tree, self.imported, self.constants)
+            if self._defs is None:  # every def (self.functions leaves out rebound names)
+                self._defs = {s.name: s for s in self.tree.body if isinstance(s, ast.FunctionDef)}
+            self._bodies[site.key] = BodyAnalysis(site, self.tree, self.imported, self.constants,
+                                                  self._defs)
         return self._bodies[site.key]
 
     def starts_a_line(self, body) -> bool:
