@@ -12,13 +12,9 @@ from transforms.global_view.class_uses import class_callers
 from transforms.global_view.sites import Blocker, Site, dotted
 
 
-def callers_of(site: str, callers: dict[str, set[str]]) -> list[str]:
-    return [c for c, called in callers.items() if site in called]
-
-
 def callers_by_site(callers: dict[str, set[str]]) -> dict[str, list[str]]:
-    """`callers_of` for every site at once (callers in the same order), for the loops over
-    all sites of a module: one pass over the callers instead of one per site."""
+    """Site key -> the functions that call it, in `callers` order: one pass over the callers
+    for all sites, rather than a scan of every caller per site."""
     by_site: dict[str, list[str]] = {}
     for caller, called in callers.items():
         for site in called:

@@ -39,7 +39,7 @@ class Decision:
         self._order = {caller: index for index, caller in enumerate(self.results)}
 
     def callers_of(self, site: str) -> list[str]:
-        """The functions that call `site`, in `callers` order (callers.callers_of)."""
+        """The functions that call `site`, in `callers` order."""
         return self.by_site.get(site, [])
 
     def first_result(self, site: str) -> CallerResult | None:
