@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -31,6 +32,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 import gentree  # noqa: E402
+import many_sites  # noqa: E402
 import measure  # noqa: E402
 import step_worker  # noqa: E402  (stdlib at import; jax only inside its functions)
 
@@ -766,6 +768,82 @@ def section_check_overhead(check: dict, baseline: dict, programs: list[str]) -> 
 
 
 # ==========================================================================================
+# Section 5: one file with many sites
+# ==========================================================================================
+
+MANY_SITES_BLOCKS = (50, 100, 200, 400)
+MANY_SITES_QUICK = (25, 50, 100)
+# Targets: at the largest file, `--style global` costs less than 3x the faithful style (cpu),
+# and its cost grows near-linearly with the sites (log-log slope over the sizes measured).
+GLOBAL_OVER_FAITHFUL_MAX = 3.0
+GROWTH_EXPONENT_MAX = 1.2
+
+
+def growth_exponent(sizes: list[int], seconds: list[float]) -> float:
+    """The least-squares slope of log(seconds) against log(size): 1 is linear, 2 quadratic."""
+    xs = [math.log(x) for x in sizes]
+    ys = [math.log(max(y, 1e-9)) for y in seconds]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+
+
+def section_many_sites(args, scratch: Path, tools: dict) -> None:
+    """`diff` of one generated module with N blocks (benchmarks/many_sites.py), in both styles,
+    at growing N: how the cost grows with the sites of one file."""
+    console.rule("[bold]5. One file with many sites[/bold]")
+    logs = scratch / "logs"
+    logs.mkdir(exist_ok=True)
+    rows, measured = [], []
+    # A one-block file: start-up and the fixed cost of a file, taken off before the slope,
+    # which would otherwise read the start-up as sub-linear growth.
+    fixed = {}
+    for blocks in [1, *args.many_sites]:
+        path = scratch / f"many_sites_{blocks}.py"
+        sites = many_sites.write(path, blocks)
+        by_style = {}
+        for style in ("faithful", "global"):
+            log(f"  pmap-migrate diff --style {style} on one file of {sites} sites")
+            result = measure.run([*tools["pmap-migrate"], "diff", "--style", style,
+                                  "--no-progress", str(path)],
+                                 stderr_path=logs / f"many-{blocks}-{style}.err")
+            if result.returncode not in (0, 1) or "pmap-migrate: " not in result.stderr_tail:
+                raise SystemExit(f"pmap-migrate diff --style {style} failed on {path.name}: "
+                                 f"{result.stderr_tail[-800:]}")
+            by_style[style] = result
+        faithful, global_ = by_style["faithful"], by_style["global"]
+        if blocks == 1:
+            fixed = {style: result.cpu for style, result in by_style.items()}
+            continue
+        measured.append((sites, faithful, global_))
+        rows.append([blocks, sites, f"{path.stat().st_size / 1024:.0f}",
+                     f"{faithful.wall:.1f}", f"{faithful.cpu:.1f}", f"{faithful.max_rss_mb:.0f}",
+                     f"{global_.wall:.1f}", f"{global_.cpu:.1f}", f"{global_.max_rss_mb:.0f}",
+                     f"{global_.cpu / faithful.cpu:.2f}x",
+                     f"{max(faithful.other_load, global_.other_load):.0%}"])
+    console.print(table(
+        "`diff` of one file, both styles (cpu s: user + system; RSS: the process's peak)",
+        ["blocks", "sites", "KB", "faithful wall s", "faithful cpu s", "faithful RSS MB",
+         "global wall s", "global cpu s", "global RSS MB", "global / faithful (cpu)",
+         "other load"], rows))
+    sizes = [sites for sites, _, _ in measured]
+    exponents = {style: growth_exponent(sizes, [r[index].cpu - fixed[style] for r in measured])
+                 for index, style in ((1, "faithful"), (2, "global"))}
+    console.print(f"  growth exponent (log-log slope of cpu s on sites, {sizes[0]}-{sizes[-1]} "
+                  f"sites, less a one-block file's cpu s: faithful {fixed['faithful']:.2f}, "
+                  f"global {fixed['global']:.2f}): faithful {exponents['faithful']:.2f}, "
+                  f"global {exponents['global']:.2f}")
+    sites, faithful, global_ = measured[-1]
+    ratio = global_.cpu / faithful.cpu
+    TARGETS.add(f"one file of {sites} sites: --style global < {GLOBAL_OVER_FAITHFUL_MAX:.0f}x "
+                "the faithful style (cpu)", ratio < GLOBAL_OVER_FAITHFUL_MAX,
+                f"{ratio:.2f}x ({global_.cpu:.1f} s against {faithful.cpu:.1f} s)")
+    if len(sizes) > 1:
+        TARGETS.add(f"--style global grows near-linearly with the sites of a file (slope <= "
+                    f"{GROWTH_EXPONENT_MAX})", exponents["global"] <= GROWTH_EXPONENT_MAX,
+                    f"slope {exponents['global']:.2f} (faithful {exponents['faithful']:.2f})")
+
+
+# ==========================================================================================
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -785,8 +863,12 @@ def main() -> int:
     parser.add_argument("--step-calls", type=int, default=None, help="single-step calls (200)")
     parser.add_argument("--seed", type=int, default=20240601)
     parser.add_argument("--quick", action="store_true", help="small version, about 2 minutes")
-    parser.add_argument("--sections", default="1,2,3,4",
-                        help="which sections to run, e.g. 2,3 (4: --style global)")
+    parser.add_argument("--sections", default="1,2,3,4,5",
+                        help="which sections to run, e.g. 2,3 (4: --style global; 5: one file "
+                        "with many sites)")
+    parser.add_argument("--many-sites", default=None, metavar="N,N,...",
+                        help="blocks of the many-sites files of section 5 (50,100,200,400; "
+                        "--quick 25,50,100)")
     args = parser.parse_args()
     quick = args.quick
     args.files = args.files or (300 if quick else 2000)
@@ -794,6 +876,8 @@ def main() -> int:
     args.reps = args.reps or (5 if quick else 20)
     args.step_calls = args.step_calls or (40 if quick else 200)
     args.memory_commands = ["scan"] if quick else ["scan", "diff"]
+    args.many_sites = [int(n) for n in args.many_sites.split(",")] if args.many_sites else \
+        list(MANY_SITES_QUICK if quick else MANY_SITES_BLOCKS)
     sections = {s.strip() for s in args.sections.split(",")}
 
     # This checkout's code, whatever `pmap-migrate` on PATH points to: the same entry point
@@ -845,6 +929,8 @@ def main() -> int:
                 section_check_overhead(check, baseline, programs)
         if "4" in sections:
             section_global_style(args, scratch, tools, programs)
+        if "5" in sections:
+            section_many_sites(args, scratch, tools)
 
     console.rule("[bold]Summary[/bold]")
     met = sum(1 for _, v, _ in TARGETS.rows if v == "PASS")

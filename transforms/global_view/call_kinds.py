@@ -282,9 +282,7 @@ class CallKindsMixin:
         """`func` is a pmap left to pmap's contract with in_axes and out_axes 0: a blocked site
         called by name, or `jax.pmap(f)` / `jax.pmap(f, axis_name)` called on the spot."""
         if isinstance(func, ast.Name):
-            site = next((s for s in self.module.sites.values() if s.name == func.id
-                         and not s.holder and not s.inline), None) if func.id not in self.sites \
-                else None
+            site = self.module.site_named(func.id) if func.id not in self.sites else None
             return site is not None and site.out_tree is None and not site.out_none \
                 and all(axis == 0 for axis in site.in_axes) and not site.static
         return isinstance(func, ast.Call) and self.qualified(func.func) == PMAP \
@@ -382,9 +380,9 @@ class CallKindsMixin:
             and default.value is None)
         analysis.run_helper()
         if shared and analysis.edits:
-            other = next((n.lineno for n in ast.walk(self.module.tree) if isinstance(n, ast.Name)
-                          and n.id == name and not any(n is m for m in ast.walk(self.function))),
-                         None)
+            here = {id(m) for m in ast.walk(self.function)}
+            other = next((n.lineno for n in self.module.names.get(name, ())
+                          if id(n) not in here), None)
             raise Blocker(CONSUMER_UNKNOWN, call,
                           f"`{name}` would be rewritten for the per-device values this call "
                           f"passes, but it is used elsewhere too (line {other}), where it must "

@@ -17,8 +17,14 @@ from transforms.global_view.sites import Blocker, Site, dotted
 MODULE_CALLER = "<module>"
 
 
-def callers_of(site: str, callers: dict[str, set[str]]) -> list[str]:
-    return [c for c, called in callers.items() if site in called]
+def callers_by_site(callers: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Site key -> the functions that call it, in `callers` order: one pass over the callers
+    for all sites, rather than a scan of every caller per site."""
+    by_site: dict[str, list[str]] = {}
+    for caller, called in callers.items():
+        for site in called:
+            by_site.setdefault(site, []).append(caller)
+    return by_site
 
 
 def caller_label(caller: str) -> str:
@@ -69,8 +75,11 @@ def find_callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, B
             for node in ast.walk(statement):
                 if isinstance(node, ast.Name) and node.id in faithful:
                     callers.setdefault(statement.name, set()).add(node.id)
+    defined_by: dict[int, Site] = {}  # statement id -> the first site it defines
+    for site in sites.values():
+        defined_by.setdefault(id(site.statement), site)
     for statement in tree.body:
-        site_here = next((s for s in sites.values() if s.statement is statement), None)
+        site_here = defined_by.get(id(statement))
         for node in ast.walk(statement):
             if not (isinstance(node, ast.Name) and node.id in sites):
                 continue

@@ -62,12 +62,12 @@ def class_callers(tree: ast.Module, sites) -> tuple[dict[str, set[str]], dict[st
     return callers, blocked
 
 
-def faithful_class_use(function: ast.FunctionDef, tree: ast.Module, imported, sites, blocked,
-                       faithful_callee) -> ast.Name | None:
+def faithful_class_use(function: ast.FunctionDef, classes: dict[str, ast.ClassDef], imported,
+                       sites, blocked, faithful_callee) -> ast.Name | None:
     """The first use in `function` of a module class that keeps pmap code in the faithful
     style (its own pmaps, or module functions its methods call): that code would run under the
-    function's mesh. `faithful_callee(method)` is callers.py's check of a method's calls."""
-    classes = {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)}
+    function's mesh. `classes`: the module's classes by name. `faithful_callee(method)` is
+    callers.py's check of a method's calls."""
     held: dict[str, list[Site]] = {}
     for site in sites:
         if site.holder:

@@ -26,7 +26,9 @@ takes and returns host-local rows too.
 from __future__ import annotations
 
 import ast
+import bisect
 import dataclasses
+import itertools
 
 from transforms.codes.findings import Finding
 from transforms.codes.global_view import CONTRACT
@@ -48,6 +50,20 @@ _OPTIONS = {"axis_name", "in_axes", "out_axes", "static_broadcasted_argnums", "d
 
 class NotExpressible(Exception):
     """pmap options the contract form cannot write: the site stays faithful."""
+
+
+class _Containment:
+    """Whether some span of a list holds a given span (a <= start and end <= b): the spans
+    sorted by start, with the furthest end reached so far, so each question is a bisection."""
+
+    def __init__(self, spans: list[tuple[int, int]]):
+        ordered = sorted(spans)
+        self.starts = [a for a, _ in ordered]
+        self.reach = list(itertools.accumulate((b for _, b in ordered), max))
+
+    def __call__(self, span: tuple[int, int]) -> bool:
+        k = bisect.bisect_right(self.starts, span[0]) - 1
+        return k >= 0 and self.reach[k] >= span[1]
 
 
 @dataclasses.dataclass
@@ -228,10 +244,10 @@ def nested(found, tree: ast.Module) -> set[int]:
         if body is not None:
             inside[id(node)] = {id(n) for n in ast.walk(body)}
     out = set()
-    for node, _ in found:
-        for other, _ in found:
-            if other is not node and id(other) in inside.get(id(node), ()):
-                out.update((id(node), id(other)))
+    found_ids = {id(node) for node, _ in found}
+    for node, _ in found:  # the other pmaps inside it: a set meet, not a scan of every pmap
+        for other in (inside.get(id(node), set()) & found_ids) - {id(node)}:
+            out.update((id(node), other))
     return out
 
 
@@ -290,9 +306,9 @@ def contract_sites(module, taken_spans: list[tuple[int, int]], skip: set[int],
         contracts.append(Contract(site, span, text, range(node.lineno, end + 1)))
     # With no pmap left faithful, a fallback finding elsewhere (in a caller) says so too.
     contracted = {id(c.site.node) for c in contracts}
-    none_faithful = all(id(n) in contracted or id(n) in skip or any(
-        a <= module.span(n)[0] and module.span(n)[1] <= b for a, b in taken_spans)
-        for n, _ in found)
+    held_by_taken = _Containment(taken_spans)
+    none_faithful = all(id(n) in contracted or id(n) in skip or held_by_taken(module.span(n))
+                        for n, _ in found)
     kept, reasons = [], {}
     for finding in findings:
         owner = next((c for c in contracts if finding.line in c.lines

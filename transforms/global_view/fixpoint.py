@@ -10,13 +10,14 @@ the loop ends.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 
 from transforms.codes.global_view import CONSUMER_UNKNOWN, FALLS_BACK_WITH_CALLER, PRODUCER_UNKNOWN
 from transforms.global_view.callers import (
     MODULE_CALLER,
     called_function_names,
-    callers_of,
+    callers_by_site,
     faithful_callee,
     find_callers,
     fold_callers,
@@ -33,6 +34,19 @@ class Decision:
     callers: dict[str, set[str]]  # module function -> keys of the sites it calls
     results: dict[str, CallerResult]  # the callers that go global, with their edits
     blocked: dict[str, Blocker]  # site key -> why it stays faithful
+
+    def __post_init__(self):
+        self.by_site = callers_by_site(self.callers)
+        self._order = {caller: index for index, caller in enumerate(self.results)}
+
+    def callers_of(self, site: str) -> list[str]:
+        """The functions that call `site`, in `callers` order."""
+        return self.by_site.get(site, [])
+
+    def first_result(self, site: str) -> CallerResult | None:
+        """The result of the first global caller of `site`, in `results` order."""
+        going = [c for c in self.by_site.get(site, ()) if c in self._order]
+        return self.results[min(going, key=self._order.__getitem__)] if going else None
 
 
 def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analysis: type,
@@ -58,6 +72,15 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
     functions = module.functions
     called_names = called_function_names(tree)
     followed = {**callers, **module.folded}  # a folded caller's pmaps are its hosts' sites
+    by_site = callers_by_site(callers)
+    classes = {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)}
+    # A caller analysed again with the same live sites gets the same outcome (the analysis
+    # reads only the module, constant here): kept, so a pass after a change re-reads only
+    # the callers it touched. Not in multi-process modules, whose analyses share state.
+    outcomes: dict[tuple[str, frozenset[str]], CallerResult | Blocker] | None = \
+        {} if demote else None
+    module_sites = [s for s in sites if s.owner is None]
+    always_callable = {s.name for s in module_sites} if demote else None
     changed = True
     while changed:
         changed = False
@@ -72,16 +95,16 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
                 continue
             if failed is None:
                 try:
-                    result = analysis(functions[caller], {s: by_name[s] for s in live},
-                                      module).run()
+                    result = _outcome(outcomes, caller, live, lambda: analysis(
+                        functions[caller], {s: by_name[s] for s in live}, module).run())
                     # Module sites a caller may call: the global ones, and with `demote` those
                     # kept on pmap's contract too (no mesh context is set around them).
-                    callable_sites = {s.name for s in sites if s.owner is None
-                                      and (demote or s.key not in blocked)}
+                    callable_sites = always_callable if always_callable is not None else \
+                        {s.name for s in module_sites if s.key not in blocked}
                     faithful_call = faithful_callee(
                         functions[caller], functions, followed, blocked_callers, imported,
                         set(callable_sites), barrier_pmaps) or faithful_class_use(
-                        functions[caller], tree, imported, sites, blocked,
+                        functions[caller], classes, imported, sites, blocked,
                         lambda method: faithful_callee(
                             method, functions, followed, blocked_callers, imported,
                             callable_sites
@@ -115,7 +138,7 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
         for name in by_name:
             if name in blocked:
                 continue
-            seen = {site_usage(results[c], name) for c in callers_of(name, callers)
+            seen = {site_usage(results[c], name) for c in by_site.get(name, ())
                     if c in results}
             if len(seen) > 1:
                 blocked[name] = Blocker(PRODUCER_UNKNOWN, by_name[name].node,
@@ -132,3 +155,19 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
         return decide(module, sites, blockers, analysis, barrier_pmaps, demote,
                       unfolded | failed)
     return Decision(callers, results, blocked)
+
+
+def _outcome(outcomes, caller: str, live: set[str], analyse):
+    """`analyse()`'s result, or the Blocker it raised; kept in `outcomes` (when not None) by
+    the caller and the sites it was analysed with."""
+    if outcomes is None:
+        return analyse()
+    key = (caller, frozenset(live))
+    if key not in outcomes:
+        try:
+            outcomes[key] = analyse()
+        except Blocker as blocker:
+            outcomes[key] = blocker
+    if isinstance(outcomes[key], Blocker):
+        raise outcomes[key]
+    return outcomes[key]

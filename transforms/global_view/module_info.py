@@ -35,6 +35,7 @@ class ModuleInfo:
             s.name for s in tree.body if isinstance(s, ast.FunctionDef) and _is_unreplicate(s, self)
         }
         self._bodies: dict[str, BodyAnalysis] = {}
+        self._defs: dict[str, ast.FunctionDef] | None = None
         self.constants = string_constants(tree)
         # Module functions by name; not a def whose name a module-level statement rebinds
         # (`step = jax.pmap(step)`): a call of that name is not a call of the def.
@@ -46,6 +47,7 @@ class ModuleInfo:
         # Callers followed inside the callers that call them, with their sites (callers.py)
         self.folded: dict[str, set[str]] = {}
         self.sites: dict = {}  # every site of the module, by key (set by the driver)
+        self._sites_by_name: tuple[dict, dict[str, Site]] | None = None  # site_named's index
         self.under_other_mesh: set[str] = set()  # sites run on another axis's mesh (axes.py)
         # Producer call id -> why the multi-process analysis keeps its value in pmap's layout.
         self.process_stacked: dict[int, str] = {}
@@ -55,9 +57,14 @@ class ModuleInfo:
         # theirs for something of its own.
         self.contract_names = {name: self.fresh(name) for name in DEFINED_NAMES}
         self.loads: dict[str, int] = {}
+        # Every Name node by its name, in ast.walk order (loads, stores and deletes), so that
+        # an analysis asking where else a name is used does not walk the module again.
+        self.names: dict[str, list[ast.Name]] = {}
         for node in ast.walk(tree):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                self.loads[node.id] = self.loads.get(node.id, 0) + 1
+            if isinstance(node, ast.Name):
+                self.names.setdefault(node.id, []).append(node)
+                if isinstance(node.ctx, ast.Load):
+                    self.loads[node.id] = self.loads.get(node.id, 0) + 1
         self.partial = next((n for n, full in table.imported.items() if full == "functools.partial"),
                             None) or next((f"{n}.partial" for n, full in table.imported.items()
                                            if full == "functools"), None)
@@ -65,6 +72,16 @@ class ModuleInfo:
         self.indent_unit = indent_unit(tree, source.decode("utf-8", "replace").splitlines())
         self.numpy = next((n for n, full in table.imported.items() if full == "jax.numpy"),
                           f"{self.jax}.numpy")
+
+    def site_named(self, name: str) -> Site | None:
+        """The first site of `sites` called by `name` (not a class's, not built on the spot)."""
+        if self._sites_by_name is None or self._sites_by_name[0] is not self.sites:
+            by_name: dict[str, Site] = {}
+            for site in self.sites.values():
+                if not site.holder and not site.inline:
+                    by_name.setdefault(site.name, site)
+            self._sites_by_name = (self.sites, by_name)
+        return self._sites_by_name[1].get(name)
 
     def fresh(self, name: str) -> str:
         return fresh_name(name, self._taken)
@@ -90,7 +107,10 @@ class ModuleInfo:
 
     def body_analysis(self, site: Site) -> BodyAnalysis:
         if site.key not in self._bodies:
-            self._bodies[site.key] = BodyAnalysis(site, self.tree, self.imported, self.constants)
+            if self._defs is None:  # every def (self.functions leaves out rebound names)
+                self._defs = {s.name: s for s in self.tree.body if isinstance(s, ast.FunctionDef)}
+            self._bodies[site.key] = BodyAnalysis(site, self.tree, self.imported, self.constants,
+                                                  self._defs)
         return self._bodies[site.key]
 
     def starts_a_line(self, body) -> bool:

@@ -4,8 +4,8 @@ it left, with the rules' findings moved back to the input's line numbers."""
 from __future__ import annotations
 
 import dataclasses
-import difflib
 
+from transforms.global_view.line_matcher import LineMatcher
 from transforms.global_view.rewrite import migrate_global
 
 
@@ -34,7 +34,7 @@ def _line_map(new: bytes, old: bytes) -> dict[int, int]:
     a = [line.strip() for line in old.splitlines()]
     b = [line.strip() for line in new.splitlines()]
     mapping = {}
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+    for tag, i1, i2, j1, j2 in LineMatcher(a, b).get_opcodes():  # difflib's, faster
         for offset, j in enumerate(range(j1, j2)):
             mapping[j + 1] = (i1 + min(offset, max(i2 - i1 - 1, 0))) + 1
     return mapping

@@ -196,6 +196,12 @@ class NoNewSelfAssignments(cst.CSTTransformer):
     def __init__(self, original: ast.Module):
         self.original = {ast.unparse(n) for n in ast.walk(original) if _self_assignment(n)}
 
+    def finds_new(self, tree: ast.Module) -> bool:
+        """Whether `tree` (the module this would visit) holds a self-assignment the original
+        did not: without one the visit changes nothing, and is skipped."""
+        return any(_self_assignment(n) and ast.unparse(n) not in self.original
+                   for n in ast.walk(tree))
+
     def _kept(self, body) -> list:
         kept = []
         for statement in body:
@@ -203,7 +209,10 @@ class NoNewSelfAssignments(cst.CSTTransformer):
                     and isinstance(statement.body[0], cst.Assign) \
                     and len(statement.body[0].targets) == 1 \
                     and statement.trailing_whitespace.comment is None \
-                    and not any(line.comment for line in statement.leading_lines):
+                    and not any(line.comment for line in statement.leading_lines) \
+                    and isinstance(statement.body[0].value, (cst.Name, cst.Tuple)):
+                # (a value other than a name or a tuple is no self-assignment: not printed
+                # and parsed to find out)
                 tree = ast.parse(cst.Module(body=[statement.with_changes(leading_lines=())]).code)
                 node = tree.body[0] if tree.body else None
                 if _self_assignment(node) and ast.unparse(node) not in self.original:
@@ -289,8 +298,10 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
     context = RuleContext()
     if texts:
         text = docstrings_indented("\n\n".join(texts), new_module.default_indent)
+        # Its only hook is leave_Module: called on the module itself, not through a visit
+        # of every node (the same result, without rebuilding the tree).
         mesh_function = MeshFunction(text, import_functools=functools is None)
-        new_module = new_module.visit(mesh_function)
+        new_module = mesh_function.leave_Module(new_module, new_module)
         if not mesh_function.functools_placed:  # no import above it: one in the header
             add_import(context, "functools")
     keys = [(s, hoist_key(s)) for s in global_sites]
@@ -308,7 +319,15 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
                 and (site.owner, site.name) not in moved:
             local.setdefault(site.owner, set()).add(site.name)
     new_module = _spaced_step_defs(new_module, {s.name for s in global_sites}, local)
-    new_module = new_module.visit(NoNewSelfAssignments(module.tree))
+    code = new_module.code
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        tree = None
+    dropper = NoNewSelfAssignments(module.tree)
+    if tree is None or dropper.finds_new(tree):
+        new_module = new_module.visit(dropper)
+        code, tree = new_module.code, None
     if texts:  # the mesh functions name it
         add_import(context, "jax.sharding", "AxisType")
     if contract is not None and helper_module is not None:
@@ -318,13 +337,12 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
             if local in used:
                 add_import(context, helper_module, name, None if local == name else local,
                            first_party=True)
-    code = new_module.code
     if "NamedSharding(" in code and any(isinstance(n, ast.Name) and n.id == "NamedSharding"
-                                        for n in ast.walk(ast.parse(code))):
+                                        for n in ast.walk(tree or ast.parse(code))):
         add_import(context, "jax.sharding", "NamedSharding")  # not for `jax.sharding.NamedSharding(`
     add_import(context, "jax.sharding", "PartitionSpec", "P")
     if re.search(r"multihost_utils\.(global_array_to_host_local|host_local_array_to_global)_array\(",
-                 new_module.code):
+                 code):  # (new_module's code: nothing changed it since)
         add_import(context, "jax.experimental", "multihost_utils")
     if module.jax == "jax" and "jax" not in module.imported:
         add_import(context, "jax")

@@ -36,14 +36,17 @@ class BodyAnalysis:
     """One site's body, with the module-level functions it may call."""
 
     def __init__(self, site: Site, module: ast.Module, imported: dict[str, str],
-                 constants: dict[str, str] | None = None):
+                 constants: dict[str, str] | None = None,
+                 defs: dict[str, ast.FunctionDef] | None = None):
+        """`defs`: the module's defs by name, when the caller has them (read, not copied)."""
         self.site = site
         self.imported = imported
         self.constants = {**(constants or {}), **site.constants}
-        self.functions = {s.name: s for s in module.body if isinstance(s, ast.FunctionDef)}
+        self.functions = defs if defs is not None else \
+            {s.name: s for s in module.body if isinstance(s, ast.FunctionDef)}
         if site.enclosing is not None:  # a def nested in a factory or `__init__`: its siblings
-            self.functions.update({s.name: s for s in site.enclosing.body
-                                   if isinstance(s, ast.FunctionDef)})
+            self.functions = {**self.functions, **{s.name: s for s in site.enclosing.body
+                                                   if isinstance(s, ast.FunctionDef)}}
         self._function_varies: dict[str, bool] = {}
 
     def first_varying_output(self, replicated_params: set[str]) -> ast.AST | None:

@@ -24,7 +24,7 @@ import tokenize
 from transforms.codes.findings import Finding
 from transforms.codes.global_view import CONSUMER_UNKNOWN, SITE, UNAVAILABLE
 from transforms.faithful.multiprocess import first_evidence
-from transforms.global_view.callers import MODULE_CALLER, callers_of, top_level_function
+from transforms.global_view.callers import MODULE_CALLER, top_level_function
 from transforms.global_view.contract import contract_sites
 from transforms.global_view.dataflow import CallerAnalysis
 from transforms.global_view.fixpoint import decide
@@ -117,7 +117,7 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
         module.functions[MODULE_CALLER] = code
     # One site's blocker sends only that site to pmap's contract (single-process modules).
     decision = decide(module, sites, blockers, analysis, barrier_pmaps, demote=not multiprocess)
-    callers, results, blocked = decision.callers, decision.results, decision.blocked
+    results, blocked = decision.results, decision.blocked
     findings += fallback_findings(sites, blocked)
     global_sites = [s for s in sites if s.key not in blocked]
     # The floor: pmap's calling contract for what the analysis left (contract.py).
@@ -140,7 +140,7 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
     module.under_other_mesh = {key for r in results.values() for key, axis in r.site_axes.items()
                                if axis != r.axis}
     for site in global_sites:
-        first_caller = next(results[c] for c in callers_of(site.key, callers))
+        first_caller = next(results[c] for c in decision.callers_of(site.key))
         specs, stacked = stacked_positions(site, site_usage(first_caller, site.key)[0])
         if len(specs) + len(site.static) < len(site.params):  # defaults fill the rest
             site.passed = len(specs) + len(site.static)

@@ -43,7 +43,7 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
     spotted = {id(site.statement) for site in inline}  # `jax.pmap(f)(x)`, claimed below
     for site in inline:
         claimed.update(id(n) for n in ast.walk(site.node.func))
-    for statement in tree.body:
+    for index, statement in enumerate(tree.body):
         if not isinstance(statement, ast.FunctionDef) and any(
                 id(n) in spotted for n in ast.walk(statement)) and not any(
                 dotted(n, imported) == PMAP and id(n) not in claimed for n in ast.walk(statement)
@@ -76,7 +76,7 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
             continue
         try:
             site = _site_of(statement, imported, functions, constants,
-                            tree.body[:tree.body.index(statement)])
+                            _nearest_first(tree.body, index))
         except Blocker as blocker:
             blockers.append(blocker)
             claimed.update(id(n) for n in ast.walk(statement))
@@ -91,11 +91,12 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
     held, held_blockers = find_class_sites(tree, imported, functions, constants, claimed)
     sites += held
     blockers += held_blockers
+    places = _Places(tree)
     for node in ast.walk(tree):
         if id(node) not in claimed and isinstance(node, (ast.Name, ast.Attribute)):
             if dotted(node, imported) == PMAP and isinstance(node.ctx, ast.Load):
                 blockers.append(Blocker(PMAP_AS_VALUE, node,
-                                        f"this pmap {_unfollowed(node, tree)}: "
+                                        f"this pmap {_unfollowed(node, places)}: "
                                         "kept in the faithful style"))
                 claimed.update(id(n) for n in ast.walk(node))
     return sites, blockers
@@ -115,16 +116,42 @@ def _top_level_inline_sites(tree: ast.Module, imported, functions, constants) ->
             if site.inline and id(site.statement) not in nested]
 
 
-def _unfollowed(pmap: ast.AST, tree: ast.Module) -> str:
+def _nearest_first(body: list[ast.stmt], index: int):
+    """The statements before `body[index]`, nearest first, read only as far as needed."""
+    return (body[i] for i in range(index - 1, -1, -1))
+
+
+class _Places:
+    """Each node's parent and the module statement it stands in, mapped on first use and
+    once per module (a module may hold thousands of unfollowed pmaps)."""
+
+    def __init__(self, tree: ast.Module):
+        self.tree = tree
+        self._parents: dict[int, ast.AST] | None = None
+        self._statements: dict[int, ast.stmt] = {}
+
+    def parent(self, node: ast.AST) -> ast.AST | None:
+        if self._parents is None:
+            self._parents = {id(child): parent for parent in ast.walk(self.tree)
+                             for child in ast.iter_child_nodes(parent)}
+            self._statements = {id(n): statement for statement in self.tree.body
+                                for n in ast.walk(statement)}
+        return self._parents.get(id(node))
+
+    def statement(self, node: ast.AST) -> ast.stmt | None:
+        self.parent(node)
+        return self._statements.get(id(node))
+
+
+def _unfollowed(pmap: ast.AST, places: _Places) -> str:
     """Why a pmap reference is none of the shapes the global style follows, in the terms of
     where it stands: used as a value, wrapped in another call, or built in a function or
     class whose result is kept as a value."""
-    parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    parent = parents.get(id(pmap))
+    parent = places.parent(pmap)
     if not (isinstance(parent, ast.Call) and parent.func is pmap):
         return "is used as a value (passed, stored or returned without being called)"
-    outer = parents.get(id(parent))
-    scope = next((s for s in tree.body if any(n is pmap for n in ast.walk(s))), None)
+    outer = places.parent(parent)
+    scope = places.statement(pmap)
     if isinstance(outer, ast.Call) and parent in outer.args:
         where = f"wrapped in `{ast.unparse(outer.func)}(...)`"
     elif isinstance(scope, ast.ClassDef):
@@ -406,15 +433,15 @@ def _site_of(statement, imported, functions, constants, earlier=()) -> Site | No
 def _rebound_at_module_level(statement: ast.Assign, pmapped: ast.Call, earlier):
     """The undecorated module-level def that `name = jax.pmap(name, ...)` (the statement that
     evaluates `pmapped`) rebinds, when only other plain defs and imports stand between the two,
-    so nothing runs the plain def first; None otherwise."""
+    so nothing runs the plain def first; None otherwise. `earlier`: the module statements
+    before it, nearest first."""
     name = statement.targets[0].id
     mapped = pmapped.args[0] if pmapped.args else None
     if statement.value is not pmapped or not (isinstance(mapped, ast.Name) and mapped.id == name) \
             or any(isinstance(n, ast.Name) and n.id == name and n is not mapped
                    for n in ast.walk(pmapped)):
         return None
-    for index in range(len(earlier) - 1, -1, -1):
-        before = earlier[index]
+    for before in earlier:
         if isinstance(before, ast.FunctionDef) and before.name == name:
             return before if not before.decorator_list else None
         if not (isinstance(before, (ast.Import, ast.ImportFrom)) or (

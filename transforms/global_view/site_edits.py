@@ -6,6 +6,8 @@ of these edits with the callers' edits (`compose`)."""
 from __future__ import annotations
 
 import ast
+import bisect
+import itertools
 import re
 
 from transforms.global_view.axes import MESH, fresh_name
@@ -33,10 +35,12 @@ def compose(edits: dict, site_edits: dict, module: ModuleInfo) -> tuple[int, int
     site's source verbatim, which is replaced by the site's text. Returns the span of an
     overlap that cannot be joined so (None when all joined)."""
     callers = list(edits)  # the sites' own edits never overlap each other
+    touching = _Touching(callers)
     for span, text in sorted(site_edits.items()):
-        outer = [c for c in callers if within(span, c) and c != span]
-        inner = [c for c in callers if within(c, span) and c != span and span[0] != span[1]]
-        crossing = [c for c in callers if c[0] < span[1] and span[0] < c[1] and c not in outer
+        near = touching(span)  # only these can hold, lie within or cross the span
+        outer = [c for c in near if within(span, c) and c != span]
+        inner = [c for c in near if within(c, span) and c != span and span[0] != span[1]]
+        crossing = [c for c in near if c[0] < span[1] and span[0] < c[1] and c not in outer
                     and c not in inner]
         if inner or crossing or (span in edits and edits[span] != text):
             return span
@@ -48,6 +52,27 @@ def compose(edits: dict, site_edits: dict, module: ModuleInfo) -> tuple[int, int
         if not outer:
             edits[span] = text
     return None
+
+
+class _Touching:
+    """The spans of a list that meet a given span (start <= its end and end >= its start), in
+    the list's order: found by start, so a module's thousands of sites are not each compared
+    with every caller's edit."""
+
+    def __init__(self, spans: list[tuple[int, int]]):
+        self.spans = spans
+        self.by_start = sorted(range(len(spans)), key=lambda i: spans[i][0])
+        self.starts = [spans[i][0] for i in self.by_start]
+        self.reach = list(itertools.accumulate((spans[i][1] for i in self.by_start), max))
+
+    def __call__(self, span: tuple[int, int]) -> list[tuple[int, int]]:
+        found = []
+        k = bisect.bisect_right(self.starts, span[1]) - 1  # the last to start by its end
+        while k >= 0 and self.reach[k] >= span[0]:  # reach: the furthest end up to k
+            if self.spans[self.by_start[k]][1] >= span[0]:
+                found.append(self.by_start[k])
+            k -= 1
+        return [self.spans[i] for i in sorted(found)]
 
 
 def site_usage(result: CallerResult, key: str) -> tuple[tuple[str, ...], str, str]:

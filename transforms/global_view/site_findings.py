@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from transforms.codes.findings import Finding
 from transforms.codes.global_view import FALLS_BACK_WITH_CALLER, SITE, STACKED_VALUE
-from transforms.global_view.callers import caller_label, callers_of, inside
+from transforms.global_view.callers import caller_label, inside
 from transforms.global_view.fixpoint import Decision
 from transforms.global_view.module_info import ModuleInfo
 from transforms.global_view.sites import Blocker, Site
@@ -60,7 +60,6 @@ def migrated_finding(site: Site, specs, out_specs: str, mode, axis: str, decisio
     """The PM600 of a global site: its specs, its callers and what changed for them.
     `vmapped`: a lambda or a function whose body is not read, over stacked rows, run as
     jax.vmap over each device's block."""
-    callers, results = decision.callers, decision.results
     modes = mode if isinstance(mode, tuple) else (mode,)
     if vmapped:
         what = "the mapped function (its body not read)" if site.opaque else "the lambda"
@@ -79,7 +78,7 @@ def migrated_finding(site: Site, specs, out_specs: str, mode, axis: str, decisio
         kept += (f"; held by `{site.holder}`, whose methods and instance attributes were "
                  "followed from where its instances are made (callers in other modules "
                  "must pass global arrays to its methods too)")
-    own = next((r for c, r in results.items() if site.key in callers.get(c, ())), None)
+    own = decision.first_result(site.key)  # the first in results order that calls it
     if own is not None and site.key in module.under_other_mesh:
         mesh = dict((axis, name) for name, axis in own.meshes).get(axis)
         where = f"`{mesh}` in the caller" if mesh else \
@@ -99,7 +98,7 @@ def migrated_finding(site: Site, specs, out_specs: str, mode, axis: str, decisio
         SITE, site.node.lineno, site.node.col_offset + 1,
         f"{site.label} migrated in the global style: jax.jit(jax.shard_map(...)) with "
         f"in_specs {tuple_text(specs)} and out_specs {out_specs}; its callers "
-        f"({', '.join(caller_label(c) for c in sorted(callers_of(site.key, callers)))}) pass "
+        f"({', '.join(caller_label(c) for c in sorted(decision.callers_of(site.key)))}) pass "
         f"global arrays{kept}")
 
 
