@@ -8,8 +8,12 @@ their metavar (`PATH`), and a usage line in click's usual form (`PATH...`).
 
 from __future__ import annotations
 
-import click
+from typing import TYPE_CHECKING
+
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+
+if TYPE_CHECKING:  # typer vendors click (typer._click); it is not installed on its own
+    import click
 
 
 class _Argument(TyperArgument):
