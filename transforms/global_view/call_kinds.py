@@ -28,6 +28,10 @@ from transforms.global_view.values import (
     with_origin,
 )
 
+# How deep helpers are followed from a caller (`create_input_iter` -> `prefetch_to_device` ->
+# `device_order` is three): a bound on the work per call, not a rule of the analysis.
+MAX_HELPER_DEPTH = 6
+
 
 class CallKindsMixin:
     """`CallerAnalysis`'s evaluation of calls, and its following of module helpers."""
@@ -322,7 +326,8 @@ class CallKindsMixin:
         required += [a.arg for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults)
                      if d is None]
         filled = set(named[:passed]) | set(keywords)
-        if (self.depth >= 2 or given is not None and call.keywords
+        if (self.depth >= MAX_HELPER_DEPTH or name in self.chain
+                or given is not None and call.keywords
                 or arguments.vararg or arguments.kwarg
                 or arguments.posonlyargs or passed > len(arguments.args)
                 or None in keywords or any(k not in named or k in named[:passed] for k in keywords)
@@ -362,6 +367,7 @@ class CallKindsMixin:
             parameters = {**{k: v for k, v in self.kinds.items() if k not in bound},
                           **parameters}
         analysis = type(self)(helper, self.all_sites, self.module, parameters, self.depth + 1)
+        analysis.chain = self.chain | {self.function.name}
         # A folded caller's own sites are this caller's: it calls the module's by their
         # names, and builds its own (`avg = jax.pmap(...)`, or on the spot).
         own = [self.all_sites[k] for k in self.module.folded.get(name, ())

@@ -91,6 +91,9 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
         kinds of its parameters (see `_helper_call`)."""
         self.function = function
         self.depth = depth
+        # The helpers being followed on the way here (`_helper_call`): none is followed twice
+        # in one chain, so a recursive helper is refused rather than followed forever.
+        self.chain: frozenset[str] = frozenset()
         self.helpers: set[str] = set()  # helper functions this analysis edits too
         # A followed helper's parameters that its call leaves to a default of None.
         self.defaulted_none: frozenset[str] = frozenset()
