@@ -19,12 +19,13 @@ import os
 import shutil
 import traceback
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from migrator.files import SourceFile, display_name
 from migrator.interrupts import init_worker, stop_workers
 from migrator.options import MigrationOptions
+from migrator.tree_index import tree_uses
 from migrator.textio import NotText, atomic_write, check_text, write_protection
 from transforms.codes.findings import Finding
 from transforms.reading.prefilter import might_need_migration, parse_or_none, referenced_rules
@@ -59,16 +60,20 @@ class FileResult:
         return self
 
 
-def process(file: SourceFile, options: MigrationOptions) -> FileResult:
-    """Migrate one file with the options that apply at its path (`MigrationOptions.for_file`)."""
+def process(file: SourceFile, options: MigrationOptions,
+            used_elsewhere: Mapping[str, str] | None = None) -> FileResult:
+    """Migrate one file with the options that apply at its path (`MigrationOptions.for_file`).
+    `used_elsewhere`: its module-level names other files of the run use, and where
+    (migrator/tree_index.py)."""
     options = options.for_file(file.path)
-    result = _process(file, options)
+    result = _process(file, options, used_elsewhere or {})
     if options.ignored:
         result.findings = [f for f in result.findings if f.code not in options.ignored]
     return result
 
 
-def _process(file: SourceFile, options: MigrationOptions) -> FileResult:
+def _process(file: SourceFile, options: MigrationOptions,
+             used_elsewhere: Mapping[str, str]) -> FileResult:
     result = FileResult(file=file)
     if file.problem:
         result.findings.append(file.problem)
@@ -100,7 +105,8 @@ def _process(file: SourceFile, options: MigrationOptions) -> FileResult:
         # Decided above: no second look at the references.
         migration = migrate_source(result.original, options.target, options.ignored,
                                    syntax_tree=syntax_tree, helper_module=options.helper_module,
-                                   style=options.style, rule_names=rule_names)
+                                   style=options.style, rule_names=rule_names,
+                                   used_elsewhere=used_elsewhere)
     except cst.ParserSyntaxError as error:
         _check_syntax(result)  # Python's own message and position are the clearer ones
         if not result.has_error:
@@ -188,12 +194,15 @@ def process_all(paths: list[Path], options: MigrationOptions, jobs: int = 1) -> 
 
 
 def process_files(files, options: MigrationOptions, jobs: int = 1) -> Iterator[FileResult]:
-    """Results in discovery order whatever `jobs` is; unchanged files come back slim."""
-    work = functools.partial(_process_in_worker, options=options)
+    """Results in discovery order whatever `jobs` is; unchanged files come back slim. In the
+    global style the files are one program: a module-level name another file uses keeps
+    the contract its users rely on (migrator/tree_index.py)."""
+    files = list(files)
+    uses = tree_uses(files) if options.style == "global" else {}
+    work = functools.partial(_process_in_worker, options=options, uses=uses)
     if jobs <= 1:
         yield from map(work, files)
         return
-    files = list(files)
     if _most_need_the_rules(files):
         # Imported and warmed once here, so the workers are forked with it, instead of once
         # in each.
@@ -243,8 +252,9 @@ def _most_need_the_rules(files: list[SourceFile], sample_size: int = 64) -> bool
     return bool(sample) and 4 * hits >= len(sample)
 
 
-def _process_in_worker(file: SourceFile, options: MigrationOptions) -> FileResult:
-    return _for_caller(process(file, options))
+def _process_in_worker(file: SourceFile, options: MigrationOptions,
+                       uses: Mapping[str, Mapping[str, str]] | None = None) -> FileResult:
+    return _for_caller(process(file, options, (uses or {}).get(file.path)))
 
 
 def _for_caller(result: FileResult) -> FileResult:

@@ -387,11 +387,11 @@ class CallKindsMixin:
         analysis.run_helper()
         if shared and analysis.edits:
             here = {id(m) for m in ast.walk(self.function)}
-            other = next((n.lineno for n in self.module.names.get(name, ())
-                          if id(n) not in here), None)
+            other = next((f"line {n.lineno}" for n in self.module.names.get(name, ())
+                          if id(n) not in here), None) or self.module.elsewhere(name)
             raise Blocker(CONSUMER_UNKNOWN, call,
                           f"`{name}` would be rewritten for the per-device values this call "
-                          f"passes, but it is used elsewhere too (line {other}), where it must "
+                          f"passes, but it is used elsewhere too ({other}), where it must "
                           "stay as it is")
         if not shared:
             # One rewritten helper serves every call: each call's analysis must ask for the

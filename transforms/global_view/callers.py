@@ -104,6 +104,24 @@ def find_callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, B
     return callers, blocked
 
 
+def used_in_other_modules(module, sites, blocked: dict[str, Blocker]) -> dict[str, Blocker]:
+    """Module-level sites another module of the run calls (by the site's name, its factory's
+    or its holder class's): callers this module's analysis cannot see, so each keeps the
+    calling contract they rely on (PM603)."""
+    found = {}
+    for site in sites:
+        if site.key in blocked or (site.owner is not None and not site.factory):
+            continue
+        name = site.holder or site.name  # a factory site is named after its factory
+        where = module.elsewhere(name)
+        if where is not None:
+            found[site.key] = Blocker(CALLERS_UNSEEN, site.node,
+                                      f"`{name}` is used by another module of the paths given "
+                                      f"({where}), whose calls the global style does not "
+                                      "follow yet")
+    return found
+
+
 def fold_callers(tree: ast.Module, sites: dict[str, Site], callers: dict[str, set[str]],
                  kept: frozenset[str] = frozenset()) -> dict[str, set[str]]:
     """Callers read inside the callers that call them: a module function with parameters that

@@ -255,6 +255,15 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
         changed = self.assigned_changed
         if not changed:
             return
+        exported = next((name for name in changed if self.module.elsewhere(name)), None)
+        if exported is not None:
+            node = next((n for n in ast.walk(self.function) if isinstance(n, ast.Name)
+                         and n.id == exported), self.function)
+            raise Blocker(CONSUMER_UNKNOWN, node,
+                          f"`{exported}` is a module-level name bound to "
+                          f"{describe(changed[exported])} in top-level code, and another module "
+                          f"of the paths given uses it ({self.module.elsewhere(exported)})",
+                          origins=origins(changed[exported]))
         reader = _global_reader(self.module.source, changed)
         if reader is None:
             return

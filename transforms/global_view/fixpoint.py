@@ -21,6 +21,7 @@ from transforms.global_view.callers import (
     faithful_callee,
     find_callers,
     fold_callers,
+    used_in_other_modules,
 )
 from transforms.global_view.class_uses import faithful_class_use
 from transforms.global_view.dataflow import CallerResult
@@ -64,7 +65,11 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
     faithful = {name: b for b in blockers for name in b.names}
     callers, blocked = find_callers(tree, by_name, faithful,
                                     module.functions.get(MODULE_CALLER))
-    module.folded = fold_callers(tree, by_name, callers, unfolded)
+    blocked.update(used_in_other_modules(module, sites, blocked))
+    # A function another module calls keeps its signature: it is not folded into this
+    # module's callers, whose values it would then be written for.
+    exported = frozenset(name for name in module.functions if module.elsewhere(name))
+    module.folded = fold_callers(tree, by_name, callers, unfolded | exported)
     module.callers = set(callers)
     results: dict[str, CallerResult] = {}
     analysed: dict[str, set[str]] = {}  # caller -> the sites its result was analysed with
@@ -118,6 +123,11 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
                         raise Blocker(CONSUMER_UNKNOWN, functions[caller],
                                       f"`{caller}` returns values "
                                       "in the global layout to callers in this module")
+                    if result.returns_changed and module.elsewhere(caller):
+                        raise Blocker(CONSUMER_UNKNOWN, functions[caller],
+                                      f"`{caller}` returns values in the global layout, and "
+                                      f"another module calls it ({module.elsewhere(caller)}), "
+                                      "which the global style does not follow yet")
                     results[caller] = result
                     analysed[caller] = live
                     continue

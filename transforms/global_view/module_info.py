@@ -5,6 +5,7 @@ shared by every caller's analysis."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 
 from transforms.global_view.axes import fresh_name, module_names
 from transforms.global_view.contract_text import DEFINED_NAMES
@@ -14,13 +15,17 @@ from transforms.global_view.sites import Site, dotted
 from transforms.global_view.step_text import indent_unit
 from transforms.global_view.values import MESH_FUNCTION, TREE_MAP, is_row_zero_lambda
 from transforms.reading.names import ImportTable
+from transforms.tree_uses import used_elsewhere
 
 
 class ModuleInfo:
     """The module's source and names, shared by the callers' analyses."""
 
-    def __init__(self, source: bytes, tree: ast.Module, table: ImportTable):
+    def __init__(self, source: bytes, tree: ast.Module, table: ImportTable,
+                 used_elsewhere: Mapping[str, str] | None = None):
+        """`used_elsewhere`: module-level name -> where another module of the run uses it."""
         self.source = source
+        self.used_elsewhere = used_elsewhere or {}
         self.tree = tree
         # A donating step deletes what it is given. pmap was given a fresh stack (or a copy of
         # it), never the user's value itself, so producers unstack to a fresh buffer here.
@@ -65,6 +70,11 @@ class ModuleInfo:
                 self.names.setdefault(node.id, []).append(node)
                 if isinstance(node.ctx, ast.Load):
                     self.loads[node.id] = self.loads.get(node.id, 0) + 1
+        # A use in another module is a load no analysis here follows: a helper used there is
+        # shared, and is not rewritten for this module's callers (call_kinds.py).
+        for name in self._taken:
+            if self.elsewhere(name) is not None:
+                self.loads[name] = self.loads.get(name, 0) + 1
         self.partial = next((n for n, full in table.imported.items() if full == "functools.partial"),
                             None) or next((f"{n}.partial" for n, full in table.imported.items()
                                            if full == "functools"), None)
@@ -72,6 +82,10 @@ class ModuleInfo:
         self.indent_unit = indent_unit(tree, source.decode("utf-8", "replace").splitlines())
         self.numpy = next((n for n, full in table.imported.items() if full == "jax.numpy"),
                           f"{self.jax}.numpy")
+
+    def elsewhere(self, name: str) -> str | None:
+        """Where another module of the run uses the module-level `name` (`path:line`)."""
+        return used_elsewhere(self.used_elsewhere, name)
 
     def site_named(self, name: str) -> Site | None:
         """The first site of `sites` called by `name` (not a class's, not built on the spot)."""

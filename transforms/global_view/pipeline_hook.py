@@ -10,11 +10,12 @@ from transforms.global_view.rewrite import migrate_global
 
 
 def migrate_global_then_faithful(source: bytes, target, ignored, migrate_source,
-                                 helper_module: str | None = None, top_level: bool = True):
+                                 helper_module: str | None = None, top_level: bool = True,
+                                 used_elsewhere=None):
     """`migrate_source` is the faithful pipeline (passed in to keep the import one-way);
     `helper_module`: where the contract functions and the faithful helpers are imported from;
-    `top_level`: see `migrate_global`."""
-    first = migrate_global(source, target, helper_module, top_level)
+    `top_level`, `used_elsewhere`: see `migrate_global`."""
+    first = migrate_global(source, target, helper_module, top_level, used_elsewhere or {})
     rest = migrate_source(first.source, target, ignored)
     lines = _line_map(first.source, source)
     moved = [dataclasses.replace(f, line=lines.get(f.line, f.line),

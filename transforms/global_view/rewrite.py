@@ -72,22 +72,25 @@ class GlobalResult:
 
 
 def migrate_global(source: bytes, target: TargetJax, helper_module: str | None = None,
-                   top_level: bool = True) -> GlobalResult:
+                   top_level: bool = True, used_elsewhere=None) -> GlobalResult:
     """The module with every recognised program rewritten to the global view; findings say
     which sites went global (PM600) and why each other one did not (PM601-PM612).
     `helper_module`: the contract functions are imported from there instead of defined here.
     `top_level`: the module's top-level code is a caller of its sites (callers.py); off, the
-    sites it calls keep pmap's contract (a notebook whose IPython lines read its names)."""
+    sites it calls keep pmap's contract (a notebook whose IPython lines read its names).
+    `used_elsewhere`: module-level name -> where another module of the run uses it
+    (transforms/tree_uses.py): those names keep the contract their users call them by."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError):
         return GlobalResult(source, [])
     with literals_quoted_as(module_quote(tree, source)):  # the module's quotes, for what it gets
-        return _migrate_parsed(source, tree, target, helper_module, top_level)
+        return _migrate_parsed(source, tree, target, helper_module, top_level,
+                               used_elsewhere or {})
 
 
 def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
-                    helper_module: str | None, top_level: bool) -> GlobalResult:
+                    helper_module: str | None, top_level: bool, used_elsewhere) -> GlobalResult:
     table = ImportTable.from_tree(tree)
     # A process-0 guard around logging alone does not make the module multi-process here.
     multiprocess = first_evidence(tree, table.imported, guards_count=False) is not None
@@ -104,7 +107,7 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
         nodes = [s.node for s in sites] + [b.node for b in blockers]
         return GlobalResult(source, [blocker_finding(Blocker(UNAVAILABLE, n, module_blocker))
                                      for n in nodes])
-    module = ModuleInfo(source, tree, table)
+    module = ModuleInfo(source, tree, table, used_elsewhere)
     analysis = CallerAnalysis
     if multiprocess:  # see global_view/multiprocess.py
         module.process_dependence = ProcessDependence(tree, table.imported)

@@ -1,0 +1,1 @@
+"""A pmapped step defined in one module and called from another (and from its own module)."""
