@@ -25,11 +25,12 @@ from pathlib import Path
 from migrator.files import SourceFile, display_name
 from migrator.interrupts import init_worker, stop_workers
 from migrator.options import MigrationOptions
-from migrator.tree_index import tree_uses
+from migrator.tree_index import tree_contexts
 from migrator.textio import NotText, atomic_write, check_text, write_protection
 from transforms.codes.findings import Finding
 from transforms.reading.prefilter import might_need_migration, parse_or_none, referenced_rules
 from transforms.todo_comments import TODO_WORD
+from transforms.tree_uses import NO_TREE, TreeContext
 
 
 @dataclasses.dataclass
@@ -61,19 +62,17 @@ class FileResult:
 
 
 def process(file: SourceFile, options: MigrationOptions,
-            used_elsewhere: Mapping[str, str] | None = None) -> FileResult:
+            tree: TreeContext = NO_TREE) -> FileResult:
     """Migrate one file with the options that apply at its path (`MigrationOptions.for_file`).
-    `used_elsewhere`: its module-level names other files of the run use, and where
-    (migrator/tree_index.py)."""
+    `tree`: what the other files of the run tell about it (migrator/tree_index.py)."""
     options = options.for_file(file.path)
-    result = _process(file, options, used_elsewhere or {})
+    result = _process(file, options, tree)
     if options.ignored:
         result.findings = [f for f in result.findings if f.code not in options.ignored]
     return result
 
 
-def _process(file: SourceFile, options: MigrationOptions,
-             used_elsewhere: Mapping[str, str]) -> FileResult:
+def _process(file: SourceFile, options: MigrationOptions, tree: TreeContext) -> FileResult:
     result = FileResult(file=file)
     if file.problem:
         result.findings.append(file.problem)
@@ -106,7 +105,7 @@ def _process(file: SourceFile, options: MigrationOptions,
         migration = migrate_source(result.original, options.target, options.ignored,
                                    syntax_tree=syntax_tree, helper_module=options.helper_module,
                                    style=options.style, rule_names=rule_names,
-                                   used_elsewhere=used_elsewhere)
+                                   tree=tree)
     except cst.ParserSyntaxError as error:
         _check_syntax(result)  # Python's own message and position are the clearer ones
         if not result.has_error:
@@ -198,8 +197,8 @@ def process_files(files, options: MigrationOptions, jobs: int = 1) -> Iterator[F
     global style the files are one program: a module-level name another file uses keeps
     the contract its users rely on (migrator/tree_index.py)."""
     files = list(files)
-    uses = tree_uses(files) if options.style == "global" else {}
-    work = functools.partial(_process_in_worker, options=options, uses=uses)
+    trees = tree_contexts(files) if options.style == "global" else {}
+    work = functools.partial(_process_in_worker, options=options, trees=trees)
     if jobs <= 1:
         yield from map(work, files)
         return
@@ -253,8 +252,8 @@ def _most_need_the_rules(files: list[SourceFile], sample_size: int = 64) -> bool
 
 
 def _process_in_worker(file: SourceFile, options: MigrationOptions,
-                       uses: Mapping[str, Mapping[str, str]] | None = None) -> FileResult:
-    return _for_caller(process(file, options, (uses or {}).get(file.path)))
+                       trees: Mapping[Path, TreeContext] | None = None) -> FileResult:
+    return _for_caller(process(file, options, (trees or {}).get(file.path, NO_TREE)))
 
 
 def _for_caller(result: FileResult) -> FileResult:

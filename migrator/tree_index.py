@@ -12,12 +12,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from migrator.files import SourceFile
-from transforms.tree_uses import TreeModule, uses_across_modules
+from transforms.tree_uses import TreeContext, TreeModule, contexts, tree_facts
 
 
-def tree_uses(files: Iterable[SourceFile]) -> dict[Path, dict[str, str]]:
-    """path -> {module-level name: where another file of the run uses it}, for files with
-    such uses. Unreadable files are left out here; the run reports them itself."""
+def tree_contexts(files: Iterable[SourceFile]) -> dict[Path, TreeContext]:
+    """path -> what its migration learns from the other files of the run (its names they
+    use, what their functions it calls return), for files with something to learn.
+    Unreadable files are left out here; the run reports them itself."""
     modules: list[TreeModule] = []
     paths: dict[str, Path] = {}
     for file in files:
@@ -29,7 +30,8 @@ def tree_uses(files: Iterable[SourceFile]) -> dict[Path, dict[str, str]]:
             paths[module.display] = file.path
     if len(modules) < 2:
         return {}
-    return {paths[display]: uses for display, uses in uses_across_modules(modules).items()}
+    return {paths[display]: context
+            for display, context in contexts(tree_facts(modules)).items()}
 
 
 def _tree_module(file: SourceFile) -> TreeModule | None:

@@ -4,7 +4,9 @@ the contract its users call it by (transforms/tree_uses.py, migrator/tree_index.
 Before, the global style rewrote `step` for its own module's caller while another module still
 called it with pmap's stacked values (a broadcasting error), and rewrote a `shard` helper for
 its module's pmap while another module's pmap still needed the reshape (a 16-device mesh on 8
-devices). Both packages now migrate to programs that run and check equivalent.
+devices). Both packages now migrate to programs that run and check equivalent. And what a
+function of another module returns is known where it is simple: the device order an input
+pipeline module gives lets a trainer's step go global.
 """
 
 from __future__ import annotations
@@ -16,9 +18,16 @@ import pytest
 
 from conftest import legacy_python_or_skip
 from migrator.files import SourceFile
-from migrator.tree_index import module_names, tree_uses
+from migrator.tree_index import module_names, tree_contexts
 from test_cli import cli
-from transforms.tree_uses import EVERY_NAME, TreeModule, used_elsewhere, uses_across_modules
+from transforms.tree_uses import (
+    EVERY_NAME,
+    TreeContext,
+    TreeModule,
+    tree_facts,
+    used_elsewhere,
+    uses_across_modules,
+)
 
 PACKAGES = Path(__file__).resolve().parent / "packages"
 PMAP_MODULE = b"import jax\nstep = jax.pmap(lambda x: x)\ndef helper(x):\n    return x\n"
@@ -91,7 +100,24 @@ def test_a_notebook_importing_a_module_names_the_cell(tmp_path):
     (tmp_path / "demo.ipynb").write_text(json.dumps({"cells": cells, "metadata": {},
                                                      "nbformat": 4, "nbformat_minor": 5}))
     files = [SourceFile(tmp_path / name, tmp_path, name) for name in ("steps.py", "demo.ipynb")]
-    assert tree_uses(files) == {tmp_path / "steps.py": {"step": "demo.ipynb cell 3"}}
+    assert tree_contexts(files) == {
+        tmp_path / "steps.py": TreeContext(used_elsewhere={"step": "demo.ipynb cell 3"})}
+
+
+@pytest.mark.parametrize("importer, written", [
+    ("from pkg import pipeline\npipeline.device_order()\n", "pkg.pipeline.device_order"),
+    ("from . import pipeline\npipeline.device_order()\n", ".pipeline.device_order"),
+    ("from pkg.pipeline import device_order as order\norder()\n", "pkg.pipeline.device_order"),
+])
+def test_a_function_of_another_module_returning_the_devices_is_known_by_its_imported_name(
+        importer, written):
+    pipeline = module("pkg/pipeline.py", "import jax\nimport jax as j\n\n"
+                      "def device_order():\n    \"Devices in pmap's order.\"\n"
+                      "    return j.local_devices()\n\n"
+                      "def count(k=1):\n    return jax.device_count()\n\n"
+                      "def data(): return jax.pmap(f)\n", "pkg.pipeline")
+    main = module("pkg/main.py", importer, "pkg.main")
+    assert tree_facts([pipeline, main]).values == {"pkg/main.py": {written: "devices"}}
 
 
 def copy_package(tmp_path: Path, name: str, folder: str) -> Path:
@@ -121,7 +147,17 @@ def test_a_helper_another_module_uses_is_not_rewritten_for_this_modules_pmap(tmp
     assert "return x.reshape((n, -1) + x.shape[1:])" in data
 
 
-@pytest.mark.parametrize("package", ["sharedpkg", "helperpkg"])
+def test_the_device_order_another_module_returns_lets_the_trainer_go_global(tmp_path):
+    """big_vision's trainer replicates onto `input_pipeline._pmap_device_order()`: known as
+    the devices across the module boundary, so the step and its callers go global."""
+    root = copy_package(tmp_path, "orderpkg", "proj")
+    scan = cli("scan", "orderpkg", "--style", "global", cwd=root).stdout.decode()
+    assert "orderpkg/main.py:17:2: PM600" in scan and "PM612" not in scan, scan
+    alone = cli("scan", "orderpkg/main.py", "--style", "global", cwd=root).stdout.decode()
+    assert "PM612" in alone and "PM600" not in alone  # without the other module: unknown
+
+
+@pytest.mark.parametrize("package", ["sharedpkg", "helperpkg", "orderpkg"])
 def test_packages_with_names_used_across_modules_check_equivalent(tmp_path, package):
     legacy = legacy_python_or_skip()
     root = copy_package(tmp_path, package, "proj")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
-from collections.abc import Mapping
 
 import libcst as cst
 
@@ -41,6 +40,7 @@ from transforms.suppressions import Suppressions
 from transforms.target import DEFAULT_TARGET, TargetJax
 from transforms.todo_comments import TODO_WORD, add_todos, todo_findings, wants_todo
 from transforms.traversal import transform_module
+from transforms.tree_uses import NO_TREE, TreeContext
 from transforms.faithful.unreplicate import Unreplicate
 
 # The rules, in the order they run. Each is one concern (see its module docstring). Rules that
@@ -182,7 +182,7 @@ def migrate_source(
     helper_module: str | None = None,
     style: str = "faithful",
     rule_names: frozenset[str] | None = None,
-    used_elsewhere: Mapping[str, str] | None = None,
+    tree: TreeContext = NO_TREE,
 ) -> MigrationResult:
     """Migrate one module (see `_migrate`). Where the migration changes the module, every
     warning leaves a `# TODO(pmap-migrate): CODE` comment above its statement, since the
@@ -191,7 +191,7 @@ def migrate_source(
     parse."""
     migrate = functools.partial(
         _migrate, target=target, ignored=ignored, precise_prefilter=precise_prefilter,
-        helper_module=helper_module, style=style, used_elsewhere=used_elsewhere or {})
+        helper_module=helper_module, style=style, tree=tree)
     result = migrate(source, syntax_tree=syntax_tree, rule_names=rule_names)
     tree = syntax_tree if syntax_tree is not _UNPARSED else None
     left: list[Finding] = []  # the TODO comments of an earlier run
@@ -221,7 +221,7 @@ def _migrate(
     helper_module: str | None = None,
     style: str = "faithful",
     rule_names: frozenset[str] | None = None,
-    used_elsewhere: Mapping[str, str] = {},  # noqa: B006 - read only
+    tree: TreeContext = NO_TREE,
 ) -> MigrationResult:
     """Migrate one module. Raises libcst.ParserSyntaxError if `source` does not parse.
 
@@ -233,8 +233,8 @@ def _migrate(
     `helper_module`: a dotted module name the helpers are imported from instead of being
     defined here.
     `style`: "faithful", or "global" (transforms/global_view first, the rules on what is left).
-    `used_elsewhere`: the module-level names other modules of the run use, and where
-    (transforms/tree_uses.py); in the global style they keep their calling contract.
+    `tree`: what the other modules of the run tell about this one (transforms/tree_uses.py):
+    in the global style the names they use keep their calling contract.
     """
     unchanged = MigrationResult(source=source, findings=[], _original=source)
     if not might_need_migration(source):
@@ -250,7 +250,7 @@ def _migrate(
 
         faithful = functools.partial(_migrate, helper_module=helper_module)
         result = migrate_global_then_faithful(source, target, ignored, faithful, helper_module,
-                                              used_elsewhere=used_elsewhere)
+                                              tree=tree)
         return dataclasses.replace(result, source=wrap_long_lines(result.source, source))
     module = cst.parse_module(source)
     context = RuleContext()

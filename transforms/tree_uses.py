@@ -14,6 +14,7 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 
+from transforms.reading.names import ImportTable, dotted
 from transforms.reading.prefilter import might_need_migration
 
 # Every public name of the module: a star import, or the module object itself handed around
@@ -38,17 +39,51 @@ class TreeModule:
         return f"{self.display} cell {cell}"
 
 
+@dataclasses.dataclass
+class TreeFacts:
+    # display of a module that may hold pmap code -> {name other modules use: where the
+    # first use is, `path:line`}
+    uses: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    # display of an importer -> {the called name as its import table spells it: the kind of
+    # value the function returns} (`_device_order_values`)
+    values: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeContext:
+    """What one module's migration learns from the rest of the run."""
+
+    # module-level name -> where another module uses it (`path:line`)
+    used_elsewhere: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # a called name as the module's import table spells it -> the kind of value it returns
+    imported_values: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+NO_TREE = TreeContext()
+
+
+def contexts(facts: TreeFacts) -> dict[str, TreeContext]:
+    """display -> the module's TreeContext, for modules with something to know."""
+    return {display: TreeContext(facts.uses.get(display, {}), facts.values.get(display, {}))
+            for display in {*facts.uses, *facts.values}}
+
+
 def uses_across_modules(modules: Iterable[TreeModule]) -> dict[str, dict[str, str]]:
-    """display of a module that may hold pmap code -> {name other modules use: where the first
-    use is, `path:line`}. Only modules `might_need_migration` are targets; a module is read
-    only if its text names one of them."""
+    """`tree_facts(modules).uses`."""
+    return tree_facts(modules).uses
+
+
+def tree_facts(modules: Iterable[TreeModule]) -> TreeFacts:
+    """What each module of the run uses of the others. Only modules `might_need_migration`
+    are targets; a module is read only if its text names one of them."""
     modules = list(modules)
+    facts = TreeFacts()
     targets = {name: m for m in modules if might_need_migration(m.source) for name in m.dotted}
     if not targets:
-        return {}
+        return facts
     last_parts = {name.rsplit(".", 1)[-1] for name in targets}
     mentions = re.compile(rb"\b(?:%s)\b" % b"|".join(re.escape(p.encode()) for p in last_parts))
-    uses: dict[str, dict[str, str]] = {}
+    summaries: dict[str, dict[str, str]] = {}
     for importer in modules:
         if not mentions.search(importer.source) and b"from ." not in importer.source:
             continue
@@ -56,10 +91,58 @@ def uses_across_modules(modules: Iterable[TreeModule]) -> dict[str, dict[str, st
             tree = ast.parse(importer.source)
         except (SyntaxError, ValueError, RecursionError):
             continue
-        for target, name, line in _uses_in(tree, importer, targets):
-            if target is not importer:
-                uses.setdefault(target.display, {}).setdefault(name, importer.where(line))
-    return uses
+        imported = ImportTable.from_tree(tree).imported
+        for target, name, node in _uses_in(tree, importer, targets):
+            if target is importer:
+                continue
+            facts.uses.setdefault(target.display, {}).setdefault(name, importer.where(node.lineno))
+            if target.display not in summaries:
+                summaries[target.display] = _device_order_values(target)
+            kind = summaries[target.display].get(name)
+            written = dotted(node, imported) if not isinstance(node, ast.ImportFrom) else \
+                next((imported.get(a.asname or a.name) for a in node.names if a.name == name), None)
+            if kind is not None and written:
+                facts.values.setdefault(importer.display, {})[written] = kind
+    return facts
+
+
+# What a module function taking no arguments may return, and the value kind the global
+# analysis gives it (transforms/global_view/values.py): `def _pmap_device_order(): return
+# jax.local_devices()` in an input pipeline, called from the trainer's module.
+RETURNED_KINDS = {
+    "jax.local_devices": "devices", "jax.devices": "devices",
+    "jax.local_device_count": "devcount", "jax.device_count": "devcount",
+}
+
+
+def _device_order_values(module: TreeModule) -> dict[str, str]:
+    """name -> kind of the module's functions that take no arguments and only return the
+    devices or their count, as the functions `RETURNED_KINDS` names do."""
+    try:
+        tree = ast.parse(module.source)
+    except (SyntaxError, ValueError, RecursionError):
+        return {}
+    imported = ImportTable.from_tree(tree).imported
+    found = {}
+    for statement in tree.body:
+        if not isinstance(statement, ast.FunctionDef) or statement.decorator_list:
+            continue
+        arguments = statement.args
+        if arguments.posonlyargs or arguments.args or arguments.vararg or arguments.kwonlyargs \
+                or arguments.kwarg:
+            continue
+        body = [s for s in statement.body
+                if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        if len(body) != 1 or not isinstance(body[0], ast.Return):
+            continue
+        value = body[0].value
+        if isinstance(value, ast.Call) and not value.args and not value.keywords:
+            kind = RETURNED_KINDS.get(dotted(value.func, imported) or "")
+            if kind is not None:
+                found[statement.name] = kind
+    rebound = {t.id for s in tree.body if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+               for t in ast.walk(s) if isinstance(t, ast.Name)}
+    return {name: kind for name, kind in found.items() if name not in rebound}
 
 
 def used_elsewhere(uses: Mapping[str, str], name: str) -> str | None:
@@ -72,7 +155,9 @@ def used_elsewhere(uses: Mapping[str, str], name: str) -> str | None:
 
 
 def _uses_in(tree: ast.Module, importer: TreeModule, targets: Mapping[str, TreeModule]):
-    """(target module, name, line) for each use in `tree` of a target module's name."""
+    """(target module, name, node) for each use in `tree` of a target module's name: the node
+    is the from-import, or the `module.name` attribute (the module itself where it is used
+    as a value)."""
     aliases: dict[str, TreeModule] = {}  # a local name bound to a target module
     prefixes: dict[str, str] = {}  # `import pkg.train`: `pkg` reaches `pkg.train.<name>`
     for node in ast.walk(tree):
@@ -94,7 +179,7 @@ def _uses_in(tree: ast.Module, importer: TreeModule, targets: Mapping[str, TreeM
                 if full in targets:  # `from pkg import train`: a module, used by attribute
                     aliases[alias.asname or alias.name] = targets[full]
                 elif base in targets:
-                    yield targets[base], alias.name, node.lineno
+                    yield targets[base], alias.name, node
     if not aliases and not prefixes:
         return
     attribute_values = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
@@ -105,12 +190,12 @@ def _uses_in(tree: ast.Module, importer: TreeModule, targets: Mapping[str, TreeM
                 continue
             head = chain.split(".", 1)[0]
             if chain in aliases:
-                yield aliases[chain], node.attr, node.lineno
+                yield aliases[chain], node.attr, node
             elif head in prefixes and chain in targets:
-                yield targets[chain], node.attr, node.lineno
+                yield targets[chain], node.attr, node
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) \
                 and node.id in aliases and id(node) not in attribute_values:
-            yield aliases[node.id], EVERY_NAME, node.lineno  # the module itself as a value
+            yield aliases[node.id], EVERY_NAME, node  # the module itself as a value
 
 
 def _resolve(node: ast.ImportFrom, importer: TreeModule) -> str | None:

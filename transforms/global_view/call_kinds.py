@@ -77,6 +77,8 @@ class CallKindsMixin:
             return Kind("devcount")
         if name in DEVICES and not call.args:
             return Kind("devices")
+        if name in self.module.imported_values and not call.args and not call.keywords:
+            return Kind(self.module.imported_values[name])  # another module's device order
         if name in PROCESS_NUMBERS and not call.args and not call.keywords:
             return NUMBER
         if (name == "builtins.next" or (isinstance(func, ast.Name) and func.id == "next"

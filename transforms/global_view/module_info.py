@@ -5,7 +5,6 @@ shared by every caller's analysis."""
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
 
 from transforms.global_view.axes import fresh_name, module_names
 from transforms.global_view.contract_text import DEFINED_NAMES
@@ -15,17 +14,20 @@ from transforms.global_view.sites import Site, dotted
 from transforms.global_view.step_text import indent_unit
 from transforms.global_view.values import MESH_FUNCTION, TREE_MAP, is_row_zero_lambda
 from transforms.reading.names import ImportTable
-from transforms.tree_uses import used_elsewhere
+from transforms.tree_uses import NO_TREE, TreeContext, used_elsewhere
 
 
 class ModuleInfo:
     """The module's source and names, shared by the callers' analyses."""
 
     def __init__(self, source: bytes, tree: ast.Module, table: ImportTable,
-                 used_elsewhere: Mapping[str, str] | None = None):
-        """`used_elsewhere`: module-level name -> where another module of the run uses it."""
+                 context: TreeContext = NO_TREE):
+        """`context`: what the other modules of the run tell about this one."""
         self.source = source
-        self.used_elsewhere = used_elsewhere or {}
+        self.used_elsewhere = context.used_elsewhere
+        # Functions of other modules it calls, by their imported names, whose value is known
+        # (`input_pipeline._pmap_device_order()`: the devices)
+        self.imported_values = context.imported_values
         self.tree = tree
         # A donating step deletes what it is given. pmap was given a fresh stack (or a copy of
         # it), never the user's value itself, so producers unstack to a fresh buffer here.

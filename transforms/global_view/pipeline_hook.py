@@ -7,15 +7,16 @@ import dataclasses
 
 from transforms.global_view.line_matcher import LineMatcher
 from transforms.global_view.rewrite import migrate_global
+from transforms.tree_uses import NO_TREE
 
 
 def migrate_global_then_faithful(source: bytes, target, ignored, migrate_source,
                                  helper_module: str | None = None, top_level: bool = True,
-                                 used_elsewhere=None):
+                                 tree=NO_TREE):
     """`migrate_source` is the faithful pipeline (passed in to keep the import one-way);
     `helper_module`: where the contract functions and the faithful helpers are imported from;
-    `top_level`, `used_elsewhere`: see `migrate_global`."""
-    first = migrate_global(source, target, helper_module, top_level, used_elsewhere or {})
+    `top_level`, `tree`: see `migrate_global`."""
+    first = migrate_global(source, target, helper_module, top_level, tree)
     rest = migrate_source(first.source, target, ignored)
     lines = _line_map(first.source, source)
     moved = [dataclasses.replace(f, line=lines.get(f.line, f.line),

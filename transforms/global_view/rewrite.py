@@ -59,6 +59,7 @@ from transforms.global_view.sites import Blocker
 from transforms.global_view.values import literals_quoted_as, module_quote
 from transforms.reading.names import ImportTable
 from transforms.target import TargetJax
+from transforms.tree_uses import NO_TREE, TreeContext
 
 MIN_TARGET = TargetJax(0, 7, 0)  # jax.shard_map, jax.make_mesh(axis_types=...)
 
@@ -72,25 +73,26 @@ class GlobalResult:
 
 
 def migrate_global(source: bytes, target: TargetJax, helper_module: str | None = None,
-                   top_level: bool = True, used_elsewhere=None) -> GlobalResult:
+                   top_level: bool = True, context: TreeContext = NO_TREE) -> GlobalResult:
     """The module with every recognised program rewritten to the global view; findings say
     which sites went global (PM600) and why each other one did not (PM601-PM612).
     `helper_module`: the contract functions are imported from there instead of defined here.
     `top_level`: the module's top-level code is a caller of its sites (callers.py); off, the
     sites it calls keep pmap's contract (a notebook whose IPython lines read its names).
-    `used_elsewhere`: module-level name -> where another module of the run uses it
-    (transforms/tree_uses.py): those names keep the contract their users call them by."""
+    `context`: what the other modules of the run tell about this one
+    (transforms/tree_uses.py): the names they use keep the contract their users call them
+    by, and what their functions it calls return is known."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError):
         return GlobalResult(source, [])
     with literals_quoted_as(module_quote(tree, source)):  # the module's quotes, for what it gets
-        return _migrate_parsed(source, tree, target, helper_module, top_level,
-                               used_elsewhere or {})
+        return _migrate_parsed(source, tree, target, helper_module, top_level, context)
 
 
 def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
-                    helper_module: str | None, top_level: bool, used_elsewhere) -> GlobalResult:
+                    helper_module: str | None, top_level: bool,
+                    context: TreeContext) -> GlobalResult:
     table = ImportTable.from_tree(tree)
     # A process-0 guard around logging alone does not make the module multi-process here.
     multiprocess = first_evidence(tree, table.imported, guards_count=False) is not None
@@ -107,7 +109,7 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
         nodes = [s.node for s in sites] + [b.node for b in blockers]
         return GlobalResult(source, [blocker_finding(Blocker(UNAVAILABLE, n, module_blocker))
                                      for n in nodes])
-    module = ModuleInfo(source, tree, table, used_elsewhere)
+    module = ModuleInfo(source, tree, table, context)
     analysis = CallerAnalysis
     if multiprocess:  # see global_view/multiprocess.py
         module.process_dependence = ProcessDependence(tree, table.imported)
