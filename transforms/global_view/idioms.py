@@ -81,7 +81,8 @@ class IdiomsMixin:
             rest = None
             if self._is_devcount(shape):
                 rest = []
-            elif isinstance(shape, ast.Tuple) and shape.elts and self._is_devcount(shape.elts[0]) \
+            elif isinstance(shape, (ast.Tuple, ast.List)) and shape.elts \
+                    and self._is_devcount(shape.elts[0]) \
                     and not any(isinstance(e, ast.Starred) for e in shape.elts):
                 rest = shape.elts[1:]
             if rest is not None:

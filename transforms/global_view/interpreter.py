@@ -9,7 +9,7 @@ The walk knows nothing of what a state holds. An analysis (an "evaluator") subcl
 - what one statement does: `_assign_statement` (Assign and AnnAssign),
   `_aug_assign_statement`, `_expression_statement`, `_return_statement`,
   `_delete_statement`, `_definition` (a nested def or class), `_test` (an if's or while's
-  condition), `_with_item`, `_handler_entry` (an except clause's type and name), `_loop_head`;
+  condition, and what an assert or a raise reads), `_with_item`, `_handler_entry` (an except clause's type and name), `_loop_head`;
 - `_unmodelled`, for any other statement;
 - the policies where the analyses differ, as the class attributes and hooks of the loop and
   try sections below.
@@ -98,6 +98,11 @@ class StatementInterpreter:
             self._definition(s)
         elif isinstance(s, (ast.Pass, ast.Import, ast.ImportFrom)):
             pass
+        elif isinstance(s, (ast.Assert, ast.Raise)):
+            # What an assert or a raise reads is read on the host, as an `if` test is
+            # (`assert x[0] == jax.device_count()` after a barrier's psum).
+            for part in ast.iter_child_nodes(s):
+                self._test(part)
         else:
             self._unmodelled(s)
 
