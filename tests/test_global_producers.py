@@ -3,6 +3,8 @@ fixture pairs in tests/fixtures_global show the rewrites themselves and run them
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from transforms.pipeline import migrate_source
 
 _SHAPE_OF_A_BATCH = b'''import jax
@@ -229,3 +231,30 @@ def test_a_helper_top_level_code_calls_reads_its_globals_as_they_are_there():
     text = migrate_source(_TOP_LEVEL_SPLIT, style="global").source.decode()
     assert "PM600" in _codes(_TOP_LEVEL_SPLIT)
     assert "array.reshape(n_devices * (array.shape[0] // n_devices), *array.shape[1:])" in text
+
+
+_CAPPED = (Path(__file__).resolve().parent / "fixtures_global" / "caller_none_default_never_passed"
+           / "before.py").read_bytes()
+
+
+def codes(source: bytes) -> list[str]:
+    return [f.code for f in migrate_source(source, style="global").findings]
+
+
+def test_a_none_default_is_known_only_where_no_call_passes_it():
+    """`if max_devices_per_host:` is dead where every call leaves the parameter None; a call
+    passing it, a call spreading **kwargs, or the function used as a value make the capped
+    count possible, and the step keeps pmap's contract."""
+    assert "PM600" in codes(_CAPPED)
+    for change in (b'"params": np.asarray(train(3, max_devices_per_host=2))',
+                   b'"params": np.asarray(train(3, **{}))',
+                   b'"params": np.asarray(train(3)), "f": train'):
+        changed = _CAPPED.replace(b'"params": np.asarray(train(3))', change)
+        assert changed != _CAPPED
+        assert "PM600" not in codes(changed) and "PM612" in codes(changed), change
+
+
+def test_a_slice_of_the_device_list_is_all_devices_only_up_to_the_device_count():
+    source = _CAPPED.replace(b"jax.local_devices()[:local_devices_to_use]",
+                             b"jax.local_devices()[:local_devices_to_use - 1]")
+    assert "PM600" not in codes(source)

@@ -95,8 +95,10 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
         # in one chain, so a recursive helper is refused rather than followed forever.
         self.chain: frozenset[str] = frozenset()
         self.helpers: set[str] = set()  # helper functions this analysis edits too
-        # A followed helper's parameters that its call leaves to a default of None.
-        self.defaulted_none: frozenset[str] = frozenset()
+        # Parameters left to a default of None: by a followed helper's call (set by the
+        # caller's `_helper_call`), or by every call of a caller.
+        self.defaulted_none: frozenset[str] = frozenset() if depth else \
+            module.defaults_left_none(function)
         self.all_sites = sites
         # Names a call may use: module-level sites, and the sites built in this function.
         # Sites held by a class are reached through its instances (classes.py), not by name.

@@ -33,12 +33,14 @@ class ExpressionsMixin:
         return id(node) in funcs
 
     def _still_none(self, node) -> bool:
-        """`node` names a followed helper's parameter that its call leaves None, read in a
-        top-level statement of the helper before anything stores to it (so run once, with
-        the default)."""
+        """`node` names a parameter every call leaves None (a followed helper's, or a caller's
+        that no call passes: `defaulted_none`), read in a top-level statement of the function
+        before anything stores to it (so run once, with the default)."""
         if not (isinstance(node, ast.Name) and node.id in self.defaulted_none):
             return False
         for statement in self.function.body:
+            if isinstance(statement, ast.If) and statement.test is node:
+                return True  # `if max_devices_per_host:`, read before any store
             if any(n is node for n in ast.walk(statement)):
                 return isinstance(statement, (ast.Assign, ast.AnnAssign, ast.Expr, ast.Return))
             if any(isinstance(n, ast.Name) and n.id == node.id
@@ -234,6 +236,11 @@ class ExpressionsMixin:
             # One device of the list (`jax.local_devices()[0].platform`): a plain Device,
             # which the migration neither places nor reorders.
             return SAME
+        if kind.tag == "devices" and isinstance(index, ast.Slice) and index.step is None \
+                and (index.lower is None or isinstance(index.lower, ast.Constant)
+                     and index.lower.value == 0 and type(index.lower.value) is int) \
+                and index.upper is not None and self._is_devcount(index.upper):
+            return kind  # `jax.local_devices()[:n]` with n the device count: all of them
         if id(node) in self.container_rows and kind.tag in ("repl", "merged"):
             return kind  # one tree of a list of trees: the same layout
         if kind.tag == "repl" and kind.axis == 0 and isinstance(index, ast.Constant) \

@@ -9,7 +9,8 @@ The walk knows nothing of what a state holds. An analysis (an "evaluator") subcl
 - what one statement does: `_assign_statement` (Assign and AnnAssign),
   `_aug_assign_statement`, `_expression_statement`, `_return_statement`,
   `_delete_statement`, `_definition` (a nested def or class), `_test` (an if's or while's
-  condition, and what an assert or a raise reads), `_with_item`, `_handler_entry` (an except clause's type and name), `_loop_head`;
+  condition, and what an assert or a raise reads), `_known_test` (an if test whose truth
+  is known, so one branch is walked), `_with_item`, `_handler_entry` (an except clause's type and name), `_loop_head`;
 - `_unmodelled`, for any other statement;
 - the policies where the analyses differ, as the class attributes and hooks of the loop and
   try sections below.
@@ -122,7 +123,16 @@ class StatementInterpreter:
             return a
         return self._join_states(a, b, node)
 
+    def _known_test(self, test) -> bool | None:
+        """The truth of an if's test where the analysis knows it (a branch that cannot run is
+        not walked); None by default: both branches may run."""
+        return None
+
     def _if(self, s: ast.If) -> None:
+        known = self._known_test(s.test)
+        if known is not None:
+            self._block(s.body if known else s.orelse)
+            return
         self._test(s.test)
         entry = self._snapshot()
         self._block(s.body)

@@ -43,6 +43,7 @@ class ModuleInfo:
         }
         self._bodies: dict[str, BodyAnalysis] = {}
         self._defs: dict[str, ast.FunctionDef] | None = None
+        self._calls_by_name: dict[str, list[ast.Call]] | None = None
         self.constants = string_constants(tree)
         # Module functions by name; not a def whose name a module-level statement rebinds
         # (`step = jax.pmap(step)`): a call of that name is not a call of the def.
@@ -84,6 +85,39 @@ class ModuleInfo:
         self.indent_unit = indent_unit(tree, source.decode("utf-8", "replace").splitlines())
         self.numpy = next((n for n, full in table.imported.items() if full == "jax.numpy"),
                           f"{self.jax}.numpy")
+
+    def calls_of(self, name: str) -> list[ast.Call]:
+        """The calls `name(...)` in the module, by the name as written."""
+        if self._calls_by_name is None:
+            self._calls_by_name = {}
+            for node in ast.walk(self.tree):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                    self._calls_by_name.setdefault(node.func.id, []).append(node)
+        return self._calls_by_name.get(name, [])
+
+    def defaults_left_none(self, function: ast.FunctionDef) -> frozenset[str]:
+        """The parameters of the module function `function` that default to None and that
+        every call leaves so: it is only ever called by name here (at least once, never with
+        *args or **kwargs) and no other module of the run uses it."""
+        name = function.name
+        if self.functions.get(name) is not function or self.elsewhere(name) is not None:
+            return frozenset()
+        calls = self.calls_of(name)
+        loads = [n for n in self.names.get(name, ()) if isinstance(n.ctx, ast.Load)]
+        if not calls or len(loads) != len(calls) or any(
+                isinstance(a, ast.Starred) for c in calls for a in c.args) or any(
+                k.arg is None for c in calls for k in c.keywords):
+            return frozenset()
+        arguments = function.args
+        positional = [*arguments.posonlyargs, *arguments.args]
+        defaults = [*zip(positional[len(positional) - len(arguments.defaults):],
+                         arguments.defaults),
+                    *((a, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults)
+                      if d is not None)]
+        left = {a.arg for a, d in defaults if isinstance(d, ast.Constant) and d.value is None}
+        for call in calls:
+            left -= {a.arg for a in positional[:len(call.args)]} | {k.arg for k in call.keywords}
+        return frozenset(left)
 
     def elsewhere(self, name: str) -> str | None:
         """Where another module of the run uses the module-level `name` (`path:line`)."""

@@ -86,6 +86,10 @@ class StatementsMixin(StatementInterpreter):
     def _test(self, node) -> None:
         self._same(node)
 
+    def _known_test(self, test) -> bool | None:
+        """`if max_devices_per_host:` of a parameter every call leaves None is false."""
+        return False if self._still_none(test) else None
+
     def _with_item(self, item: ast.withitem) -> None:
         self._same(item.context_expr)
         if item.optional_vars is not None:
