@@ -226,3 +226,25 @@ def test_global_style_imports_the_contract_functions_and_runs_equivalent(tmp_pat
                  "--reference-python", legacy)
     assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
     assert b"trainpkg.entry:run [8 devices]: equivalent" in result.stdout
+
+
+def test_a_later_global_run_reuses_the_contract_functions_it_imported(tmp_path):
+    """A module migrated with --helper-module imports `_per_device_shard_map`; a pmap added to
+    it later is rewritten to call that same import, not `... as _per_device_shard_map_2`, and
+    a run after that changes nothing."""
+    root = project(tmp_path)
+    command = ("apply", "trainpkg", "--style", "global", "--helper-module", MODULE)
+    assert cli(*command, cwd=root).returncode == 0
+    model = root / "trainpkg" / "model.py"
+    imports = [line for line in model.read_text().splitlines() if MODULE in line]
+    assert imports == [f"from {MODULE} import _per_device_shard_map"]
+    model.write_text(model.read_text() + "\n\nidentity = jax.pmap(lambda x: x)\n")
+    result = cli(*command, cwd=root)
+    assert result.returncode == 0, result.stderr
+    migrated = model.read_text()
+    assert [line for line in migrated.splitlines() if MODULE in line] == imports
+    assert "_2" not in migrated and "jax.pmap" not in migrated
+    assert "    _per_device_shard_map(lambda x: x, \"devices\"," in migrated
+    files = snapshot(root)
+    again = cli(*command, cwd=root)
+    assert b"0 changed" in again.stderr and snapshot(root) == files

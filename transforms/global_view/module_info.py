@@ -19,7 +19,8 @@ from transforms.reading.names import ImportTable
 class ModuleInfo:
     """The module's source and names, shared by the callers' analyses."""
 
-    def __init__(self, source: bytes, tree: ast.Module, table: ImportTable):
+    def __init__(self, source: bytes, tree: ast.Module, table: ImportTable,
+                 helper_module: str | None = None):
         self.source = source
         self.tree = tree
         # A donating step deletes what it is given. pmap was given a fresh stack (or a copy of
@@ -54,8 +55,11 @@ class ModuleInfo:
         self._taken = module_names(tree)  # what a new module-level name must not shadow
         self.mesh_function = self.fresh(MESH_FUNCTION)
         # The contract functions' names here: their own, or free ones where the module uses
-        # theirs for something of its own.
-        self.contract_names = {name: self.fresh(name) for name in DEFINED_NAMES}
+        # theirs for something of its own. A name an earlier run imported from the helper
+        # module is the function itself, kept (a second run must not import it again as `_2`).
+        own = {full.rpartition(".")[2]: local for local, full in table.imported.items()
+               if helper_module and full.rpartition(".")[0] == helper_module}
+        self.contract_names = {name: own.get(name) or self.fresh(name) for name in DEFINED_NAMES}
         self.loads: dict[str, int] = {}
         # Every Name node by its name, in ast.walk order (loads, stores and deletes), so that
         # an analysis asking where else a name is used does not walk the module again.
