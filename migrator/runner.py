@@ -261,37 +261,42 @@ def write_result(result: FileResult, out_dir: Path | None) -> None:
     files kept a read-only source's mode, has nothing to write and says nothing)."""
     try:
         if out_dir is None:
-            if result.changed and not _refused_as_protected(result, result.file.path):
+            if result.changed and not refused_as_protected(result, result.file.path):
                 atomic_write(result.file.path, result.migrated, expected_original=result.original)
             return
         destination = out_dir / result.file.relative
         destination.parent.mkdir(parents=True, exist_ok=True)
         if result.changed:
-            if _same_bytes(destination, result.migrated) or _refused_as_protected(result, destination):
+            if _same_bytes(destination, result.migrated) or refused_as_protected(result, destination):
                 return
             atomic_write(destination, result.migrated)
             shutil.copymode(result.file.path, destination)
         elif result.file.problem is None and result.file.path.is_file():
             if _same_bytes(destination, result.file.path.read_bytes()):
                 return
-            if not _refused_as_protected(result, destination):
+            if not refused_as_protected(result, destination):
                 shutil.copy2(result.file.path, destination)
     except OSError as error:
         result.fail("PM006", f"not written: {error}")
 
 
-def _refused_as_protected(result: FileResult, path: Path) -> bool:
+def refused_as_protected(result: FileResult, path: Path) -> bool:
     """Whether `path` is write-protected; if so the result gets PM008 and keeps its original."""
     why = write_protection(path)
     if why is None:
         return False
     where = "" if path == result.file.path else f" {display_name(path)}"
-    result.findings.append(Finding(
-        "PM008", 1, 1, f"not written:{where} {why}; open it for edit (p4 edit, chmod u+w) "
-        "and run apply again", result.file.display,
-    ))
+    finding = protected_finding(f"not written:{where} {why}", result.file.display)
+    if finding not in result.findings:  # (the helper module's result is refused before it is written)
+        result.findings.append(finding)
     result.migrated = result.original
     return True
+
+
+def protected_finding(why: str, display: str) -> Finding:
+    """PM008 for `display`: `why` it was not written, and what the user does about it."""
+    return Finding("PM008", 1, 1, f"{why}; open it for edit (p4 edit, chmod u+w) and run "
+                   "apply again", display)
 
 
 def _same_bytes(path: Path, data: bytes) -> bool:
@@ -301,12 +306,17 @@ def _same_bytes(path: Path, data: bytes) -> bool:
         return False
 
 
-def copy_other_files(roots: list[Path], out_dir: Path, options: MigrationOptions) -> None:
+def copy_other_files(roots: list[Path], out_dir: Path, options: MigrationOptions
+                     ) -> list[FileResult]:
     """--out-dir gets every file of the given directories that discovery does not take
-    (non-Python files, and .py files excluded or gitignored), unchanged."""
-    from migrator.files import SKIPPED_DIRS
+    (non-Python files, and .py files excluded or gitignored), unchanged. A destination that
+    already holds the same bytes is left as it is; one that is write-protected with other
+    contents is neither replaced nor chmod-ed: its file comes back with PM008, as in
+    `write_result`."""
+    from migrator.files import SKIPPED_DIRS, SourceFile
 
     taken = {f.path.resolve() for f in options.discover(roots) if f.path.suffix == ".py"}
+    refused = []
     for root in roots:
         root = Path(root).absolute()
         if not root.is_dir():
@@ -316,5 +326,13 @@ def copy_other_files(roots: list[Path], out_dir: Path, options: MigrationOptions
             if any(part in SKIPPED_DIRS for part in rel.parts) or path.resolve() in taken:
                 continue
             if path.is_file() and not path.is_symlink():
-                (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(path, out_dir / rel)
+                destination = out_dir / rel
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                if _same_bytes(destination, path.read_bytes()):
+                    continue
+                result = FileResult(SourceFile(path, root, display_name(path)))
+                if refused_as_protected(result, destination):
+                    refused.append(result)
+                else:
+                    shutil.copy2(path, destination)
+    return refused

@@ -248,3 +248,40 @@ def test_a_later_global_run_reuses_the_contract_functions_it_imported(tmp_path):
     files = snapshot(root)
     again = cli(*command, cwd=root)
     assert b"0 changed" in again.stderr and snapshot(root) == files
+
+
+@pytest.mark.parametrize("out_dir", [False, True])
+def test_a_read_only_helper_module_is_refused_and_its_importers_kept(tmp_path, out_dir):
+    """A write-protected helper module (in place, or an --out-dir copy with other contents)
+    gets PM008 and keeps its bytes and mode; each file that would import a helper it lacks
+    keeps its original (PM008 too), so no file imports a missing name; exit 1."""
+    import stat
+
+    root = project(tmp_path)
+    existing = b'"""Our helpers."""\n'
+    target = (tmp_path / "out" if out_dir else root / "trainpkg") / "_pmap_helpers.py"
+    target.parent.mkdir(exist_ok=True)
+    (root / "trainpkg" / "_pmap_helpers.py").write_bytes(existing)
+    target.write_bytes(existing)
+    target.chmod(0o444)
+    before = snapshot(root)
+    extra = ("--out-dir", tmp_path / "out") if out_dir else ()
+    result = cli("apply", "trainpkg", "--helper-module", MODULE, *extra, cwd=root)
+    assert result.returncode == 1, result.stderr
+    assert target.read_bytes() == existing and stat.S_IMODE(target.stat().st_mode) == 0o444
+    stderr = result.stderr.decode()
+    shown = f"{target.as_posix()} " if out_dir else ""
+    assert "PM008 warning not written:" in stderr and "read-only (mode 0444)" in stderr
+    assert stderr.count(f"_pmap_helpers.py:1:1: PM008 warning not written: {shown}") == 1, stderr
+    for name in ("model", "parallel", "train"):
+        assert (f"trainpkg/{name}.py:1:1: PM008 warning not written: it would import "
+                in stderr), stderr
+    assert "helper module trainpkg._pmap_helpers" not in stderr
+    assert "0 changed" in stderr
+    assert snapshot(root) == before
+    if out_dir:  # the held-back files are copied as they are
+        assert (tmp_path / "out" / "model.py").read_bytes() == before["trainpkg/model.py"]
+    else:  # once the module is open for edit, the migration goes through
+        target.chmod(0o644)
+        assert cli("apply", "trainpkg", "--helper-module", MODULE, cwd=root).returncode == 0
+        assert b"_pmap_compat" in target.read_bytes()
