@@ -132,7 +132,7 @@ def _process_notebook(result: FileResult, options: MigrationOptions) -> FileResu
     except Exception as error:  # noqa: BLE001 - one bad file must not stop the run
         return result.fail("PM005", f"{type(error).__name__}: {error}")
     result.findings.extend(
-        dataclasses.replace(f, path=result.file.display, cell=cell)
+        dataclasses.replace(f, path=result.file.display, cell=cell + 1)  # numbered from 1, as README
         for f, cell in zip(migration.findings, migration.cell_of)
     )
     result.migrated = migration.source
