@@ -298,9 +298,9 @@ class _Findings:
             self.writer.finish(self.stream)
 
 
-def _summary(results: list[FileResult], verb: str, quiet: bool) -> None:
+def _summary(results: list[FileResult], verb: str, quiet: bool, style: str) -> None:
     if not quiet:
-        typer.echo(report.summary_line(results, verb), err=True)
+        typer.echo(report.summary_line(results, verb, style), err=True)
 
 
 @contextlib.contextmanager
@@ -414,7 +414,7 @@ def diff(
             for result in full:
                 show(result)
     findings.finish(results)
-    _summary(results, "would change", quiet)
+    _summary(results, "would change", quiet, options.style)
     raise typer.Exit(report.exit_code(results, pending_counts=True))
 
 
@@ -460,7 +460,7 @@ def apply(
             findings.add(result)
 
         results = _run(paths, options, jobs, False, echo, quiet=quiet, stdin_filename=stdin_filename)
-        _summary(results, "changed", quiet)
+        _summary(results, "changed", quiet, options.style)
         raise typer.Exit(report.exit_code(results, pending_counts=False))
     helper = helper_module_for_run(paths, options)
     if interactive:
@@ -482,7 +482,7 @@ def apply(
         for result in full:
             write(result)
         results = refused + [r.slim() for r in full]  # slim after writing: what was written
-    _summary(results, "changed", quiet)
+    _summary(results, "changed", quiet, options.style)
     raise typer.Exit(report.exit_code(results, pending_counts=False))
 
 
@@ -522,7 +522,7 @@ def _apply_interactively(paths, options, helper, out_dir, jobs, findings, quiet)
         write_result(result, out_dir)
         findings.add(result)
     final = refused + [r.slim() for r in chosen]
-    _summary(final, "changed", quiet)
+    _summary(final, "changed", quiet, options.style)
     raise typer.Exit(report.exit_code(final, pending_counts=False))
 
 
@@ -558,7 +558,7 @@ def scan(
         results = _run(paths, options, jobs, progress, findings.add, quiet=quiet,
                        stdin_filename=stdin_filename)
         findings.finish(results)
-    _summary(results, "would change", quiet)
+    _summary(results, "would change", quiet, options.style)
     raise typer.Exit(report.exit_code(results, pending_counts=True))
 
 

@@ -27,8 +27,14 @@ from migrator.interrupts import init_worker, stop_workers
 from migrator.options import MigrationOptions
 from migrator.textio import NotText, atomic_write, check_text, write_protection
 from transforms.codes.findings import Finding
+from transforms.contract_names import is_fully_global
 from transforms.reading.prefilter import might_need_migration, parse_or_none, referenced_rules
 from transforms.todo_comments import TODO_WORD
+
+
+# A pmap site rewritten: in the faithful style (PM100), in the global style (PM600), or
+# given pmap's calling contract without the helper (PM612).
+MIGRATED_SITE_CODES = ("PM100", "PM600", "PM612")
 
 
 @dataclasses.dataclass
@@ -40,6 +46,9 @@ class FileResult:
     findings: list[Finding] = dataclasses.field(default_factory=list)
     was_changed: bool = False  # kept by slim() once the contents are dropped
     layouts: tuple = ()  # --style global: how the changed functions' outputs changed layout
+    # For a migrated file (see process): whether its output holds no pmap-contract code
+    # (transforms/contract_names.py); None for any other file.
+    fully_global: bool | None = None
 
     @property
     def changed(self) -> bool:
@@ -65,7 +74,24 @@ def process(file: SourceFile, options: MigrationOptions) -> FileResult:
     result = _process(file, options)
     if options.ignored:
         result.findings = [f for f in result.findings if f.code not in options.ignored]
+    if result.changed:
+        # A migrated file: one with a pmap site rewritten, or pmap-contract code in its output
+        # (a placement helper); not a file changed only for another API (jax.tree_map).
+        clean = is_fully_global(_migrated_code(result))
+        if not clean or any(f.code in MIGRATED_SITE_CODES for f in result.findings):
+            result.fully_global = clean
     return result
+
+
+def _migrated_code(result: FileResult) -> str:
+    """The migrated Python: the file's text, or a notebook's code cells one after another."""
+    text = result.migrated.decode(result.encoding, "replace")
+    if result.file.path.suffix != ".ipynb":
+        return text
+    import json
+
+    cells = json.loads(text.lstrip("\ufeff")).get("cells", [])
+    return "\n".join("".join(c.get("source", "")) for c in cells if c.get("cell_type") == "code")
 
 
 def _process(file: SourceFile, options: MigrationOptions) -> FileResult:
