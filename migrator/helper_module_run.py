@@ -95,7 +95,8 @@ def write_helper_module(
     if refused_as_protected(module, destination):
         if module not in results:
             results.append(module)
-        _hold_back_importers(helper, current, results, display_name(destination))
+        # (the module the files will import: under out_dir, the copy there)
+        _hold_back_importers(helper, destination.read_bytes(), results, display_name(destination))
         return
     try:
         atomic_write(destination, new, expected_original=current if out_dir is None else None)
@@ -109,7 +110,10 @@ def write_helper_module(
 def _hold_back_importers(helper: HelperModule, current: bytes, results: list[FileResult],
                          shown: str) -> None:
     """PM008 for each changed file that imports a helper the unwritten module lacks."""
-    defined = helper.defined_names(current)
+    try:
+        defined = helper.defined_names(current)
+    except (HelperModuleError, UnicodeDecodeError):  # not Python: it defines nothing usable
+        defined = set()
     for result in results:
         if not result.changed:
             continue

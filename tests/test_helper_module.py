@@ -285,3 +285,17 @@ def test_a_read_only_helper_module_is_refused_and_its_importers_kept(tmp_path, o
         target.chmod(0o644)
         assert cli("apply", "trainpkg", "--helper-module", MODULE, cwd=root).returncode == 0
         assert b"_pmap_compat" in target.read_bytes()
+
+
+def test_a_read_only_out_dir_copy_of_the_module_that_is_not_python_is_refused_cleanly(tmp_path):
+    root = project(tmp_path)
+    target = tmp_path / "out" / "_pmap_helpers.py"
+    target.parent.mkdir()
+    target.write_bytes(b"\xff not python (\n")
+    target.chmod(0o444)
+    result = cli("apply", "trainpkg", "--helper-module", MODULE, "--out-dir", tmp_path / "out",
+                 cwd=root)
+    assert result.returncode == 1, result.stderr
+    assert b"Traceback" not in result.stderr and b"PM008" in result.stderr
+    assert target.read_bytes() == b"\xff not python (\n"
+    assert b"_pmap_helpers" not in (tmp_path / "out" / "model.py").read_bytes()
