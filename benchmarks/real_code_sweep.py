@@ -13,7 +13,9 @@ in a subprocess) and the sweep prints, as counts:
 - files, files changed, pmap sites (migrated and left to a human), findings by code;
 - internal errors: PM005 findings and any traceback on stderr (must be 0);
 - outputs that do not parse, and files that parsed before and do not after (must be 0);
-- files the second `apply` changes (must be 0: the rewrite is idempotent).
+- files the second `apply` changes (must be 0: the rewrite is idempotent);
+- of the migrated files, how many are fully global: no pmap-contract code left (the JSON
+  report's `fully_global`, from transforms/contract_names.py).
 
 Exit status 0 when all four checks hold, 1 otherwise. Slow by nature (minutes for ~20,000
 files); tests/test_real_code_sweep.py runs it on a small subset.
@@ -219,6 +221,10 @@ def sweep(tree: Path, jobs: int, style: str = "faithful") -> dict:
         "changed_by_second_apply": unstable,
         "migrated_again_by_second_apply": second_codes.get("PM100", 0),
         "files_written_by_first_apply": len(changed),
+        # Files with pmap-era code the migration changed, and those of them left with no
+        # pmap-contract code (the report's per-file `fully_global`: true, false or null).
+        "files_migrated": sum(f["fully_global"] is not None for f in report["files"]),
+        "files_fully_global": sum(f["fully_global"] is True for f in report["files"]),
     }
 
 
@@ -228,6 +234,8 @@ def print_report(figures: dict, failed_downloads: list[str]) -> bool:
     print(f"files (as the CLI counts)     {figures['files']}")
     print(f"files changed                 {figures['files_changed']} "
           f"(first apply wrote {figures['files_written_by_first_apply']})")
+    print(f"files fully global            {figures['files_fully_global']} of "
+          f"{figures['files_migrated']} migrated (no pmap-contract code left)")
     print(f"pmap sites                    {figures['sites']} "
           f"({figures['sites_migrated']} migrated to jit + shard_map)")
     print(f"findings needing a human      {figures['findings_needing_a_human']}")

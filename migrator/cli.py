@@ -298,9 +298,9 @@ class _Findings:
             self.writer.finish(self.stream)
 
 
-def _summary(results: list[FileResult], verb: str, quiet: bool) -> None:
+def _summary(results: list[FileResult], verb: str, quiet: bool, style: str) -> None:
     if not quiet:
-        typer.echo(report.summary_line(results, verb), err=True)
+        typer.echo(report.summary_line(results, verb, style), err=True)
 
 
 @contextlib.contextmanager
@@ -414,7 +414,7 @@ def diff(
             for result in full:
                 show(result)
     findings.finish(results)
-    _summary(results, "would change", quiet)
+    _summary(results, "would change", quiet, options.style)
     raise typer.Exit(report.exit_code(results, pending_counts=True))
 
 
@@ -460,7 +460,7 @@ def apply(
             findings.add(result)
 
         results = _run(paths, options, jobs, False, echo, quiet=quiet, stdin_filename=stdin_filename)
-        _summary(results, "changed", quiet)
+        _summary(results, "changed", quiet, options.style)
         raise typer.Exit(report.exit_code(results, pending_counts=False))
     helper = helper_module_for_run(paths, options)
     if interactive:
@@ -471,25 +471,32 @@ def apply(
         findings.add(result)
 
     if helper is None:
-        _prepare_out_dir(paths, out_dir, options)
-        results = _run(paths, options, jobs, progress, write, quiet=quiet)
+        refused = _prepare_out_dir(paths, out_dir, options, findings)
+        results = refused + _run(paths, options, jobs, progress, write, quiet=quiet)
     else:  # every file is checked before anything is written
         full: list[FileResult] = []
-        results = _run(paths, options, jobs, progress, full.append, quiet=quiet)
+        _run(paths, options, jobs, progress, full.append, quiet=quiet)
         shared = shared_helpers(helper, full, options)
-        _prepare_out_dir(paths, out_dir, options)
-        write_helper_module(helper, shared, paths, out_dir)
+        refused = _prepare_out_dir(paths, out_dir, options, findings)
+        write_helper_module(helper, shared, paths, out_dir, full)
         for result in full:
             write(result)
-    _summary(results, "changed", quiet)
+        results = refused + [r.slim() for r in full]  # slim after writing: what was written
+    _summary(results, "changed", quiet, options.style)
     raise typer.Exit(report.exit_code(results, pending_counts=False))
 
 
-def _prepare_out_dir(paths: list[Path], out_dir: Path | None, options: MigrationOptions) -> None:
-    """--out-dir receives every other file of the tree, unchanged, before the migrated ones."""
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        copy_other_files(paths, out_dir, options)
+def _prepare_out_dir(paths: list[Path], out_dir: Path | None, options: MigrationOptions,
+                     findings: _Findings) -> list[FileResult]:
+    """--out-dir receives every other file of the tree, unchanged, before the migrated ones;
+    those whose destination is write-protected come back with PM008 (shown here)."""
+    if out_dir is None:
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    refused = copy_other_files(paths, out_dir, options)
+    for result in refused:
+        findings.add(result)
+    return refused
 
 
 def _apply_interactively(paths, options, helper, out_dir, jobs, findings, quiet) -> None:
@@ -508,14 +515,14 @@ def _apply_interactively(paths, options, helper, out_dir, jobs, findings, quiet)
         typer.echo("\npmap-migrate: interrupted, nothing written", err=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     shared = shared_helpers(helper, chosen, options) if helper is not None else None
-    _prepare_out_dir(paths, out_dir, options)
+    refused = _prepare_out_dir(paths, out_dir, options, findings)
     if shared is not None:
-        write_helper_module(helper, shared, paths, out_dir)
+        write_helper_module(helper, shared, paths, out_dir, chosen)
     for result in chosen:
         write_result(result, out_dir)
         findings.add(result)
-    final = [r.slim() for r in chosen]
-    _summary(final, "changed", quiet)
+    final = refused + [r.slim() for r in chosen]
+    _summary(final, "changed", quiet, options.style)
     raise typer.Exit(report.exit_code(final, pending_counts=False))
 
 
@@ -551,7 +558,7 @@ def scan(
         results = _run(paths, options, jobs, progress, findings.add, quiet=quiet,
                        stdin_filename=stdin_filename)
         findings.finish(results)
-    _summary(results, "would change", quiet)
+    _summary(results, "would change", quiet, options.style)
     raise typer.Exit(report.exit_code(results, pending_counts=True))
 
 

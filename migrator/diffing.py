@@ -43,9 +43,9 @@ def patch_lines(text: str) -> list[str]:
 
 def notebook_cell_headers(old_lines: list[str], line: int) -> str:
     """The cell a line of a notebook's JSON belongs to (cells are written in order, each
-    with its "cell_type" key)."""
+    with its "cell_type" key), numbered from 1 as Jupyter and the findings number them."""
     cells = sum('"cell_type":' in text for text in old_lines[:line])
-    return f"cell {max(cells - 1, 0)}"
+    return f"cell {max(cells, 1)}"
 
 
 def colorize(diff: str) -> str:

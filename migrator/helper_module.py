@@ -148,6 +148,11 @@ class HelperModule:
         return current, new
 
 
+    def defined_names(self, text: bytes) -> set[str]:
+        """The functions module text `text` defines at its top level."""
+        return _defined_functions(text.decode("utf-8"), self.path)
+
+
 def written_text(name: str, target: TargetJax) -> str:
     """What the helper module holds for `name`: its helper for `target`, or for a contract
     function the contract functions' block (the same for every target the global style has)."""

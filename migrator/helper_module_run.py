@@ -11,10 +11,10 @@ from pathlib import Path
 import typer
 
 from migrator import report
-from migrator.files import display_name
+from migrator.files import SourceFile, display_name
 from migrator.helper_module import HelperModule, HelperModuleError, written_text
 from migrator.options import MigrationOptions
-from migrator.runner import FileResult
+from migrator.runner import FileResult, protected_finding, refused_as_protected
 from migrator.textio import atomic_write
 from transforms.target import TargetJax
 
@@ -69,9 +69,15 @@ def shared_helpers(
 
 def write_helper_module(
     helper: HelperModule, shared: tuple[bytes, bytes | None], paths: list[Path],
-    out_dir: Path | None,
+    out_dir: Path | None, results: list[FileResult],
 ) -> None:
-    """Create or update the helper module (atomically), before the files that import it."""
+    """Create or update the helper module (atomically), before the files that import it.
+
+    A write-protected module (read-only, or not this user's; under out_dir, a destination
+    that exists so with other contents) is neither replaced nor chmod-ed: it gets PM008, as
+    any file apply leaves alone, and so does each file of `results` that imports a helper it
+    does not define yet, which keeps its original instead of importing a missing name. The
+    module's PM008 goes on its own result in `results`, or on a new one appended there."""
     current, new = shared
     if new is None:
         return
@@ -81,6 +87,17 @@ def write_helper_module(
                     if helper.path.is_relative_to(Path(os.path.abspath(p))))
         destination = out_dir / helper.path.relative_to(root)
         destination.parent.mkdir(parents=True, exist_ok=True)
+        if destination.is_file() and destination.read_bytes() == new:
+            return
+    module = next((r for r in results if r.file.path == helper.path), None)
+    if module is None:
+        module = FileResult(SourceFile(helper.path, helper.path.parent, display_name(helper.path)))
+    if refused_as_protected(module, destination):
+        if module not in results:
+            results.append(module)
+        # (the module the files will import: under out_dir, the copy there)
+        _hold_back_importers(helper, destination.read_bytes(), results, display_name(destination))
+        return
     try:
         atomic_write(destination, new, expected_original=current if out_dir is None else None)
     except OSError as error:
@@ -88,3 +105,21 @@ def write_helper_module(
         raise typer.Exit(report.EXIT_ERROR) from None
     verb = "updated" if current else "created"
     typer.echo(f"{display_name(destination)}: helper module {helper.name} {verb}", err=True)
+
+
+def _hold_back_importers(helper: HelperModule, current: bytes, results: list[FileResult],
+                         shown: str) -> None:
+    """PM008 for each changed file that imports a helper the unwritten module lacks."""
+    try:
+        defined = helper.defined_names(current)
+    except (HelperModuleError, UnicodeDecodeError):  # not Python: it defines nothing usable
+        defined = set()
+    for result in results:
+        if not result.changed:
+            continue
+        missing = sorted(helper.imported_names(result.migrated) - defined)
+        if missing:
+            result.findings.append(protected_finding(
+                f"not written: it would import {', '.join(missing)} from {helper.name}, whose "
+                f"file {shown} is write-protected and was not written", result.file.display))
+            result.migrated = result.original

@@ -105,7 +105,7 @@ def migrate_cells_global(
         message = finding.message
         if finding.code.startswith("PM6"):  # the global pass names module lines: name cells
             message = re.sub(r"\bline (\d+)\b", lambda m: "cell {}, line {}".format(
-                cells[_cell_of(int(m[1]), spans)[0]].index, _cell_of(int(m[1]), spans)[1]), message)
+                cells[_cell_of(int(m[1]), spans)[0]].index + 1, _cell_of(int(m[1]), spans)[1]), message)
         results[k].findings.append(dataclasses.replace(finding, line=line, message=message))
     for result in results:
         result.findings.sort(key=lambda f: (f.line, f.col, f.code))

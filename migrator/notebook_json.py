@@ -48,7 +48,7 @@ class NotebookDocument:
             if not isinstance(source, (str, list)) or (
                 isinstance(source, list) and not all(isinstance(s, str) for s in source)
             ):
-                raise NotebookError(f"cell {index}: not a cell with a text source")
+                raise NotebookError(f"cell {index + 1}: not a cell with a text source")
         core = text.strip()
         prefix = bom + text[: len(text) - len(text.lstrip())]
         suffix = text[len(text.rstrip()):]

@@ -6,11 +6,11 @@ import collections
 import json
 from typing import Iterable, TextIO
 
-from migrator.runner import FileResult
+from migrator.runner import MIGRATED_SITE_CODES, FileResult
 
 EXIT_CLEAN, EXIT_PENDING, EXIT_ERROR = 0, 1, 2
 # An interrupted run (SIGINT, SIGTERM) exits 130: migrator.interrupts.EXIT_INTERRUPTED.
-JSON_SCHEMA_VERSION = 1
+JSON_SCHEMA_VERSION = 2  # 2: notebook cells numbered from 1; files[].fully_global
 
 
 def summary(results: list[FileResult]) -> dict:
@@ -18,9 +18,7 @@ def summary(results: list[FileResult]) -> dict:
     return {
         "files": len(results),
         "changed": sum(r.changed for r in results),
-        # PM100: a site rewritten in the faithful style; PM600: one rewritten in the global
-        # style; PM612: one given pmap's calling contract without the helper (global style).
-        "migrated_sites": codes.get("PM100", 0) + codes.get("PM600", 0) + codes.get("PM612", 0),
+        "migrated_sites": sum(codes.get(code, 0) for code in MIGRATED_SITE_CODES),
         "needs_human": sum(f.needs_human for r in results for f in r.findings),
         "errors": sum(f.severity == "error" for r in results for f in r.findings),
         "by_code": dict(sorted(codes.items())),
@@ -44,13 +42,20 @@ def write_text(results: Iterable[FileResult], stream: TextIO) -> None:
             stream.write(finding.to_text() + "\n")
 
 
-def summary_line(results: list[FileResult], verb: str) -> str:
+def summary_line(results: list[FileResult], verb: str, style: str = "faithful") -> str:
+    """The run's totals; in the global style also how many migrated files came out fully
+    global (no pmap-contract code: transforms/contract_names.py)."""
     s = summary(results)
-    return (
+    line = (
         f"pmap-migrate: {s['files']} files, {s['changed']} {verb}, "
         f"{s['migrated_sites']} pmap sites migrated, {s['needs_human']} need a human, "
         f"{s['errors']} errors"
     )
+    if style == "global":
+        migrated = [r for r in results if r.fully_global is not None]
+        line += (f", {sum(r.fully_global for r in migrated)} of {len(migrated)} migrated files "
+                 "fully global")
+    return line
 
 
 def write_json(results: list[FileResult], stream: TextIO) -> None:
@@ -58,7 +63,8 @@ def write_json(results: list[FileResult], stream: TextIO) -> None:
         "schema_version": JSON_SCHEMA_VERSION,
         "summary": summary(results),
         "files": [
-            {"path": r.file.display, "changed": r.changed, "encoding": r.encoding}
+            {"path": r.file.display, "changed": r.changed, "encoding": r.encoding,
+             "fully_global": r.fully_global}
             for r in results
         ],
         "findings": [f.to_dict() for r in results for f in r.findings],

@@ -28,9 +28,15 @@ from migrator.options import MigrationOptions
 from migrator.tree_index import tree_contexts
 from migrator.textio import NotText, atomic_write, check_text, write_protection
 from transforms.codes.findings import Finding
+from transforms.contract_names import is_fully_global
 from transforms.reading.prefilter import might_need_migration, parse_or_none, referenced_rules
 from transforms.todo_comments import TODO_WORD
 from transforms.tree_uses import NO_TREE, TreeContext
+
+
+# A pmap site rewritten: in the faithful style (PM100), in the global style (PM600), or
+# given pmap's calling contract without the helper (PM612).
+MIGRATED_SITE_CODES = ("PM100", "PM600", "PM612")
 
 
 @dataclasses.dataclass
@@ -42,6 +48,9 @@ class FileResult:
     findings: list[Finding] = dataclasses.field(default_factory=list)
     was_changed: bool = False  # kept by slim() once the contents are dropped
     layouts: tuple = ()  # --style global: how the changed functions' outputs changed layout
+    # For a migrated file (see process): whether its output holds no pmap-contract code
+    # (transforms/contract_names.py); None for any other file.
+    fully_global: bool | None = None
 
     @property
     def changed(self) -> bool:
@@ -69,7 +78,24 @@ def process(file: SourceFile, options: MigrationOptions,
     result = _process(file, options, tree)
     if options.ignored:
         result.findings = [f for f in result.findings if f.code not in options.ignored]
+    if result.changed:
+        # A migrated file: one with a pmap site rewritten, or pmap-contract code in its output
+        # (a placement helper); not a file changed only for another API (jax.tree_map).
+        clean = is_fully_global(_migrated_code(result))
+        if not clean or any(f.code in MIGRATED_SITE_CODES for f in result.findings):
+            result.fully_global = clean
     return result
+
+
+def _migrated_code(result: FileResult) -> str:
+    """The migrated Python: the file's text, or a notebook's code cells one after another."""
+    text = result.migrated.decode(result.encoding, "replace")
+    if result.file.path.suffix != ".ipynb":
+        return text
+    import json
+
+    cells = json.loads(text.lstrip("\ufeff")).get("cells", [])
+    return "\n".join("".join(c.get("source", "")) for c in cells if c.get("cell_type") == "code")
 
 
 def _process(file: SourceFile, options: MigrationOptions, tree: TreeContext) -> FileResult:
@@ -137,7 +163,7 @@ def _process_notebook(result: FileResult, options: MigrationOptions) -> FileResu
     except Exception as error:  # noqa: BLE001 - one bad file must not stop the run
         return result.fail("PM005", f"{type(error).__name__}: {error}")
     result.findings.extend(
-        dataclasses.replace(f, path=result.file.display, cell=cell)
+        dataclasses.replace(f, path=result.file.display, cell=cell + 1)  # numbered from 1, as README
         for f, cell in zip(migration.findings, migration.cell_of)
     )
     result.migrated = migration.source
@@ -270,37 +296,42 @@ def write_result(result: FileResult, out_dir: Path | None) -> None:
     files kept a read-only source's mode, has nothing to write and says nothing)."""
     try:
         if out_dir is None:
-            if result.changed and not _refused_as_protected(result, result.file.path):
+            if result.changed and not refused_as_protected(result, result.file.path):
                 atomic_write(result.file.path, result.migrated, expected_original=result.original)
             return
         destination = out_dir / result.file.relative
         destination.parent.mkdir(parents=True, exist_ok=True)
         if result.changed:
-            if _same_bytes(destination, result.migrated) or _refused_as_protected(result, destination):
+            if _same_bytes(destination, result.migrated) or refused_as_protected(result, destination):
                 return
             atomic_write(destination, result.migrated)
             shutil.copymode(result.file.path, destination)
         elif result.file.problem is None and result.file.path.is_file():
             if _same_bytes(destination, result.file.path.read_bytes()):
                 return
-            if not _refused_as_protected(result, destination):
+            if not refused_as_protected(result, destination):
                 shutil.copy2(result.file.path, destination)
     except OSError as error:
         result.fail("PM006", f"not written: {error}")
 
 
-def _refused_as_protected(result: FileResult, path: Path) -> bool:
+def refused_as_protected(result: FileResult, path: Path) -> bool:
     """Whether `path` is write-protected; if so the result gets PM008 and keeps its original."""
     why = write_protection(path)
     if why is None:
         return False
     where = "" if path == result.file.path else f" {display_name(path)}"
-    result.findings.append(Finding(
-        "PM008", 1, 1, f"not written:{where} {why}; open it for edit (p4 edit, chmod u+w) "
-        "and run apply again", result.file.display,
-    ))
+    finding = protected_finding(f"not written:{where} {why}", result.file.display)
+    if finding not in result.findings:  # (the helper module's result is refused before it is written)
+        result.findings.append(finding)
     result.migrated = result.original
     return True
+
+
+def protected_finding(why: str, display: str) -> Finding:
+    """PM008 for `display`: `why` it was not written, and what the user does about it."""
+    return Finding("PM008", 1, 1, f"{why}; open it for edit (p4 edit, chmod u+w) and run "
+                   "apply again", display)
 
 
 def _same_bytes(path: Path, data: bytes) -> bool:
@@ -310,12 +341,17 @@ def _same_bytes(path: Path, data: bytes) -> bool:
         return False
 
 
-def copy_other_files(roots: list[Path], out_dir: Path, options: MigrationOptions) -> None:
+def copy_other_files(roots: list[Path], out_dir: Path, options: MigrationOptions
+                     ) -> list[FileResult]:
     """--out-dir gets every file of the given directories that discovery does not take
-    (non-Python files, and .py files excluded or gitignored), unchanged."""
-    from migrator.files import SKIPPED_DIRS
+    (non-Python files, and .py files excluded or gitignored), unchanged. A destination that
+    already holds the same bytes is left as it is; one that is write-protected with other
+    contents is neither replaced nor chmod-ed: its file comes back with PM008, as in
+    `write_result`."""
+    from migrator.files import SKIPPED_DIRS, SourceFile
 
     taken = {f.path.resolve() for f in options.discover(roots) if f.path.suffix == ".py"}
+    refused = []
     for root in roots:
         root = Path(root).absolute()
         if not root.is_dir():
@@ -325,5 +361,13 @@ def copy_other_files(roots: list[Path], out_dir: Path, options: MigrationOptions
             if any(part in SKIPPED_DIRS for part in rel.parts) or path.resolve() in taken:
                 continue
             if path.is_file() and not path.is_symlink():
-                (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(path, out_dir / rel)
+                destination = out_dir / rel
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                if _same_bytes(destination, path.read_bytes()):
+                    continue
+                result = FileResult(SourceFile(path, root, display_name(path)))
+                if refused_as_protected(result, destination):
+                    refused.append(result)
+                else:
+                    shutil.copy2(path, destination)
+    return refused

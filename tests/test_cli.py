@@ -145,7 +145,7 @@ def test_scan_json_lists_every_site(tmp_path):
     result = cli("scan", tmp_path, "--format", "json")
     assert result.returncode == 1
     document = json.loads(result.stdout)
-    assert document["schema_version"] == 1
+    assert document["schema_version"] == 2
     codes = sorted((Path(f["path"]).name, f["code"], f["line"]) for f in document["findings"])
     assert codes == [("a.py", "PM100", 6), ("b.py", "PM201", 3)]
     assert document["summary"]["needs_human"] == 1

@@ -76,7 +76,7 @@ def test_a_notebook_named_on_stdin_is_migrated_as_a_notebook():
     assert result.exit_code == 0, result.stderr
     migrated = json.loads(result.stdout)
     assert "shard_map" in "".join(migrated["cells"][0]["source"])
-    assert "nb.ipynb:cell 0:6:2: PM100" in result.stderr
+    assert "nb.ipynb:cell 1:6:2: PM100" in result.stderr
 
 
 def test_stdin_is_refused_where_it_cannot_work(tmp_path):

@@ -234,3 +234,27 @@ def test_a_file_another_user_owns_is_not_replaced_through_the_directory():
         assert path.read_bytes() == SITE % 9 and path.stat().st_uid == 0
     finally:
         shutil.rmtree(folder)
+
+
+def test_out_dir_refuses_a_read_only_destination_of_a_copied_file(tmp_path):
+    """Files --out-dir copies unchanged (data, excluded code) follow the same rule: a
+    read-only destination with other contents gets PM008 and keeps its bytes and mode."""
+    source, out = tmp_path / "src", tmp_path / "out"
+    source.mkdir()
+    (source / "a.py").write_bytes(SITE % 8)
+    (source / "data.txt").write_bytes(b"new data\n")
+    (source / "same.txt").write_bytes(b"same\n")
+    out.mkdir()
+    (out / "data.txt").write_bytes(b"the user's own data\n")
+    (out / "data.txt").chmod(0o444)
+    (out / "same.txt").write_bytes(b"same\n")
+    (out / "same.txt").chmod(0o444)
+    result = _apply(source, "--out-dir", out)
+    assert result.returncode == 1, result.stderr
+    assert (out / "data.txt").read_bytes() == b"the user's own data\n"
+    assert stat.S_IMODE((out / "data.txt").stat().st_mode) == 0o444
+    stderr = result.stderr.decode()
+    assert "data.txt:1:1: PM008 warning not written: " in stderr
+    assert "out/data.txt read-only (mode 0444)" in stderr
+    assert "same.txt" not in stderr  # already the same bytes: nothing to write
+    assert MIGRATED_MARK in (out / "a.py").read_bytes()  # the run went on

@@ -226,3 +226,76 @@ def test_global_style_imports_the_contract_functions_and_runs_equivalent(tmp_pat
                  "--reference-python", legacy)
     assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
     assert b"trainpkg.entry:run [8 devices]: equivalent" in result.stdout
+
+
+def test_a_later_global_run_reuses_the_contract_functions_it_imported(tmp_path):
+    """A module migrated with --helper-module imports `_per_device_shard_map`; a pmap added to
+    it later is rewritten to call that same import, not `... as _per_device_shard_map_2`, and
+    a run after that changes nothing."""
+    root = project(tmp_path)
+    command = ("apply", "trainpkg", "--style", "global", "--helper-module", MODULE)
+    assert cli(*command, cwd=root).returncode == 0
+    model = root / "trainpkg" / "model.py"
+    imports = [line for line in model.read_text().splitlines() if MODULE in line]
+    assert imports == [f"from {MODULE} import _per_device_shard_map"]
+    model.write_text(model.read_text() + "\n\nidentity = jax.pmap(lambda x: x)\n")
+    result = cli(*command, cwd=root)
+    assert result.returncode == 0, result.stderr
+    migrated = model.read_text()
+    assert [line for line in migrated.splitlines() if MODULE in line] == imports
+    assert "_2" not in migrated and "jax.pmap" not in migrated
+    assert "    _per_device_shard_map(lambda x: x, \"devices\"," in migrated
+    files = snapshot(root)
+    again = cli(*command, cwd=root)
+    assert b"0 changed" in again.stderr and snapshot(root) == files
+
+
+@pytest.mark.parametrize("out_dir", [False, True])
+def test_a_read_only_helper_module_is_refused_and_its_importers_kept(tmp_path, out_dir):
+    """A write-protected helper module (in place, or an --out-dir copy with other contents)
+    gets PM008 and keeps its bytes and mode; each file that would import a helper it lacks
+    keeps its original (PM008 too), so no file imports a missing name; exit 1."""
+    import stat
+
+    root = project(tmp_path)
+    existing = b'"""Our helpers."""\n'
+    target = (tmp_path / "out" if out_dir else root / "trainpkg") / "_pmap_helpers.py"
+    target.parent.mkdir(exist_ok=True)
+    (root / "trainpkg" / "_pmap_helpers.py").write_bytes(existing)
+    target.write_bytes(existing)
+    target.chmod(0o444)
+    before = snapshot(root)
+    extra = ("--out-dir", tmp_path / "out") if out_dir else ()
+    result = cli("apply", "trainpkg", "--helper-module", MODULE, *extra, cwd=root)
+    assert result.returncode == 1, result.stderr
+    assert target.read_bytes() == existing and stat.S_IMODE(target.stat().st_mode) == 0o444
+    stderr = result.stderr.decode()
+    shown = f"{target.as_posix()} " if out_dir else ""
+    assert "PM008 warning not written:" in stderr and "read-only (mode 0444)" in stderr
+    assert stderr.count(f"_pmap_helpers.py:1:1: PM008 warning not written: {shown}") == 1, stderr
+    for name in ("model", "parallel", "train"):
+        assert (f"trainpkg/{name}.py:1:1: PM008 warning not written: it would import "
+                in stderr), stderr
+    assert "helper module trainpkg._pmap_helpers" not in stderr
+    assert "0 changed" in stderr
+    assert snapshot(root) == before
+    if out_dir:  # the held-back files are copied as they are
+        assert (tmp_path / "out" / "model.py").read_bytes() == before["trainpkg/model.py"]
+    else:  # once the module is open for edit, the migration goes through
+        target.chmod(0o644)
+        assert cli("apply", "trainpkg", "--helper-module", MODULE, cwd=root).returncode == 0
+        assert b"_pmap_compat" in target.read_bytes()
+
+
+def test_a_read_only_out_dir_copy_of_the_module_that_is_not_python_is_refused_cleanly(tmp_path):
+    root = project(tmp_path)
+    target = tmp_path / "out" / "_pmap_helpers.py"
+    target.parent.mkdir()
+    target.write_bytes(b"\xff not python (\n")
+    target.chmod(0o444)
+    result = cli("apply", "trainpkg", "--helper-module", MODULE, "--out-dir", tmp_path / "out",
+                 cwd=root)
+    assert result.returncode == 1, result.stderr
+    assert b"Traceback" not in result.stderr and b"PM008" in result.stderr
+    assert target.read_bytes() == b"\xff not python (\n"
+    assert b"_pmap_helpers" not in (tmp_path / "out" / "model.py").read_bytes()

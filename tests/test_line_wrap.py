@@ -154,3 +154,37 @@ def test_a_split_that_would_change_the_tree_is_dropped(monkeypatch):
     text = _wrap(f"{long_call}\n{bad_call}\n")
     assert bad_call in text and long_call not in text
     assert ast.dump(ast.parse(text)) == ast.dump(ast.parse(f"{long_call}\n{bad_call}\n"))
+
+
+def test_a_long_from_import_gets_its_names_in_brackets_one_per_line():
+    """The helper imports the migration adds, with `as` renames, as black writes them."""
+    source = b'''import jax
+
+
+def _device_put_replicated(x):
+    return x
+
+
+def step(x):
+    return jax.lax.psum(x, "i")
+
+
+p = jax.pmap(step, axis_name="i")
+y = jax.device_put_replicated(1.0, jax.local_devices())
+'''
+    migrated = migrate_source(
+        source, helper_module="experiments.training_utilities._pmap_helpers").source.decode()
+    assert max(len(line) for line in migrated.splitlines()) <= LINE_LIMIT
+    assert migrated.startswith(textwrap.dedent('''\
+        import jax
+        from experiments.training_utilities._pmap_helpers import (
+            _device_put_replicated as _device_put_replicated_2,
+            _pmap_style_shard_map,
+        )
+    '''))
+    assert _wrap(migrated, "") == migrated  # a second pass changes nothing
+    # Left alone: a star import, and one with a statement after it.
+    for line in ("from a_long_module_name_that_goes_on_and_on.and_on_further.still import *"
+                 + " " * 40,
+                 "from a import " + ", ".join(f"name_{i}" for i in range(12)) + "; x = 1"):
+        assert _wrap(line + "\n") == line + "\n"

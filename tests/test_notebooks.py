@@ -733,3 +733,30 @@ def test_a_cells_own_function_of_a_helpers_name_is_not_taken_for_the_helper():
     assert texts[2] == "z = _device_put_sharded([1.0], jax.local_devices()[:1])"
     again = migrate_notebook(migrate_notebook(data).source)
     assert sources(again.source) == texts
+
+
+def test_cell_numbers_are_1_based_everywhere_a_user_reads_them(tmp_path):
+    """The third cell (after a markdown cell and an import cell) is `cell 3`, as Jupyter
+    shows it and README writes it: in text findings, in the messages that name another line,
+    in the JSON report's `cell`, and in the diff's hunk headers; a broken cell is named so too."""
+    from test_cli import cli
+
+    path = tmp_path / "nb.ipynb"
+    path.write_bytes(notebook(
+        ("markdown", ["# Title\n"]),
+        code("import jax", "import numpy as np", "from data import load"),
+        code("step = jax.pmap(lambda x: x * 2)", "out = step(load())"),
+    ))
+    scan = cli("scan", path, "--style", "global", cwd=tmp_path).stdout.decode()
+    assert "nb.ipynb:cell 3:1:8: PM608 info `step` keeps pmap's calling contract: its call at " \
+           "cell 3, line 2 cannot go global" in scan, scan
+    assert "cell 2" not in scan and "cell 0" not in scan
+    report = json.loads(cli("scan", path, "--format", "json", cwd=tmp_path).stdout)
+    assert {f["cell"] for f in report["findings"]} == {3}
+    headers = re.findall(rb"^@@ .* @@ (.*)$", cli("diff", path, cwd=tmp_path).stdout, re.M)
+    assert headers and set(headers) == {b"cell 3"}
+    broken = json.loads(path.read_text())
+    broken["cells"][1]["source"] = 7
+    path.write_text(json.dumps(broken))
+    assert b"not a notebook: cell 2: not a cell with a text source" in cli(
+        "scan", path, cwd=tmp_path).stdout

@@ -95,7 +95,7 @@ def test_style_ignored_codes_and_targets_reach_notebooks(tmp_path):
     done = cli("diff", ".", "--no-progress", cwd=root)
     assert done.returncode == 1, done.stderr
     out, err = done.stdout.decode(), done.stderr.decode()
-    assert "new/train.ipynb:cell 2:1:2: PM600" in err and "_pmap_style_shard_map" not in out.split(
+    assert "new/train.ipynb:cell 3:1:2: PM600" in err and "_pmap_style_shard_map" not in out.split(
         "+++ b/old/nb.ipynb")[0]
     assert "+++ b/legacy/" not in out and "legacy/" not in err  # left alone, nothing reported
     assert "jax.experimental.shard_map" in out.split("+++ b/old/nb.ipynb")[1]

@@ -54,8 +54,8 @@ def test_the_json_report_follows_its_schema_and_says_what_changed(tree, command)
     errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator().iter_errors(document)]
     assert errors == []
     assert document["files"] == [
-        {"path": "changed.py", "changed": True, "encoding": "utf-8"},
-        {"path": "unchanged.py", "changed": False, "encoding": "utf-8"},
+        {"path": "changed.py", "changed": True, "encoding": "utf-8", "fully_global": False},
+        {"path": "unchanged.py", "changed": False, "encoding": "utf-8", "fully_global": None},
     ]
     assert document["summary"] == {"files": 2, "changed": 1, "migrated_sites": 1,
                                    "needs_human": 0, "errors": 0, "by_code": {"PM100": 1}}
@@ -89,7 +89,49 @@ def test_the_schema_describes_every_field_and_admits_no_other(tree):
                    lambda d: d["files"][0].update(changed="yes"),
                    lambda d: d["summary"].pop("changed"),
                    lambda d: d["findings"][0].update(severity="note"),
-                   lambda d: d.update(schema_version=2)):
+                   lambda d: d["files"][0].update(fully_global="no"),
+                   lambda d: d["files"][0].pop("fully_global"),
+                   lambda d: d.update(schema_version=1)):
         broken = copy.deepcopy(document)
         mutate(broken)
         assert list(check.iter_errors(broken)), "the schema let a broken document through"
+
+
+GLOBAL = b'''import jax
+import jax.numpy as jnp
+
+
+@jax.pmap
+def f(x):
+    return jnp.sin(x)
+
+
+def run():
+    return f(jnp.ones((jax.local_device_count(), 3)))
+'''
+CONTRACT = b"import jax\nfrom data import load\n\nstep = jax.pmap(lambda x: x * 2)\nout = step(load())\n"
+
+
+def test_global_style_reports_which_migrated_files_are_fully_global(tmp_path):
+    """A file that goes global is fully global; one whose site keeps pmap's calling contract
+    (`_per_device_shard_map`) is not; an unchanged one, or one changed only for another API
+    (jax.tree_map), is not a migrated file (null). The text summary of the global style counts
+    them; the faithful style's does not."""
+    (tmp_path / "contract.py").write_bytes(CONTRACT)
+    (tmp_path / "renamed.py").write_bytes(b"import jax\n\ny = jax.tree_map(abs, [1])\n")
+    (tmp_path / "global_step.py").write_bytes(GLOBAL)
+    (tmp_path / "unchanged.py").write_bytes(UNCHANGED)
+
+    def scan(*flags):
+        return subprocess.run(
+            [sys.executable, "-m", "migrator.cli", "scan", ".", "--no-progress", *flags],
+            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+    done = scan("--format", "json", "--style", "global")
+    document = json.loads(done.stdout)
+    assert list(validator().iter_errors(document)) == []
+    assert {f["path"]: f["fully_global"] for f in document["files"]} == {
+        "contract.py": False, "global_step.py": True, "renamed.py": None, "unchanged.py": None}
+    assert done.stderr.strip().endswith(", 1 of 2 migrated files fully global"), done.stderr
+    assert "fully global" not in scan("--style", "faithful").stderr

@@ -23,6 +23,7 @@ from typing import NamedTuple
 import libcst as cst
 
 from transforms.import_uses import module_binding_used
+from transforms.reading.names import ALWAYS_IMPORTABLE
 
 # libcst's keys (AddImportsVisitor.CONTEXT_KEY, RemoveImportsVisitor.CONTEXT_KEY).
 ADD_KEY = "AddImportsVisitor"
@@ -159,6 +160,30 @@ def _top_level_imports(module: cst.Module):
                     yield i, j, small
 
 
+def _imports_of_sure_trys(module: cst.Module):
+    """(statement index, node) of the imports of each top-level `try:` that imports only
+    modules a JAX program always has (`try: import jax.numpy as jnp` / `except ImportError:`):
+    they always bind, as names.ImportTable reads them, so an import of the same name is not
+    added again above them."""
+    for i, statement in enumerate(module.body):
+        if not isinstance(statement, cst.Try):
+            continue
+        nodes = [small for line in statement.body.body
+                 for small in (line.body if isinstance(line, cst.SimpleStatementLine) else [None])]
+        if nodes and all(_always_importable(node) for node in nodes):
+            yield from ((i, node) for node in nodes)
+
+
+def _always_importable(node) -> bool:
+    if isinstance(node, cst.Import):
+        return all(_dotted(a.name) in ALWAYS_IMPORTABLE for a in node.names)
+    if isinstance(node, cst.ImportFrom) and not node.relative and not isinstance(
+            node.names, cst.ImportStar):
+        return all(f"{_dotted(node.module)}.{_dotted(a.name)}" in ALWAYS_IMPORTABLE
+                   for a in node.names)
+    return False
+
+
 def _add(module: cst.Module, module_name: str, obj: str | None, alias: str | None,
          first_party: bool = False) -> cst.Module:
     """`module` with the import, unless a top-level import already binds the name before
@@ -168,6 +193,12 @@ def _add(module: cst.Module, module_name: str, obj: str | None, alias: str | Non
     into the header like any other."""
     wanted = (obj or module_name, alias)
     bound = alias or (obj if obj is not None else module_name.split(".")[0])
+    for i, node in _imports_of_sure_trys(module):  # the same import, inside `try:`
+        same_module = _dotted(node.module) == module_name if isinstance(node, cst.ImportFrom) \
+            else obj is None
+        if same_module and any(_alias_parts(a) == wanted for a in node.names) \
+                and not _read_above(module, i, bound):
+            return module
     for i, j, node in _top_level_imports(module):
         if obj is None and isinstance(node, cst.Import) and any(
             _alias_parts(a) == wanted for a in node.names

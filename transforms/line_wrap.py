@@ -5,7 +5,8 @@ A rewrite puts placements and specs where a short name stood, so a line like
 past the line limit. Each line the migration wrote that is longer than LINE_LIMIT (not in the
 original, not a line of a helper template) is split as black splits it: at its last bracket
 pair, the contents on their own line, or one item per line with a trailing comma if they do
-not fit; a bare tuple after `return` or `=` is put in brackets first. A line inside brackets
+not fit; a bare tuple after `return` or `=` is put in brackets first, and the names of a
+`from ... import` in brackets, one per line (black's form for imports). A line inside brackets
 is split at its own commas. Only whitespace and those brackets change: the result must parse
 to the same AST (checked once for all the lines; line by line only if that fails), or a split
 that changes it is dropped.
@@ -164,6 +165,11 @@ def _items(text: str) -> list[str]:
 def _split_statement(text: str, indent: str, statement: bool = True) -> list[str] | None:
     """A one-line statement (or, not `statement`, one item inside brackets) split at its last
     bracket pair (black's right-hand split)."""
+    imported = _from_import_names(text) if statement else None
+    if imported is not None:
+        head, names = imported
+        return [indent + head + "(", *_item_lines(_items(names), indent + "    ", trailing=True),
+                indent + ")"]
     bare = _bare_tuple(text) if statement else None
     if bare is not None:
         head, contents = bare
@@ -188,6 +194,19 @@ def _split_statement(text: str, indent: str, statement: bool = True) -> list[str
         return None
     start, end = (worth or fitting)[-1]
     return _bracketed(text[:start], text[start:end], text[end:], indent)
+
+
+def _from_import_names(text: str) -> tuple[str, str] | None:
+    """(`from x import `, the names) of a `from ... import a, b as c` written without
+    brackets (the imports the migration adds, with `as` renames); None otherwise."""
+    tokens = _tokens(text)
+    if not tokens or tokens[0].string != "from" or any(
+            t.type == tokenize.OP and t.string in _OPEN + ";" for t in tokens):
+        return None
+    keyword = next((t for t in tokens if t.type == tokenize.NAME and t.string == "import"), None)
+    if keyword is None or text[keyword.end[1]:].strip() == "*":
+        return None
+    return text[:keyword.end[1]] + " ", text[keyword.end[1]:].strip()
 
 
 def _bare_tuple(text: str) -> tuple[str, str] | None:

@@ -14,7 +14,7 @@ class Finding:
     col: int
     message: str
     path: str = ""
-    cell: int | None = None  # notebooks: the cell index (0-based, among all cells)
+    cell: int | None = None  # notebooks: the cell's number, 1-based among all cells, as Jupyter shows it
 
     @property
     def severity(self) -> str:

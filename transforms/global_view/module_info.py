@@ -21,8 +21,9 @@ class ModuleInfo:
     """The module's source and names, shared by the callers' analyses."""
 
     def __init__(self, source: bytes, tree: ast.Module, table: ImportTable,
-                 context: TreeContext = NO_TREE):
-        """`context`: what the other modules of the run tell about this one."""
+                 helper_module: str | None = None, context: TreeContext = NO_TREE):
+        """`helper_module`: where the contract functions are imported from; `context`: what
+        the other modules of the run tell about this one."""
         self.source = source
         self.used_elsewhere = context.used_elsewhere
         # Functions of other modules it calls, by their imported names, whose value is known
@@ -62,8 +63,11 @@ class ModuleInfo:
         self._taken = module_names(tree)  # what a new module-level name must not shadow
         self.mesh_function = self.fresh(MESH_FUNCTION)
         # The contract functions' names here: their own, or free ones where the module uses
-        # theirs for something of its own.
-        self.contract_names = {name: self.fresh(name) for name in DEFINED_NAMES}
+        # theirs for something of its own. A name an earlier run imported from the helper
+        # module is the function itself, kept (a second run must not import it again as `_2`).
+        own = {full.rpartition(".")[2]: local for local, full in table.imported.items()
+               if helper_module and full.rpartition(".")[0] == helper_module}
+        self.contract_names = {name: own.get(name) or self.fresh(name) for name in DEFINED_NAMES}
         self.loads: dict[str, int] = {}
         # Every Name node by its name, in ast.walk order (loads, stores and deletes), so that
         # an analysis asking where else a name is used does not walk the module again.

@@ -109,7 +109,7 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
         nodes = [s.node for s in sites] + [b.node for b in blockers]
         return GlobalResult(source, [blocker_finding(Blocker(UNAVAILABLE, n, module_blocker))
                                      for n in nodes])
-    module = ModuleInfo(source, tree, table, context)
+    module = ModuleInfo(source, tree, table, helper_module, context)
     analysis = CallerAnalysis
     if multiprocess:  # see global_view/multiprocess.py
         module.process_dependence = ProcessDependence(tree, table.imported)

@@ -55,6 +55,36 @@ def _module_scope_imports(body: list[ast.stmt]) -> dict[int, ast.Import | ast.Im
     return found
 
 
+# Modules a program being migrated always has: jax, its public modules that no JAX release
+# removed, numpy (a dependency of jax), and functools.
+ALWAYS_IMPORTABLE = frozenset({
+    "jax", "jax.numpy", "jax.lax", "jax.random", "jax.tree_util", "jax.nn", "jax.scipy",
+    "jax.sharding", "numpy", "functools",
+})
+
+
+def _never_run_handlers(body: list[ast.stmt]) -> set[int]:
+    """The nodes of the `except` blocks of module-level `try`s that only import modules a
+    program on JAX always has (`try: import jax.numpy as jnp` / `except ImportError: jnp =
+    None`): under JAX those imports succeed, so the handler never runs, and the try's own
+    imports are the module's bindings, as if written plainly."""
+    never: set[int] = set()
+    for statement in body:
+        if isinstance(statement, ast.Try) and statement.handlers and all(
+                _imports_only_the_always_importable(s) for s in statement.body):
+            never.update(id(n) for handler in statement.handlers for n in ast.walk(handler))
+    return never
+
+
+def _imports_only_the_always_importable(statement: ast.stmt) -> bool:
+    if isinstance(statement, ast.Import):
+        return all(alias.name in ALWAYS_IMPORTABLE for alias in statement.names)
+    if isinstance(statement, ast.ImportFrom) and statement.level == 0 and statement.module:
+        return all(f"{statement.module}.{alias.name}" in ALWAYS_IMPORTABLE
+                   for alias in statement.names)
+    return False
+
+
 @dataclasses.dataclass
 class ImportTable:
     imported: dict[str, str]  # local name -> the dotted name it was imported as
@@ -81,7 +111,10 @@ class ImportTable:
         star = False
         module_scope = _module_scope_imports(tree.body)
         nested_only: set[str] = set()  # names imported inside defs or classes, never at the top
+        never_run = _never_run_handlers(tree.body)
         for node in all_nodes(tree):
+            if never_run and id(node) in never_run:
+                continue
             kind = type(node)  # (isinstance on every node was most of this walk's cost)
             if kind is ast.Name:
                 if type(node.ctx) is not ast.Load:
