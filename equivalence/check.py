@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 
 from equivalence.compare import compare_outputs
+from equivalence.layouts import INFERRED_NOTE, inferred_layouts
+from equivalence.notebook_entry import is_notebook_entry
 from equivalence.runner import RunOutcome, run_entry, worker_threads
 from equivalence.sections import (
     DIFFERENT, EQUIVALENT, Section, collectives_section, donation_section, outputs_section,
@@ -198,14 +200,19 @@ def _check_entry(pool, original_root, migrated_root, entry, devices, options, sa
     # --style global: a process's host-local rows in the original against what the migrated
     # program returns in that process, through the same layout map.
     layouts = None if options.layouts is None else options.layouts.get(entry, ())
+    inferred = layouts is not None and entry not in options.layouts and is_notebook_entry(entry)
     reports = []
     for process in range(len(runs["original"][0])):
+        if inferred:
+            layouts = _notebook_layouts(runs, process, devices // options.processes)
         report = compare_repeated(
             entry, devices, [run[process] for run in runs["original"]],
             [run[process] for run in runs["migrated"]], same_jax=same_jax, seconds=seconds,
             layouts=layouts)
         report.process, report.processes = process, options.processes
         report.repeat = max(1, options.repeat)
+        if inferred and "layout" in report.sections:
+            report.sections["layout"].notes.insert(0, INFERRED_NOTE)
         reports.append(report)
     differing = [r for r in reports if r.verdict == DIFFERENT
                  and r.sections.get("outputs", Section(EQUIVALENT)).verdict == DIFFERENT]
@@ -223,6 +230,15 @@ def _check_entry(pool, original_root, migrated_root, entry, devices, options, sa
                           layouts)
                 report.seconds += time.perf_counter() - extra
     yield from reports
+
+
+def _notebook_layouts(runs: dict, process: int, local_devices: int) -> tuple:
+    """A notebook entry's layouts, read off the first runs' shapes (inferred_layouts); none
+    when a side failed."""
+    original, migrated = runs["original"][0][process], runs["migrated"][0][process]
+    if not (original.ok and migrated.ok):
+        return ()
+    return inferred_layouts(original.output, migrated.output, local_devices)
 
 
 def compare_repeated(entry: str, devices: int, originals: list[RunOutcome],

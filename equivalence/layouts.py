@@ -64,3 +64,28 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
     if a.dtype.kind in "fc":
         return bool(np.array_equal(a, b, equal_nan=True))
     return bool(np.array_equal(a, b))
+
+
+INFERRED_NOTE = ("layouts inferred from the shapes: the migration records no layout map for "
+                 "a notebook's globals (top-level code), only for functions' returns")
+
+
+def inferred_layouts(original: dict, migrated: dict, devices: int) -> tuple:
+    """The layout of each leaf of a notebook's globals, read off the two outputs' shapes
+    (`check --style global` on a notebook entry, see INFERRED_NOTE): a leaf whose original
+    shape is (devices, *s) and migrated shape s is a replicated stack, one of (devices, b, *s)
+    against (devices * b, *s) a merged one. Neither hides a wrong value: to_migrated_layout
+    still requires a replicated stack's rows to be equal, and compares every value."""
+    from transforms.global_view.layout import OutputLayout
+
+    shapes = {leaf["path"]: leaf["shape"] for leaf in migrated["leaves"] if "key" in leaf}
+    found = []
+    for leaf in original["leaves"]:
+        mine, theirs = leaf.get("shape"), shapes.get(leaf["path"])
+        if "key" not in leaf or theirs is None or not mine or mine[0] != devices:
+            continue
+        if mine == [devices, *theirs]:
+            found.append(OutputLayout(leaf["path"], REPLICATED, 0))
+        elif len(mine) >= 2 and [mine[0] * mine[1], *mine[2:]] == theirs:
+            found.append(OutputLayout(leaf["path"], MERGED, 0))
+    return tuple(found)

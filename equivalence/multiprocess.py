@@ -30,7 +30,8 @@ from pathlib import Path
 
 
 from equivalence.runner import (
-    RunOutcome, died_without_result, finished_outcome, stall_message, start_worker, worker_ended,
+    RunOutcome, died_without_result, finished_outcome, prepare_notebook, stall_message,
+    start_worker, worker_ended,
     worker_environment,
 )
 
@@ -107,6 +108,9 @@ def _run(work: Path, root: Path, entry: str, local_devices: int, processes: int,
     try:
         for p, folder in enumerate(folders):
             folder.mkdir()
+            failed = prepare_notebook(root, entry, folder)
+            if failed:
+                return [RunOutcome(False, 0.0, error=failed) for _ in folders], True
             with open(folder / "stdout.txt", "wb") as out, open(folder / "stderr.txt", "wb") as err:
                 # One new process group for the job (setpgid: a group of this session).
                 group = running[0].pid if running else 0

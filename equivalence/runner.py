@@ -174,6 +174,9 @@ def _run_in(
     hlo_dir = out_dir / "hlo"
     env = worker_environment(devices, hlo_dir if hlo else None, rng_compat)
     start = time.perf_counter()
+    failed = prepare_notebook(root, entry, out_dir)
+    if failed:
+        return RunOutcome(False, 0.0, error=failed)
     # Output goes to files, not pipes: an entry that prints megabytes cannot fill memory or
     # block, and the tail of stderr explains a crash.
     with open(out_dir / "stdout.txt", "wb") as stdout, open(out_dir / "stderr.txt", "wb") as stderr:
@@ -208,6 +211,20 @@ def _run_in(
         return RunOutcome(False, seconds, error=result["error"], jax_version=result.get("jax_version", ""),
                           stall=stall)
     return finished_outcome(result, out_dir, seconds)
+
+
+def prepare_notebook(root: Path, entry: str, out_dir: Path) -> str:
+    """For a notebook entry, write its masked cells where the worker reads them
+    (equivalence/notebook_entry.py); why it could not, or ""."""
+    from equivalence.notebook_entry import is_notebook_entry, write_cells
+
+    if not is_notebook_entry(entry):
+        return ""
+    try:
+        write_cells(root, entry, out_dir)
+    except Exception as error:  # noqa: BLE001 - a missing or broken notebook is reported
+        return f"the notebook could not be read: {type(error).__name__}: {error}"
+    return ""
 
 
 def finished_outcome(result: dict, out_dir: Path, seconds: float) -> RunOutcome:

@@ -5,6 +5,8 @@ only the standard library, numpy and jax, and never this project. The parent pro
 XLA_FLAGS (device count, HLO dump folder) before this starts.
 
 usage: python worker.py ROOT MODULE:FUNCTION OUT_DIR
+   or: python worker.py ROOT path/name.ipynb[:NAME] OUT_DIR (the parent has written the
+       notebook's masked code cells to OUT_DIR/notebook_cells.json, equivalence/notebook_entry.py)
 Writes OUT_DIR/outputs.npz (one array per leaf, keyed by leaf index) and OUT_DIR/result.json
 (key paths, dtypes, jax version, wall time, or the error).
 """
@@ -44,6 +46,69 @@ def _key_path(path):
     return "".join(str(k) for k in path) or "<root>"
 
 
+class CellError(Exception):
+    """A notebook cell raised: its number (1-based among the code cells) and line."""
+
+
+def run_notebook(root, entry, out_dir):
+    """Run the notebook's code cells top to bottom in one namespace, with the notebook's
+    folder on sys.path and as working directory (as Jupyter starts a kernel), and return its
+    global NAME, or with a bare entry a dict of every global that holds arrays."""
+    import asyncio
+
+    path, _, name = entry.partition(":")
+    folder = os.path.dirname(os.path.join(root, path)) or root
+    sys.path.insert(0, folder)
+    os.chdir(folder)
+    with open(os.path.join(out_dir, "notebook_cells.json")) as handle:
+        cells = json.load(handle)
+    import builtins
+
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    flags = getattr(__import__("ast"), "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0)
+    for cell in cells:
+        if cell["text"] is None:  # a cell magic whose body is not Python (%%bash)
+            continue
+        filename = f"<cell {cell['number']}>"
+        try:
+            code = compile(cell["text"], filename, "exec", flags=flags, dont_inherit=True)
+            value = eval(code, namespace)
+            if code.co_flags & 0x80:  # CO_COROUTINE: the cell has a top-level await
+                asyncio.run(value)
+        except BaseException as error:  # noqa: BLE001 - said with its cell and line
+            if isinstance(error, SyntaxError) and error.filename == filename:
+                line = error.lineno
+            else:
+                frames = [f for f in traceback.extract_tb(error.__traceback__)
+                          if f.filename == filename]
+                line = frames[-1].lineno if frames else "?"
+            raise CellError(f"cell {cell['number']}, line {line}: "
+                            f"{type(error).__name__}: {error}") from error
+    if name:
+        if name not in namespace:
+            raise KeyError(f"the notebook defines no global {name!r}")
+        return namespace[name]
+    return {key: value for key, value in namespace.items()
+            if not (key.startswith("__") and key.endswith("__")) and _holds_arrays(value)}
+
+
+def _holds_arrays(value):
+    """An array (numpy or jax, or a numpy scalar), or a non-empty dict / list / tuple
+    (NamedTuple too) of such values."""
+    import numpy as np
+    import jax
+
+    if isinstance(value, (np.ndarray, jax.Array)):
+        return True
+    if isinstance(value, np.generic):
+        return value.dtype.kind in "biufc"
+    if isinstance(value, dict):
+        return bool(value) and all(_holds_arrays(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return bool(value) and all(_holds_arrays(v) for v in value)
+    return False
+
+
 def main(root, entry, out_dir):
     module_name, _, function_name = entry.partition(":")
     result = {"entry": entry, "ok": False}
@@ -54,8 +119,11 @@ def main(root, entry, out_dir):
         import jax
 
         result["jax_version"] = jax.__version__
-        function = getattr(importlib.import_module(module_name), function_name)
-        value = function()
+        if entry.partition(":")[0].endswith(".ipynb"):
+            value = run_notebook(root, entry, out_dir)
+        else:
+            function = getattr(importlib.import_module(module_name), function_name)
+            value = function()
         leaves = jax.tree_util.tree_flatten_with_path(value)[0]
         result["treedef"] = str(jax.tree_util.tree_structure(value))
         arrays, described = {}, []
@@ -84,7 +152,8 @@ def main(root, entry, out_dir):
         np.savez(os.path.join(out_dir, "outputs.npz"), **arrays)
         result.update(ok=True, leaves=described)
     except BaseException as error:  # noqa: BLE001 - report anything, including SystemExit
-        result["error"] = f"{type(error).__name__}: {error}"
+        result["error"] = (str(error) if isinstance(error, CellError)
+                           else f"{type(error).__name__}: {error}")
         result["traceback"] = traceback.format_exc()[-4000:]
     result["seconds"] = time.perf_counter() - start
     with open(os.path.join(out_dir, "result.json"), "w") as handle:

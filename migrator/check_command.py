@@ -26,6 +26,7 @@ def run_check(paths: list[Path], entry: list[str], function: str | None, inputs:
     from equivalence import reports as check_reports
     from equivalence.check import CheckOptions, exit_code
     from equivalence.check import check as run_entries
+    from equivalence.notebook_entry import is_notebook_entry, notebook_path
 
     if len(paths) not in (1, 2):
         raise typer.BadParameter("give ORIGINAL MIGRATED, or a single ORIGINAL", param_hint="PATHS")
@@ -39,8 +40,13 @@ def run_check(paths: list[Path], entry: list[str], function: str | None, inputs:
     if bool(function) != bool(inputs):
         raise typer.BadParameter("--function and --inputs go together", param_hint="--function")
     for name in [*entry, *(x for x in (function, inputs) if x)]:
-        if ":" not in name:
-            raise typer.BadParameter(f"{name!r} is not MODULE:FUNCTION", param_hint="--entry")
+        if ":" not in name and not (name in entry and is_notebook_entry(name)):
+            raise typer.BadParameter(f"{name!r} is not MODULE:FUNCTION or NOTEBOOK.ipynb[:NAME]",
+                                     param_hint="--entry")
+    for name in entry:
+        notebook = Path(_as_root(paths[0])) / notebook_path(name)
+        if is_notebook_entry(name) and not notebook.is_file():
+            raise typer.BadParameter(f"{notebook} is not a file", param_hint="--entry")
     try:
         counts = tuple(int(d) for d in devices.split(",") if d.strip())
     except ValueError:
@@ -130,11 +136,14 @@ def _entry_layouts(results, root: Path) -> dict:
 
 def _module_of(result, root: Path) -> str | None:
     """The dotted module a result's file is imported as with `root` on sys.path (`pkg` for
-    pkg/__init__.py), or None for a file outside `root`."""
+    pkg/__init__.py), a notebook's path under `root` as a notebook entry names it
+    (`nb/name.ipynb`), or None for a file outside `root`."""
     try:
         relative = result.file.path.absolute().relative_to(root.absolute())
     except ValueError:
         return None
+    if relative.suffix == ".ipynb":
+        return relative.as_posix()
     parts = relative.with_suffix("").parts
     if parts and parts[-1] == "__init__":
         parts = parts[:-1]

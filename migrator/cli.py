@@ -590,7 +590,10 @@ def check(
         help="ORIGINAL MIGRATED roots, or one ORIGINAL root to migrate into a temporary copy.",
     ),
     entry: List[str] = typer.Option(
-        [], "--entry", metavar="MODULE:FUNCTION", help="MODULE:FUNCTION returning a pytree."
+        [], "--entry", metavar="MODULE:FUNCTION",
+        help="MODULE:FUNCTION returning a pytree, or PATH.ipynb[:NAME]: the notebook's code "
+             "cells run top to bottom, then its global NAME (bare: every global holding "
+             "arrays) is compared.",
     ),
     function: Optional[str] = typer.Option(
         None, "--function", metavar="MODULE:NAME",
