@@ -17,11 +17,14 @@ from transforms.global_view.values import (
     GET_METRICS,
     REDUCTIONS,
     SAME,
+    SAME_ON_EQUAL_ROWS,
     SHAPED_LIKE,
     STACK,
     TO_SCALAR,
     TREE_MAP,
     UNREPLICATE,
+    WHOLE_REDUCTION_FUNCTIONS,
+    WHOLE_REDUCTIONS,
     Kind,
     describe,
     is_row_zero_lambda,
@@ -31,6 +34,39 @@ from transforms.global_view.values import (
 
 class ConsumersMixin:
     """`CallerAnalysis`'s consumers of per-device values."""
+
+    def _whole_reduction(self, call: ast.Call, name: str) -> Kind | None:
+        """`x.mean()`, `jnp.max(x)` or `tree_map(jnp.mean, metrics)` over every element: the
+        same number whatever the layout, when the elements are the same. A merged batch holds
+        the stacked batch's elements in another shape (any such reduction); a replicated
+        stack holds one row n times, which the global value is once (mean, max, min, all,
+        any; not sum or prod, n times larger). A float mean may differ in its last bit, as
+        any reordered reduction does."""
+        func = call.func
+        if call.keywords:
+            return None
+        if isinstance(func, ast.Attribute) and func.attr in WHOLE_REDUCTIONS and not call.args \
+                and not self._instance_attribute(func):
+            operand, reduction = func.value, func.attr
+        elif name in TREE_MAP and len(call.args) == 2:
+            reduction = WHOLE_REDUCTION_FUNCTIONS.get(self.qualified(call.args[0]))
+            operand = call.args[1]
+        elif name in WHOLE_REDUCTION_FUNCTIONS and len(call.args) == 1:
+            operand, reduction = call.args[0], WHOLE_REDUCTION_FUNCTIONS[name]
+        else:
+            return None
+        if reduction is None:
+            return None
+        kind = self.eval(operand)  # haiku's logging: `np.mean(v).item()` of a pmean'd scalar
+        # A method is an array's (no tuple or dict has `.mean()`); numpy's function would make
+        # one array of a tuple of stacks, and tree_map reduces each leaf.
+        per_leaf = name in TREE_MAP or isinstance(func, ast.Attribute)
+        if kind.tag == "merged" and (per_leaf or not kind.tree):
+            return SAME
+        if kind.tag == "repl" and kind.axis == 0 and (per_leaf or not kind.tree) \
+                and reduction in SAME_ON_EQUAL_ROWS:
+            return SAME
+        return None
 
     def _consumer(self, call: ast.Call, name: str) -> Kind | None:
         func = call.func
@@ -71,6 +107,9 @@ class ConsumersMixin:
             return None
         if name in IDENTITIES and len(call.args) == 1 and not call.keywords:
             return self.eval(call.args[0])
+        reduced = self._whole_reduction(call, name)
+        if reduced is not None:
+            return reduced
         if name in AS_ARRAY and call.args:
             kind = self.eval(call.args[0])
             for argument in [*call.args[1:], *(k.value for k in call.keywords)]:
@@ -127,13 +166,6 @@ class ConsumersMixin:
         if name in ("numpy.where", "jax.numpy.where") and len(call.args) == 3 \
                 and not call.keywords:
             return self._elementwise(call, call.args)
-        if name in REDUCTIONS and name.rsplit(".", 1)[1] in _SAME_OVER_COPIES \
-                and len(call.args) == 1 and not call.keywords:
-            kind = self.eval(call.args[0])
-            if kind.tag == "repl" and kind.axis == 0 and not kind.tree:
-                # over all elements of n identical rows: what one row gives (haiku's logging,
-                # `np.mean(v).item()` of a pmean'd scalar)
-                return SAME
         if name in REDUCTIONS and len(call.args) == 1:
             kind = self.eval(call.args[0])
             if kind.tag == "merged":
@@ -206,13 +238,13 @@ class ConsumersMixin:
 
 
 def _replicated_on_axis_0(kind: Kind) -> bool:
-    """A replicated stack, or a tuple / dict literal of them (`unreplicate((state, ema))`):
-    row 0 of each is the value itself."""
+    """A replicated stack, or a tuple / dict literal or a list of them
+    (`unreplicate((state, ema))`, `tree_map(lambda x: x[0], metrics_of_each_step)`): row 0
+    of each is the value itself."""
     if kind.tag == "fields":
         return bool(kind.fields) and all(_replicated_on_axis_0(k) for _, k in kind.fields)
+    if kind.tag == "list":
+        return kind.element is not None and _replicated_on_axis_0(kind.element)
     return kind.tag == "repl" and kind.axis == 0
 
 
-# Reductions over every element that give the same for n identical copies of a value as for
-# the value itself (a sum or a count would not; argmax / argmin index the stack).
-_SAME_OVER_COPIES = frozenset({"mean", "max", "min", "any", "all"})

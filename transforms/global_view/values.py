@@ -54,6 +54,15 @@ RNG_DRAWS = {"normal", "uniform", "standard_normal", "random", "integers", "rand
 SHAPED_LIKE = {f"{m}.{f}" for m in ("numpy", "jax.numpy") for f in ("zeros_like", "ones_like")}
 TO_SCALAR = {"builtins.float", "builtins.int", "builtins.bool"}
 # Constant stacks: every row is the same, so they are replicated by construction.
+# Reductions over every element of an array (consumers.py `_whole_reduction`), as methods and
+# as numpy / jax.numpy functions; those of them one row repeated does not change.
+WHOLE_REDUCTIONS = {"mean", "max", "min", "sum", "prod", "all", "any"}
+WHOLE_REDUCTION_FUNCTIONS = {
+    f"{module}.{function}": function.removeprefix("a") if function in ("amax", "amin") else function
+    for module in ("numpy", "jax.numpy")
+    for function in (*WHOLE_REDUCTIONS, "amax", "amin")
+}
+SAME_ON_EQUAL_ROWS = {"mean", "max", "min", "all", "any"}
 CONSTANT_FILLS = {f"{m}.{f}" for m in ("numpy", "jax.numpy") for f in ("zeros", "ones", "full")}
 
 
