@@ -113,7 +113,11 @@ def {adapter}(function, axis_name, in_specs, out_specs, static_argnums=()):
 # pmap-migrate: if multiprocess and not devices
     call.pmap_contract = (axis_name, in_specs, out_specs, static_argnums)
 # pmap-migrate: end
-    return {functools}.wraps(function)(call)
+    # Named as `function`, but without its signature: pmap donates and holds static only
+    # arguments passed by position, and jit would read the signature to take keywords too.
+    {functools}.update_wrapper(call, function)
+    del call.__wrapped__
+    return call
 # pmap-migrate: if multiprocess
 
 
