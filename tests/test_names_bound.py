@@ -25,7 +25,8 @@ from transforms.pipeline import migrate_source
 
 TESTS = Path(__file__).resolve().parent
 FIXTURES = sorted(fixture_cases() + [p.parent for p in (TESTS / "fixtures_global").glob("*/before.py")])
-CORPUS_PROGRAMS = sorted([*CORPUS.glob("*.py"), *(CORPUS / "real").glob("*.py")])
+CORPUS_PROGRAMS = sorted([*CORPUS.glob("*.py"), *(CORPUS / "real").glob("*.py"),
+                          *(CORPUS / "real").glob("*/*.py")])  # and the package modules
 NOTEBOOKS = sorted((TESTS / "notebooks").glob("*.ipynb"))
 LATE_IMPORT_MODULES = sorted((TESTS / "data" / "late_imports").glob("*.py"))
 STYLES = ("faithful", "global")

@@ -1,0 +1,2 @@
+"""Modelled on google-research/scenic's classification trainer: a package split as scenic
+splits it (see main.py's docstring)."""
