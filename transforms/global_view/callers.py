@@ -123,15 +123,20 @@ def used_in_other_modules(module, sites, blocked: dict[str, Blocker]) -> dict[st
 
 
 def fold_callers(tree: ast.Module, sites: dict[str, Site], callers: dict[str, set[str]],
-                 kept: frozenset[str] = frozenset()) -> dict[str, set[str]]:
+                 kept: frozenset[str] = frozenset(),
+                 top_level: ast.FunctionDef | None = None) -> dict[str, set[str]]:
     """Callers read inside the callers that call them: a module function with parameters that
     calls module sites (flax imagenet's `sync_batch_stats(state)`, a pmapped mean of
     `state.batch_stats`) and is used only by calls from other callers, which follow it as a
     helper given their values (call_kinds.py). Alone its parameters would be unknown; so its
     sites join each calling caller's, and it is no caller of its own. Returns the folded
     functions with their sites (`callers` is updated in place). `kept`: functions to leave
-    callers of their own (the fixpoint's second try, fixpoint.py)."""
+    callers of their own (the fixpoint's second try, fixpoint.py). `top_level`: the module's
+    top-level code as a function (`top_level_function`), a host like any caller (a notebook's
+    `accuracy = get_accuracy(params_repl)`)."""
     functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
+    if top_level is not None:
+        functions[MODULE_CALLER] = top_level
     enclosing = {id(n): name for name, f in functions.items() for n in ast.walk(f)}
     calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     loads: dict[str, list[ast.Name]] = {}

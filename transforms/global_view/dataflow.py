@@ -119,6 +119,10 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
         self.modes: dict[str, str] = {}
         self.loaded = {n.id for n in ast.walk(function)
                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        if function.name == MODULE_CALLER:
+            # Top-level names are the module's globals: the functions it calls read them too
+            # (`n` of `inputs.reshape(n, -1)` in a def the top-level code calls).
+            self.loaded |= {n for n, count in module.loads.items() if count}
         for name, kind in (parameters or {}).items():
             if name in self.loaded:
                 self.kinds[name] = kind

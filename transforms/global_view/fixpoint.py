@@ -69,7 +69,8 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
     # A function another module calls keeps its signature: it is not folded into this
     # module's callers, whose values it would then be written for.
     exported = frozenset(name for name in module.functions if module.elsewhere(name))
-    module.folded = fold_callers(tree, by_name, callers, unfolded | exported)
+    module.folded = fold_callers(tree, by_name, callers, unfolded | exported,
+                                 module.functions.get(MODULE_CALLER))
     module.callers = set(callers)
     results: dict[str, CallerResult] = {}
     analysed: dict[str, set[str]] = {}  # caller -> the sites its result was analysed with
