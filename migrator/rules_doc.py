@@ -37,6 +37,8 @@ def _section(r: Rule, facts: bool = False) -> list[str]:
     if r.todo:
         out.append(f"After `apply`: `# TODO(pmap-migrate): {r.code} {r.todo}` above the "
                    "statement, reported as this code until removed.\n")
+    if r.example.startswith("none:"):
+        out.append(f"No example: {r.example.removeprefix('none:').strip()}.\n")
     if r.before:
         out.append(f"Before:\n\n```python\n{r.before}\n```\n")
     if r.after:

@@ -22,8 +22,12 @@ class Rule:
     fix: str
     summary: str
     check: str
-    before: str = ""
-    after: str = ""
+    before: str = ""  # a complete program that reports this code (tests/test_rule_examples.py)
+    after: str = ""  # what the migration makes of `before`, exactly (rules with a fix)
+    # How `before` is run, where not through the pipeline: "file" (a file given to `apply`),
+    # an arrangement of files the test builds (a symlink, a read-only file), or
+    # "none: <why no source triggers it>".
+    example: str = ""
     todo: str = ""  # warnings: the reason a `# TODO(pmap-migrate): CODE` comment gives
 
 
