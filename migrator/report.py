@@ -7,6 +7,7 @@ import json
 from typing import Iterable, TextIO
 
 from migrator.runner import FileResult
+from transforms.codes import Code
 
 EXIT_CLEAN, EXIT_PENDING, EXIT_ERROR = 0, 1, 2
 # An interrupted run (SIGINT, SIGTERM) exits 130: migrator.interrupts.EXIT_INTERRUPTED.
@@ -20,7 +21,8 @@ def summary(results: list[FileResult]) -> dict:
         "changed": sum(r.changed for r in results),
         # PM100: a site rewritten in the faithful style; PM600: one rewritten in the global
         # style; PM612: one given pmap's calling contract without the helper (global style).
-        "migrated_sites": codes.get("PM100", 0) + codes.get("PM600", 0) + codes.get("PM612", 0),
+        "migrated_sites": sum(codes.get(code, 0) for code in (
+            Code.PMAP_MIGRATED, Code.GLOBAL_VIEW_SITE, Code.GLOBAL_VIEW_CONTRACT)),
         "needs_human": sum(f.needs_human for r in results for f in r.findings),
         "errors": sum(f.severity == "error" for r in results for f in r.findings),
         "by_code": dict(sorted(codes.items())),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import tomllib
 from importlib import resources
@@ -46,3 +47,16 @@ def all_rules() -> dict[str, Rule]:
 
 def rule(code: str) -> Rule:
     return all_rules()[code]
+
+
+def _member_name(rule_name: str) -> str:
+    return rule_name.upper().replace("-", "_")
+
+
+# Every code as a name: `Code.PMAP_MIGRATED == "PM100"`, the member named by the rule's `name`
+# in UPPER_SNAKE. Built from rules.toml at import, so code names a rule rather than spelling
+# its number, and a code that is not in rules.toml cannot be written. A StrEnum: a finding's
+# code serialises (text, JSON, SARIF) as the plain "PMnnn" string.
+Code = enum.StrEnum("Code", [(_member_name(r.name), r.code) for r in all_rules().values()])
+Code.__module__ = __name__
+Code.__doc__ = "A finding code (transforms/rules.toml): the member's value is its \"PMnnn\"."
