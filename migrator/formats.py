@@ -203,7 +203,7 @@ class SarifWriter:
             {
                 "id": r.code,
                 "name": r.name,
-                "shortDescription": {"text": r.summary},
+                "shortDescription": {"text": r.what},
                 "fullDescription": {"text": r.check},
                 "help": {"text": r.check},
                 "defaultConfiguration": {"level": SARIF_LEVELS[r.severity]},

@@ -84,3 +84,16 @@ def test_global_view_code_names_match_the_rules():
     for code, constant in named.items():
         assert all_rules()[code].name.removeprefix("global-view-") in (
             constant.lower().replace("_", "-"), "site")
+
+
+def test_rule_docs_are_short():
+    """ruff's shape: what it does and why, 1-3 sentences each; detail belongs in README.md's
+    "Rule details" or in docstrings."""
+
+    def sentences(text: str) -> int:
+        text = re.sub(r"`[^`]*`|\([^)]*\)", "X", text)  # code and asides end no sentence
+        return len(re.split(r"(?<=[.!?])\s+", text.strip()))
+
+    for rule in all_rules().values():
+        for field in (rule.what, rule.why):
+            assert field and sentences(field) <= 3 and len(field.split()) <= 60, (rule.code, field)

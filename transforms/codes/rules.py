@@ -21,8 +21,9 @@ class Rule:
     name: str
     severity: str
     fix: str
-    summary: str
-    check: str
+    what: str  # what the rule does, 1-3 sentences (ruff's "What it does")
+    why: str  # why it matters, 1-3 sentences
+    check: str  # what the user must check or do; every finding of the code carries it
     before: str = ""  # a complete program that reports this code (tests/test_rule_examples.py)
     after: str = ""  # what the migration makes of `before`, exactly (rules with a fix)
     # How `before` is run, where not through the pipeline: "file" (a file given to `apply`),
