@@ -53,7 +53,11 @@ def _section(r: Rule, facts: bool = False) -> list[str]:
     if r.example.startswith("none:"):
         out.append(f"**Example.** None: {r.example.removeprefix('none:').strip()}.\n")
     elif r.before:
-        out.append(f"**Example.**\n\n```python\n{r.before}\n```\n")
+        # An example run through `apply` on files the test arranges, not through the pipeline;
+        # a symlink example describes the link rather than holding code.
+        how = f" ({r.example}, run through `apply`)" if r.example else ""
+        lang = "text" if "symlink" in r.example else "python"
+        out.append(f"**Example{how}.**\n\n```{lang}\n{r.before}\n```\n")
         if r.after:
             out.append(f"After:\n\n```python\n{r.after}\n```\n")
         elif r.fix == "none":
