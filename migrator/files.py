@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Iterator
 
 from migrator.gitignore import GitIgnore
+from transforms.codes import Code
 from transforms.codes.findings import Finding
 
 SKIPPED_DIRS = {
@@ -77,7 +78,8 @@ def _walk(root: Path, seen: set[Path], config, respect_gitignore: bool) -> Itera
                 yield from _single(path, root, seen, inside=root)
         for name in dirnames:
             if (here / name).is_symlink():
-                yield _problem(here / name, root, "PM007", "symlinked directory not followed")
+                yield _problem(here / name, root, Code.SYMLINK_NOT_FOLLOWED,
+                               "symlinked directory not followed")
 
 
 def _single(path: Path, root: Path, seen: set[Path], inside: Path | None = None):
@@ -85,20 +87,22 @@ def _single(path: Path, root: Path, seen: set[Path], inside: Path | None = None)
         try:
             target = path.resolve(strict=True)
         except (OSError, RuntimeError) as error:
-            yield _problem(path, root, "PM003", f"broken or looping symlink ({error.__class__.__name__})")
+            yield _problem(path, root, Code.UNREADABLE,
+                           f"broken or looping symlink ({error.__class__.__name__})")
             return
         if inside is not None:
             # Inside a walked tree a link is never written through: its target is either
             # processed where it lives, or lies outside the paths given.
             where = "outside the tree" if not target.is_relative_to(inside) else "inside the tree"
-            yield _problem(path, root, "PM007", f"symlink to {where} ({display_name(target)}), not followed")
+            yield _problem(path, root, Code.SYMLINK_NOT_FOLLOWED,
+                           f"symlink to {where} ({display_name(target)}), not followed")
             return
         path = target
     if not path.exists():
-        yield _problem(path, root, "PM003", "no such file or directory")
+        yield _problem(path, root, Code.UNREADABLE, "no such file or directory")
         return
     if not path.is_file():  # a FIFO or device named *.py would block or never end
-        yield _problem(path, root, "PM003", "not a regular file")
+        yield _problem(path, root, Code.UNREADABLE, "not a regular file")
         return
     real = path.resolve()
     if real in seen:

@@ -44,6 +44,7 @@ import xml.etree.ElementTree as ET
 from typing import Protocol, TextIO
 
 from migrator.runner import FileResult
+from transforms.codes import Code
 from transforms.codes.findings import Finding
 from transforms.codes.rules import all_rules, rule
 
@@ -54,7 +55,7 @@ SARIF_SCHEMA_URI = (
 TOOL_NAME = "pmap-migrate"
 SARIF_LEVELS = {"info": "note", "warning": "warning", "error": "error"}
 GITHUB_COMMANDS = {"info": "notice", "warning": "warning", "error": "error"}
-SITE_CODE = "PM100"
+SITE_CODE = Code.PMAP_MIGRATED
 
 
 class Writer(Protocol):
@@ -202,7 +203,7 @@ class SarifWriter:
             {
                 "id": r.code,
                 "name": r.name,
-                "shortDescription": {"text": r.summary},
+                "shortDescription": {"text": r.what},
                 "fullDescription": {"text": r.check},
                 "help": {"text": r.check},
                 "defaultConfiguration": {"level": SARIF_LEVELS[r.severity]},

@@ -18,6 +18,7 @@ from migrator.notebook_ipython import (
     SCOPED_CELL_MAGICS, CellFailed, mask, split, unique_tag, unmask,
 )
 from migrator.options import MigrationOptions
+from transforms.codes import Code
 from transforms.codes.findings import Finding
 from transforms.pipeline import might_need_migration
 
@@ -264,7 +265,8 @@ def _faithful_instead(
     cells, options, unavailable: _GlobalUnavailable, migrate_cells
 ) -> list[CellResult]:
     results = migrate_cells(cells, options)
-    finding = Finding("PM607", unavailable.line, unavailable.col, unavailable.message)
+    finding = Finding(Code.GLOBAL_VIEW_UNAVAILABLE,
+                      unavailable.line, unavailable.col, unavailable.message)
     results[unavailable.cell].findings = sorted(
         [*results[unavailable.cell].findings, finding], key=lambda f: (f.line, f.col, f.code))
     return results

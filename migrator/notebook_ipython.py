@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from transforms.codes import Code
 from transforms.codes.findings import Finding
 
 # Cell magics whose body is Python run by IPython; any other cell magic leaves the cell alone.
@@ -187,12 +188,12 @@ def unmask(text: str, masked: Masked) -> str:
     for content, newline in split(text):
         if content in masked.originals:
             if content in seen:
-                raise CellFailed("PM005", "an IPython line placeholder was duplicated")
+                raise CellFailed(Code.INTERNAL_ERROR, "an IPython line placeholder was duplicated")
             seen.add(content)
             content = masked.originals[content]
         out.append(content + newline)
     if len(seen) != len(masked.originals):
-        raise CellFailed("PM005", "an IPython line placeholder was lost")
+        raise CellFailed(Code.INTERNAL_ERROR, "an IPython line placeholder was lost")
     return "".join(out)
 
 
@@ -205,7 +206,7 @@ def pmap_in_ipython_lines(masked: Masked) -> list[Finding]:
             continue
         for word in _PMAP_WORD.finditer(line):
             findings.append(Finding(
-                "PM205", number, word.start() + 1,
+                Code.PMAP_AS_VALUE, number, word.start() + 1,
                 f"pmap in the IPython line `{line.strip()}` is not migrated (magic lines are "
                 "kept byte for byte); move the code out of the magic",
             ))

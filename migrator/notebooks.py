@@ -68,6 +68,7 @@ from migrator.notebook_ipython import (
 )
 from migrator.notebook_json import NotebookDocument
 from migrator.options import MigrationOptions
+from transforms.codes import Code
 from transforms.codes.findings import Finding
 from transforms.pipeline import might_need_migration, migrate_source
 from transforms.todo_comments import TODO_WORD
@@ -93,7 +94,7 @@ def migrate_notebook(data: bytes, options: MigrationOptions = MigrationOptions()
     MigrationOptions.for_file). Raises NotebookError if it is not one."""
     document = NotebookDocument.load(data)
     cells = document.code_cells()
-    if options.style == "global" and "PM100" not in options.ignored:
+    if options.style == "global" and Code.PMAP_MIGRATED not in options.ignored:
         results = migrate_cells_global(cells, options, _migrate_cells)
     else:
         results = _migrate_cells(cells, options)
@@ -170,10 +171,11 @@ def _migrate_cell(text: str, context: _Context, options: MigrationOptions, keep)
         original_tree = parse(masked.text)
     except SyntaxError as error:
         line = min(max(error.lineno or 1, 1), max(masked.line_count, 1))
-        finding = Finding("PM001", line, (error.offset or 0) or 1, f"syntax error: {error.msg}")
+        finding = Finding(Code.SYNTAX_ERROR,
+                          line, (error.offset or 0) or 1, f"syntax error: {error.msg}")
         return CellResult(text, [finding], words=set(re.findall(r"\w+", text)))
     except (ValueError, RecursionError) as error:
-        finding = Finding("PM001", 1, 1, f"cannot parse: {error}")
+        finding = Finding(Code.SYNTAX_ERROR, 1, 1, f"cannot parse: {error}")
         return CellResult(text, [finding], words=set(re.findall(r"\w+", text)))
     result = CellResult(text, findings, original_tree, original_tree, masked)
     result.words = words | _names(original_tree)
@@ -190,7 +192,8 @@ def _migrate_cell(text: str, context: _Context, options: MigrationOptions, keep)
         result.findings = [Finding(failed.code, failed.line, failed.col, failed.message)]
         return result
     except SyntaxError as error:
-        result.findings = [Finding("PM004", 1, 1, f"rewritten cell does not parse: {error}")]
+        result.findings = [Finding(Code.OUTPUT_DOES_NOT_PARSE,
+                                   1, 1, f"rewritten cell does not parse: {error}")]
         return result
     result.text = restored
     result.tree = new_tree
@@ -217,9 +220,10 @@ def _run_pipeline(
         positions = wrapper.resolve(PositionProvider)
     except cst.ParserSyntaxError as error:
         line = min(max(error.raw_line, 1), max(masked.line_count, 1))
-        raise CellFailed("PM001", f"syntax error: {error.message}", line, error.raw_column + 1)
+        raise CellFailed(Code.SYNTAX_ERROR,
+                         f"syntax error: {error.message}", line, error.raw_column + 1)
     except RecursionError:
-        raise CellFailed("PM005", "cell too deeply nested for the parser") from None
+        raise CellFailed(Code.INTERNAL_ERROR, "cell too deeply nested for the parser") from None
     top = wrapper.module.body
     header = 0
     while header < len(top) and is_header_statement(top[header]):
@@ -240,10 +244,11 @@ def _run_pipeline(
         migration = migrate_source(source.encode("utf-8"), options.target, options.ignored,
                                    helper_module=options.helper_module)
     except RecursionError:
-        raise CellFailed("PM005", "cell too deeply nested for the parser") from None
+        raise CellFailed(Code.INTERNAL_ERROR, "cell too deeply nested for the parser") from None
     except Exception as error:  # noqa: BLE001 - one bad cell must not stop the notebook
         last = traceback.extract_tb(error.__traceback__)[-1]
-        raise CellFailed("PM005", f"{type(error).__name__}: {error} (at {last.name}:{last.lineno})")
+        raise CellFailed(Code.INTERNAL_ERROR,
+                         f"{type(error).__name__}: {error} (at {last.name}:{last.lineno})")
     new = migration.source.decode("utf-8")
     if context_lines:
         new = _cut_context(new, context_lines)
@@ -288,13 +293,15 @@ def _cut_context(text: str, context_lines: list[str]) -> str:
     lines = [c + n for c, n in split(text)]
     starts = [i for i, line in enumerate(lines) if line.rstrip("\r\n") == head]
     if len(starts) != 1:
-        raise CellFailed("PM005", "the notebook context added to the cell was not found again")
+        raise CellFailed(Code.INTERNAL_ERROR,
+                         "the notebook context added to the cell was not found again")
     end = starts[0] + 1
     while end < len(lines) and lines[end][:1] in (" ", "\t"):
         end += 1
     for stub in stubs:
         if end >= len(lines) or lines[end].rstrip("\r\n") != stub:
-            raise CellFailed("PM005", "the notebook context added to the cell was changed")
+            raise CellFailed(Code.INTERNAL_ERROR,
+                             "the notebook context added to the cell was changed")
         end += 1
     return "".join(lines[: starts[0]] + lines[end:])
 

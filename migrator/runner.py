@@ -27,6 +27,7 @@ from migrator.interrupts import init_worker, stop_workers
 from migrator.options import MigrationOptions
 from migrator.tree_index import tree_contexts
 from migrator.textio import NotText, atomic_write, check_text, write_protection
+from transforms.codes import Code
 from transforms.codes.findings import Finding
 from transforms.contract_names import is_fully_global
 from transforms.reading.prefilter import might_need_migration, parse_or_none, referenced_rules
@@ -36,7 +37,7 @@ from transforms.tree_uses import NO_TREE, TreeContext
 
 # A pmap site rewritten: in the faithful style (PM100), in the global style (PM600), or
 # given pmap's calling contract without the helper (PM612).
-MIGRATED_SITE_CODES = ("PM100", "PM600", "PM612")
+MIGRATED_SITE_CODES = (Code.PMAP_MIGRATED, Code.GLOBAL_VIEW_SITE, Code.GLOBAL_VIEW_CONTRACT)
 
 
 @dataclasses.dataclass
@@ -106,13 +107,13 @@ def _process(file: SourceFile, options: MigrationOptions, tree: TreeContext) -> 
     try:
         result.original = result.migrated = file.path.read_bytes()
     except OSError as error:
-        return result.fail("PM003", f"cannot read: {error.strerror or error}")
+        return result.fail(Code.UNREADABLE, f"cannot read: {error.strerror or error}")
     if file.path.suffix == ".ipynb":
         return _process_notebook(result, options)
     try:
         result.encoding = check_text(result.original)
     except NotText as error:
-        return result.fail("PM002", str(error), error.line)
+        return result.fail(Code.NOT_TEXT, str(error), error.line)
     todo = TODO_WORD in result.original  # an earlier run's advice, reported until removed
     if not todo and not might_need_migration(result.original):
         # No site can be in this file. Its syntax is a linter's business: parsing every
@@ -135,18 +136,21 @@ def _process(file: SourceFile, options: MigrationOptions, tree: TreeContext) -> 
     except cst.ParserSyntaxError as error:
         _check_syntax(result)  # Python's own message and position are the clearer ones
         if not result.has_error:
-            result.fail("PM001", f"syntax error: {error.message}", error.raw_line, error.raw_column + 1)
+            result.fail(Code.SYNTAX_ERROR,
+                        f"syntax error: {error.message}", error.raw_line, error.raw_column + 1)
         return result
     except RecursionError:
-        return result.fail("PM005", "file too deeply nested for the parser")
+        return result.fail(Code.INTERNAL_ERROR, "file too deeply nested for the parser")
     except Exception as error:  # noqa: BLE001 - one bad file must not stop the run
         last = traceback.extract_tb(error.__traceback__)[-1]
-        return result.fail("PM005", f"{type(error).__name__}: {error} (at {last.name}:{last.lineno})")
+        return result.fail(Code.INTERNAL_ERROR,
+                           f"{type(error).__name__}: {error} (at {last.name}:{last.lineno})")
     result.findings.extend(f.at(file.display) for f in migration.findings)
     if migration.source != result.original:
         problem = _does_not_parse(result.original, migration.source)
         if problem:
-            return result.fail("PM004", f"rewritten code does not parse: {problem}")
+            return result.fail(Code.OUTPUT_DOES_NOT_PARSE,
+                               f"rewritten code does not parse: {problem}")
     result.migrated = migration.source
     result.layouts = migration.layouts
     return result
@@ -159,9 +163,9 @@ def _process_notebook(result: FileResult, options: MigrationOptions) -> FileResu
     try:
         migration = migrate_notebook(result.original, options)
     except NotebookError as error:
-        return result.fail("PM002", f"not a notebook: {error}")
+        return result.fail(Code.NOT_TEXT, f"not a notebook: {error}")
     except Exception as error:  # noqa: BLE001 - one bad file must not stop the run
-        return result.fail("PM005", f"{type(error).__name__}: {error}")
+        return result.fail(Code.INTERNAL_ERROR, f"{type(error).__name__}: {error}")
     result.findings.extend(
         dataclasses.replace(f, path=result.file.display, cell=cell + 1)  # numbered from 1, as README
         for f, cell in zip(migration.findings, migration.cell_of)
@@ -209,9 +213,10 @@ def _check_syntax(result: FileResult) -> None:
     try:
         ast.parse(result.original, filename=result.file.display)
     except SyntaxError as error:
-        result.fail("PM001", f"syntax error: {error.msg}", error.lineno or 1, (error.offset or 0) or 1)
+        result.fail(Code.SYNTAX_ERROR,
+                    f"syntax error: {error.msg}", error.lineno or 1, (error.offset or 0) or 1)
     except (ValueError, RecursionError) as error:
-        result.fail("PM001", f"cannot parse: {error}")
+        result.fail(Code.SYNTAX_ERROR, f"cannot parse: {error}")
 
 
 def process_all(paths: list[Path], options: MigrationOptions, jobs: int = 1) -> Iterator[FileResult]:
@@ -312,7 +317,7 @@ def write_result(result: FileResult, out_dir: Path | None) -> None:
             if not refused_as_protected(result, destination):
                 shutil.copy2(result.file.path, destination)
     except OSError as error:
-        result.fail("PM006", f"not written: {error}")
+        result.fail(Code.WRITE_FAILED, f"not written: {error}")
 
 
 def refused_as_protected(result: FileResult, path: Path) -> bool:
@@ -330,7 +335,7 @@ def refused_as_protected(result: FileResult, path: Path) -> bool:
 
 def protected_finding(why: str, display: str) -> Finding:
     """PM008 for `display`: `why` it was not written, and what the user does about it."""
-    return Finding("PM008", 1, 1, f"{why}; open it for edit (p4 edit, chmod u+w) and run "
+    return Finding(Code.WRITE_PROTECTED, 1, 1, f"{why}; open it for edit (p4 edit, chmod u+w) and run "
                    "apply again", display)
 
 

@@ -16,8 +16,8 @@ def test_explain_prints_the_rules_doc():
     r = rule("PM612")
     assert result.stdout.startswith(f"## PM612 {r.name}\n")
     assert f"Severity: **{r.severity}**. Fix: **{r.fix}**." in result.stdout
-    assert r.summary in result.stdout and r.check in result.stdout
-    assert "Before:" in result.stdout
+    assert r.what in result.stdout and r.why in result.stdout and r.check in result.stdout
+    assert "**Example.**" in result.stdout and "**Fix safety.**" in result.stdout
 
 
 def test_explain_takes_any_case_and_the_rule_name():

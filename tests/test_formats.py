@@ -129,7 +129,7 @@ def test_sarif_driver_rules_come_from_rules_toml(results):
     levels = {"info": "note", "warning": "warning", "error": "error"}
     for descriptor, rule in zip(driver["rules"], all_rules().values()):
         assert descriptor["name"] == rule.name
-        assert descriptor["shortDescription"] == {"text": rule.summary}
+        assert descriptor["shortDescription"] == {"text": rule.what}
         assert descriptor["fullDescription"] == descriptor["help"] == {"text": rule.check}
         assert descriptor["defaultConfiguration"] == {"level": levels[rule.severity]}
         assert descriptor["properties"]["fix"] == rule.fix

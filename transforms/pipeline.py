@@ -13,6 +13,7 @@ import functools
 
 import libcst as cst
 
+from transforms.codes import Code
 from transforms.faithful.collective_groups import CollectiveGroups
 from transforms.faithful.config_flags import ConfigFlags
 from transforms.codes.findings import Finding
@@ -245,7 +246,7 @@ def _migrate(
         rule_names = referenced_rules(source, syntax_tree)
     if rule_names is not None and not rule_names:
         return unchanged
-    if style == "global" and "PM100" not in ignored and not _patches_pmap(source, syntax_tree):
+    if style == "global" and Code.PMAP_MIGRATED not in ignored and not _patches_pmap(source, syntax_tree):
         from transforms.global_view.pipeline_hook import migrate_global_then_faithful
 
         faithful = functools.partial(_migrate, helper_module=helper_module)

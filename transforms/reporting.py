@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider, QualifiedNameProvider
 
+from transforms.codes import Code
 from transforms.codes.findings import Finding
 from transforms.imports import RuleContext
 from transforms.module_helpers import helper_name
@@ -91,7 +92,8 @@ class ReportingTransformer(cst.CSTTransformer):
         line, col = self._position(node)
         reason = self.suppressions.covers(line, code)
         if reason == "comment":
-            self.findings.append(Finding("PM011", line, col, f"{code} suppressed: {message}"))
+            self.findings.append(Finding(Code.SUPPRESSED,
+                                         line, col, f"{code} suppressed: {message}"))
         if reason:
             return False
         self.findings.append(Finding(code, line, col, message))

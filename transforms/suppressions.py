@@ -12,6 +12,7 @@ import io
 import re
 import tokenize
 
+from transforms.codes import Code
 from transforms.codes.findings import Finding
 
 MARKER = re.compile(r"#\s*pmap-migrate:\s*ignore(?:\[(?P<codes>[A-Za-z0-9_,\s]*)\])?")
@@ -75,7 +76,8 @@ class Suppressions:
 
     def unused(self) -> list[Finding]:
         return [
-            Finding("PM012", s.line, s.col, "unused suppression: nothing here is reported"
+            Finding(Code.UNUSED_SUPPRESSION,
+                    s.line, s.col, "unused suppression: nothing here is reported"
                     + (f" as {', '.join(sorted(s.codes))}" if s.codes else ""))
             for s in self._by_line.values() if not s.used
         ]

@@ -20,13 +20,14 @@ import re
 import tokenize
 from collections.abc import Iterable
 
+from transforms.codes import Code
 from transforms.codes.findings import Finding
 from transforms.codes.rules import rule
 
 TODO_WORD = b"TODO(pmap-migrate)"
 _TODO = re.compile(r"#\s*TODO\(pmap-migrate\):\s*(?P<code>PM\d{3})\b[ \t]*(?P<reason>.*)")
 MAX_LINE = 99  # a comment line the tool writes is never longer
-NO_TODO = frozenset({"PM012"})
+NO_TODO = frozenset({Code.UNUSED_SUPPRESSION})
 
 
 def wants_todo(finding: Finding) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from transforms.codes import Code
 from transforms.reporting import ReportingTransformer
 
 PMAP = "jax.pmap"
@@ -55,7 +56,8 @@ class CollectiveGroups(ReportingTransformer):
         short = name.removeprefix("jax.lax.")
         sizes = _literal_group_sizes(groups)
         if sizes is None:
-            self._pending.append((node, "PM502", f"`{short}` with axis_index_groups that are "
+            self._pending.append((node, Code.COLLECTIVE_GROUPS_HAZARD,
+                                  f"`{short}` with axis_index_groups that are "
                                   "not a literal list of lists: their sizes cannot be checked "
                                   "(unequal groups fail on TPU, and for all_gather / "
                                   "psum_scatter / all_to_all fail to lower everywhere)"))
@@ -63,10 +65,12 @@ class CollectiveGroups(ReportingTransformer):
             reason = ("fails to lower on every backend, the legacy pmap included"
                       if name in DATA_MOVEMENT else
                       "works on CPU and GPU but fails on TPU, which requires equal group sizes")
-            self._pending.append((node, "PM502", f"`{short}` with axis_index_groups of unequal "
+            self._pending.append((node, Code.COLLECTIVE_GROUPS_HAZARD,
+                                  f"`{short}` with axis_index_groups of unequal "
                                   f"sizes {sizes}: {reason}"))
         else:
-            self._pending.append((node, "PM501", f"`{short}` with axis_index_groups "
+            self._pending.append((node, Code.COLLECTIVE_GROUPS_KEPT,
+                                  f"`{short}` with axis_index_groups "
                                   f"({len(sizes)} groups of {sizes[0] if sizes else 0}) kept as "
                                   "is: the same result under the migrated shard_map "
                                   "(check_vma=False)"))

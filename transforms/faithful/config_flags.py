@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from transforms.codes import Code
 from transforms.reading.layout import spaced, stand_in
 from transforms.reading.snippets import find_all
 from transforms.reading.snippets import one_line as _code
@@ -144,14 +145,16 @@ class ConfigFlags(ReportingTransformer):
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value == FLAG and node not in self._handled:
-            self._report(node, "PM306", f"`{FLAG}` is read here in a way that cannot be folded "
+            self._report(node, Code.SHMAP_MERGE_FLAG_REFERENCE,
+                         f"`{FLAG}` is read here in a way that cannot be folded "
                          "(JAX 0.10 removed it and reading it raises AttributeError); replace it "
                          "by True, the value for the only pmap JAX 0.10 has")
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         if node in self._handled or not _names_flag(node):
             return
-        self._report(node, "PM306", f"{node.value} names `{FLAG}`, which JAX 0.10 removed: "
+        self._report(node, Code.SHMAP_MERGE_FLAG_REFERENCE,
+                     f"{node.value} names `{FLAG}`, which JAX 0.10 removed: "
                      "reading or setting the flag raises AttributeError and the environment "
                      "variable / absl flag has no effect; drop it (the new pmap is the only one)")
 
@@ -165,7 +168,8 @@ class ConfigFlags(ReportingTransformer):
         folded = self._fold(original_node.test, [], updated_node.test)
         is_elif = isinstance(self._parent(original_node), cst.If)
         if not isinstance(folded, bool):
-            if not self._report(original_node, "PM305", f"test of `{FLAG}` simplified to "
+            if not self._report(original_node, Code.SHMAP_MERGE_FLAG_FOLDED,
+                                f"test of `{FLAG}` simplified to "
                                 f"`{_code(folded)}` (the flag is True on the only pmap JAX 0.10 has)"):
                 return updated_node
             return _with_test(updated_node, stand_in(updated_node.test, folded))
@@ -175,7 +179,8 @@ class ConfigFlags(ReportingTransformer):
             outcome = f"kept the {branch}" + (", dropped the rest" if has_else else "")
         else:
             outcome = f"dropped the {branch}" + (", kept the rest" if has_else else "")
-        if not self._report(original_node, "PM305", f"`{FLAG}` test is {folded} for the new "
+        if not self._report(original_node, Code.SHMAP_MERGE_FLAG_FOLDED,
+                            f"`{FLAG}` test is {folded} for the new "
                             f"pmap, the only one JAX 0.10 has: {outcome}"):
             return updated_node
         if is_elif:  # the replacement fills the `orelse` slot of the `if` above
@@ -198,11 +203,13 @@ class ConfigFlags(ReportingTransformer):
             return updated_node
         folded = self._fold(original_node.test, [], updated_node.test)
         if not isinstance(folded, bool):
-            if not self._report(original_node, "PM305", f"test of `{FLAG}` simplified to "
+            if not self._report(original_node, Code.SHMAP_MERGE_FLAG_FOLDED,
+                                f"test of `{FLAG}` simplified to "
                                 f"`{_code(folded)}`"):
                 return updated_node
             return _with_test(updated_node, stand_in(updated_node.test, folded))
-        if not self._report(original_node, "PM305", f"`{FLAG}` test folded to {folded}: kept "
+        if not self._report(original_node, Code.SHMAP_MERGE_FLAG_FOLDED,
+                            f"`{FLAG}` test folded to {folded}: kept "
                             f"`{_code(original_node.body if folded else original_node.orelse)}`"):
             return updated_node
         kept = updated_node.body if folded else updated_node.orelse
@@ -219,7 +226,8 @@ class ConfigFlags(ReportingTransformer):
             if isinstance(original, cst.Expr) and self._update_call(original.value) is not None:
                 value = original.value.args[1].value if len(original.value.args) > 1 else None
                 note = f" (value {_code(value)})" if value is not None else ""
-                if self._report(original, "PM305", f"removed `jax.config.update(\"{FLAG}\", ...)`"
+                if self._report(original, Code.SHMAP_MERGE_FLAG_FOLDED,
+                                f"removed `jax.config.update(\"{FLAG}\", ...)`"
                                 f"{note}: JAX 0.10 removed the flag and runs only the new pmap"):
                     continue
             body.append(updated)

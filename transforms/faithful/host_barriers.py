@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from transforms.codes import Code
 from transforms.faithful.patched_pmap import SCRATCH_KEY as PATCH_KEY
 from transforms.imports import add_import
 from transforms.reading.snippets import source as _code
@@ -165,11 +166,13 @@ class HostBarriers(ReportingTransformer):
         replacement = f'`{REPLACEMENT}("{name}")` (from jax.experimental import multihost_utils)'
         statement = self._discarding_statement(node)
         if statement is None:
-            self._report(pmap, "PM504", "host barrier built from a pmapped psum whose value is "
+            self._report(pmap, Code.HOST_BARRIER_VALUE_USED,
+                         "host barrier built from a pmapped psum whose value is "
                          f"used (it is jax.device_count() on every element); replace it with "
                          f"{replacement} and drop the check of its value (the pmap itself is migrated)")
             return
-        if self._report(pmap, "PM503", f"host barrier built from a pmapped psum -> "
+        if self._report(pmap, Code.HOST_BARRIER_REWRITTEN,
+                        f"host barrier built from a pmapped psum -> "
                         f"{replacement}"):
             self._rewrite[statement] = name
             self.context.scratch.setdefault(CLAIMED_KEY, set()).add(pmap)

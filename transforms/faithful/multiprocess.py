@@ -25,6 +25,7 @@ import re
 
 import libcst as cst
 
+from transforms.codes import Code
 from transforms.helpers.helper_features import module_features
 from transforms.helpers.runtime_helper import helper_source
 from transforms.reading.names import ImportTable, dotted, parse_or_none
@@ -84,7 +85,8 @@ def keeps_pmap(rule: ReportingTransformer, site: cst.CSTNode, *, nested: bool) -
     if found is None or not nested:
         return False
     line, what = found
-    rule._report(site, "PM505", f"nested pmap in a multi-process module (`{what}` at line "
+    rule._report(site, Code.MULTIPROCESS_PMAP_KEPT,
+                 f"nested pmap in a multi-process module (`{what}` at line "
                  f"{line}): jax.pmap kept, because the 2-D helper is single-process (its mesh "
                  "would be process 0's devices on every host); "
                  f"{HAND_MIGRATION}; not migrated")

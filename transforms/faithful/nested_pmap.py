@@ -16,6 +16,7 @@ import dataclasses
 
 import libcst as cst
 
+from transforms.codes import Code
 from transforms.reading.pmap_options import NOT_LITERAL, AxesDict, first_problem, read_axes_text
 from transforms.reading.snippets import source as _code
 
@@ -48,19 +49,23 @@ class Level:
 def level_arguments(args: list[cst.Arg]) -> dict[str, cst.BaseExpression]:
     """pmap's arguments by name; positional ones are (fun, axis_name) as in pmap's signature."""
     if any(a.star for a in args):
-        raise NestedRefused("PM204", "*args / **kwargs are forwarded into a nested pmap")
+        raise NestedRefused(Code.FORWARDED_ARGUMENTS,
+                            "*args / **kwargs are forwarded into a nested pmap")
     positional = [a.value for a in args if not a.keyword]
     if len(positional) > 2:
-        raise NestedRefused("PM207", "pmap takes at most two positional arguments (fun, axis_name)")
+        raise NestedRefused(Code.UNKNOWN_PMAP_ARGUMENT,
+                            "pmap takes at most two positional arguments (fun, axis_name)")
     named = dict(zip(("fun", "axis_name"), positional))
     for arg in args:
         if arg.keyword:
             if arg.keyword.value in named:
-                raise NestedRefused("PM207", f"pmap got {arg.keyword.value} twice")
+                raise NestedRefused(Code.UNKNOWN_PMAP_ARGUMENT,
+                                    f"pmap got {arg.keyword.value} twice")
             named[arg.keyword.value] = arg.value
     unknown = sorted(set(named) - PMAP_KEYWORDS)
     if unknown:
-        raise NestedRefused("PM207", f"unknown pmap argument {', '.join(unknown)}")
+        raise NestedRefused(Code.UNKNOWN_PMAP_ARGUMENT,
+                            f"unknown pmap argument {', '.join(unknown)}")
     return named
 
 
@@ -70,12 +75,12 @@ def check_levels(outer: Level, inner: Level) -> None:
         extra = sorted(set(level.args) - allowed)
         if extra:
             raise NestedRefused(
-                "PM206", f"{', '.join(extra)} on the {which} pmap of a nested pmap is not translated"
+                Code.NESTED_PMAP, f"{', '.join(extra)} on the {which} pmap of a nested pmap is not translated"
             )
     inner_out = inner.args.get("out_axes")
     if inner_out is not None and not (isinstance(inner_out, cst.Integer) and int(inner_out.value, 0) == 0):
         raise NestedRefused(
-            "PM206",
+            Code.NESTED_PMAP,
             "the inner pmap has out_axes other than 0, which legacy pmap itself cannot run",
         )
 
@@ -89,7 +94,7 @@ def _literal(node: cst.BaseExpression | None, what: str, level: str):
     axes = read_axes_text(_code(node), what)
     refused = first_problem(axes, what)
     if refused is not None and refused.code == NOT_LITERAL:
-        raise NestedRefused("PM206", f"{what} of the {level} pmap is not a literal")
+        raise NestedRefused(Code.NESTED_PMAP, f"{what} of the {level} pmap is not a literal")
     if refused is not None:
         raise NestedRefused(refused.code, f"{level} pmap: {refused.message}")
     return _to_data(axes)
@@ -118,13 +123,14 @@ def _combine(outer, inner, leaf):
         tree = inner if outer_leaf else outer
         return _map(tree, lambda sub: _combine(outer, sub, leaf) if outer_leaf else _combine(sub, inner, leaf))
     if type(outer) is not type(inner):
-        raise NestedRefused("PM206", "the two levels' in_axes have different structures")
+        raise NestedRefused(Code.NESTED_PMAP, "the two levels' in_axes have different structures")
     if isinstance(outer, dict):
         if outer.keys() != inner.keys():
-            raise NestedRefused("PM206", "the two levels' in_axes have different dict keys")
+            raise NestedRefused(Code.NESTED_PMAP,
+                                "the two levels' in_axes have different dict keys")
         return {k: (outer[k][0], _combine(outer[k][1], inner[k][1], leaf)) for k in outer}
     if len(outer) != len(inner):
-        raise NestedRefused("PM206", "the two levels' in_axes have different lengths")
+        raise NestedRefused(Code.NESTED_PMAP, "the two levels' in_axes have different lengths")
     return type(outer)(_combine(o, i, leaf) for o, i in zip(outer, inner))
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from transforms.codes import Code
 from transforms.reading.names import ImportTable, parse_or_none
 from transforms.reading.pmap_patches import (
     CHEX_FAKES, fakes_of_other_modules, pmap_patch, refers_to_pmap,
@@ -37,7 +38,8 @@ def keeps_patched_pmap(rule: ReportingTransformer, site: cst.CSTNode) -> bool:
     if id(site) not in reported:
         reported.add(id(site))
         line, text = found
-        rule._report(site, "PM211", f"jax.pmap kept: this module patches jax.pmap (`{text}` at "
+        rule._report(site, Code.PMAP_KEPT_PATCHED,
+                     f"jax.pmap kept: this module patches jax.pmap (`{text}` at "
                      f"line {line}), and a migrated site would no longer call jax.pmap, so the "
                      "patch would stop applying to it; not migrated")
     return True
@@ -80,7 +82,7 @@ class PatchedPmap(ReportingTransformer):
         self._fake_elsewhere = None  # the first such use only
         name = next(iter(self._qualified(node) & CHEX_FAKES)).rpartition(".")[2]
         self._report(
-            node, "PM212",
+            node, Code.FAKE_PMAP_ELSEWHERE,
             f"`{name}` patches jax.pmap around no pmap of this module: the pmaps it fakes live "
             "in other modules, and once they are migrated they no longer call "
             "jax.pmap, so the fake stops applying and the code under test runs jit + shard_map "

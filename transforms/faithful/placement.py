@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from transforms.codes import Code
 from transforms.faithful.multiprocess import SCRATCH_KEY as MULTIPROCESS_EVIDENCE
 from transforms.helpers.placement_helpers import REPLICATED, SHARDED, SOURCES
 from transforms.imports import add_import, remove_import
@@ -26,14 +27,14 @@ from transforms.reporting import ReportingTransformer
 
 # Removed JAX functions -> (code, helper with the same signature).
 RENAMED = {
-    "jax.device_put_replicated": ("PM301", REPLICATED),
-    "jax.device_put_sharded": ("PM302", SHARDED),
+    "jax.device_put_replicated": (Code.DEVICE_PUT_REPLICATED_MIGRATED, REPLICATED),
+    "jax.device_put_sharded": (Code.DEVICE_PUT_SHARDED_MIGRATED, SHARDED),
 }
 FLAX_REPLICATE = "flax.jax_utils.replicate"
 # Reported, not rewritten: qualified name -> (code, message).
 REPORTED = {
     "flax.jax_utils.prefetch_to_device": (
-        "PM402",
+        Code.FLAX_PREFETCH_TO_DEVICE,
         "flax.jax_utils.prefetch_to_device calls jax.device_put_sharded (removed in JAX 0.10) "
         "in flax releases before 0.12.7: use flax >= 0.12.7, whose prefetch_to_device splits "
         "each leaf's leading axis over the devices with a NamedSharding, or put each batch "
@@ -41,7 +42,7 @@ REPORTED = {
         "PartitionSpec('batch'))) per leaf",
     ),
     "flax.training.common_utils.shard": (
-        "PM403",
+        Code.FLAX_SHARD,
         "flax common_utils.shard reshapes on the host to (jax.local_device_count(), -1, ...): "
         "still valid; the migrated function reads its mesh size from that leading axis",
     ),
@@ -85,12 +86,14 @@ class DataPlacement(ReportingTransformer):
             # MultiProcess (first in RULES) found the module's multi-process calls up front.
             multi_host = MULTIPROCESS_EVIDENCE in self.context.scratch
             if count == "jax.device_count" and multi_host:
-                self._report(call, "PM405", f"`{text}` uses jax.device_count() in a module that "
+                self._report(call, Code.GLOBAL_DEVICE_COUNT_RESHAPE,
+                             f"`{text}` uses jax.device_count() in a module that "
                              "uses jax.process_count/process_index: on several hosts that is the "
                              "global count, but each host feeds only its local devices; use "
                              "jax.local_device_count()")
             else:
-                self._report(call, "PM404", f"`{text}`: a leading axis of {count}() is what "
+                self._report(call, Code.DEVICE_BATCH_RESHAPE,
+                             f"`{text}`: a leading axis of {count}() is what "
                              "pmap expects, and its migration too (it reads the mesh size from "
                              "the leading axis of its first mapped argument)")
         if self._rewrote:
@@ -136,13 +139,15 @@ class DataPlacement(ReportingTransformer):
         for name in names & REPORTED.keys():
             self._report(original, *REPORTED[name])
         if FLAX_REPLICATE in names and not self._is_called(original):
-            self._report(original, "PM406", "flax.jax_utils.replicate used as a value: its "
+            self._report(original, Code.PLACEMENT_NOT_MIGRATED,
+                         "flax.jax_utils.replicate used as a value: its "
                          "calls cannot be seen; not migrated (call it directly, or use "
                          "_device_put_replicated(tree, devices or jax.local_devices()))")
         for name in names & RENAMED.keys():
             code, helper = RENAMED[name]
             if self._is_target(original):
-                self._report(original, "PM406", f"`{name}` is assigned or deleted here; not migrated")
+                self._report(original, Code.PLACEMENT_NOT_MIGRATED,
+                             f"`{name}` is assigned or deleted here; not migrated")
             elif self._report(original, code, f"{name} -> {self._helper_name(helper)} (module "
                               "helper, same signature and placement)"):
                 return self._use_helper(helper, updated)
@@ -182,11 +187,13 @@ class DataPlacement(ReportingTransformer):
             return updated_node
         arguments = _replicate_arguments(updated_node.args)
         if arguments is None:
-            self._report(original_node, "PM406", "flax.jax_utils.replicate called with "
+            self._report(original_node, Code.PLACEMENT_NOT_MIGRATED,
+                         "flax.jax_utils.replicate called with "
                          "arguments other than (tree, devices=None); not migrated")
             return updated_node
         replicated = self._helper_name(REPLICATED)
-        if not self._report(original_node, "PM401", "flax.jax_utils.replicate(tree, devices) -> "
+        if not self._report(original_node, Code.FLAX_REPLICATE_MIGRATED,
+                            "flax.jax_utils.replicate(tree, devices) -> "
                             f"{replicated}(tree, devices or jax.local_devices())"):
             return updated_node
         tree, devices = arguments

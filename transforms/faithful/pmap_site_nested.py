@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from transforms.codes import Code
 from transforms.faithful.nested_pmap import (
     DEFAULT_NAMES,
     Level,
@@ -37,9 +38,9 @@ class NestedSites:
         label = f"{self._code(self._pmap_head(original))}({self._code(self._pmap_head(inner_call))}{fun_text})"
         try:
             if inner_call in self._pairs:
-                raise NestedRefused("PM206", "pmap nested three or more levels deep")
+                raise NestedRefused(Code.NESTED_PMAP, "pmap nested three or more levels deep")
             if inner_call in self._maps_pmap:
-                raise NestedRefused("PM206", "the inner function holds another pmap")
+                raise NestedRefused(Code.NESTED_PMAP, "the inner function holds another pmap")
             outer = Level(original, level_arguments(self._pmap_arguments(original)))
             inner = Level(inner_call, level_arguments(self._pmap_arguments(inner_call)))
             args, summary = self._nested_arguments(outer, inner)
@@ -59,7 +60,7 @@ class NestedSites:
         self._report(outer, refused.code, f"{label}: nested pmap, {refused.message}; not migrated")
         line = self._position(outer)[0]
         self._report(
-            inner, "PM206", f"pmap inside the nested pmap of line {line}, which is not migrated"
+            inner, Code.NESTED_PMAP, f"pmap inside the nested pmap of line {line}, which is not migrated"
         )
 
     def _nested_arguments(self, outer: Level, inner: Level) -> tuple[list[cst.Arg], str]:
@@ -67,7 +68,7 @@ class NestedSites:
         check_levels(outer, inner)
         fun = inner.args.get("fun")
         if fun is None:
-            raise NestedRefused("PM210", "the inner pmap is called without a function")
+            raise NestedRefused(Code.NO_CALLEE, "the inner pmap is called without a function")
         names = tuple(
             cst.parse_expression(default) if _is_none(level.args.get("axis_name"))
             else level.args["axis_name"]
@@ -76,10 +77,11 @@ class NestedSites:
         for name in names:
             if not repeatable(name):
                 raise NestedRefused(
-                    "PM208", f"axis_name={self._code(name)} would be evaluated once per spec"
+                    Code.AXIS_NAME_EXPRESSION, f"axis_name={self._code(name)} would be evaluated once per spec"
                 )
         if self._code_fresh(names[0]) == self._code_fresh(names[1]):
-            raise NestedRefused("PM206", f"both levels name the axis {self._code(names[0])}")
+            raise NestedRefused(Code.NESTED_PMAP,
+                                f"both levels name the axis {self._code(names[0])}")
         in_specs, out_specs = nested_specs(outer, inner, names, self._spec_func)
         self._uses_spec = True
         comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
@@ -108,12 +110,13 @@ class NestedSites:
         label = " over ".join(shorten(text, 50) for text in labels)
         try:
             if len(stacked) > 2:
-                raise NestedRefused("PM206", "pmap nested three or more levels deep")
+                raise NestedRefused(Code.NESTED_PMAP, "pmap nested three or more levels deep")
             position = list(original.decorators).index(stacked[0])
             if original.decorators[position + 1] is not stacked[1]:
-                raise NestedRefused("PM206", "another decorator stands between the two pmaps")
+                raise NestedRefused(Code.NESTED_PMAP,
+                                    "another decorator stands between the two pmaps")
             if original in self._maps_pmap or any(d in self._maps_pmap for d in stacked):
-                raise NestedRefused("PM206", "the function holds another pmap as well")
+                raise NestedRefused(Code.NESTED_PMAP, "the function holds another pmap as well")
             levels = [
                 Level(d, level_arguments(list(d.decorator.args[1:])))
                 if isinstance(d.decorator, cst.Call) else Level(d, {})
@@ -121,7 +124,8 @@ class NestedSites:
             ]
             for level in levels:
                 if "fun" in level.args:
-                    raise NestedRefused("PM206", "a pmap decorator names the function itself")
+                    raise NestedRefused(Code.NESTED_PMAP,
+                                        "a pmap decorator names the function itself")
             levels[1].args["fun"] = cst.Name(original.name.value)
             args, summary = self._nested_arguments(*levels)
         except NestedRefused as refused:

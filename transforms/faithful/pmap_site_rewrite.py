@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from transforms.codes import Code
 from transforms.faithful.multiprocess import migration_note
 from transforms.faithful.pmap_hazards import site_claimed
 from transforms.faithful.specs import AxesNotTranslatable, axes_to_specs
@@ -84,7 +85,7 @@ class SiteRewrite:
             f"{label} -> _pmap_compat, pmap's signature on jax.jit + jax.shard_map ({why}, "
             f"so in_axes / out_axes become specs when it runs){migration_note(self)}"
         )
-        if not self._report(original, "PM100", message):
+        if not self._report(original, Code.PMAP_MIGRATED, message):
             return updated
         self.migrated_sites += 1
         self._needs_compat = True
@@ -98,11 +99,11 @@ class SiteRewrite:
         positional = [a for a in pmap_args if not a.keyword and not a.star]
         if call in self._nested:
             raise SiteRefused(
-                "PM206", "pmap inside the function of another pmap, not directly pmap(pmap(f))"
+                Code.NESTED_PMAP, "pmap inside the function of another pmap, not directly pmap(pmap(f))"
             )
         if call in self._maps_pmap or self._parent(call) in self._maps_pmap:
             raise SiteRefused(
-                "PM206", "the function holds another pmap (not a direct pmap of a pmap)"
+                Code.NESTED_PMAP, "the function holds another pmap (not a direct pmap of a pmap)"
             )
         callee = positional[0].value if positional else None
         binding = (
@@ -110,13 +111,13 @@ class SiteRewrite:
         )
         if binding is not None and binding.in_loop:
             raise SiteRefused(
-                "PM206", f"pmap of `{callee.value}`, which this loop rebinds to a pmap on line "
+                Code.NESTED_PMAP, f"pmap of `{callee.value}`, which this loop rebinds to a pmap on line "
                 f"{self._position(binding.statement)[0]}: from the second iteration on it is a "
                 "nested pmap; pmap it once, before the loop, or migrate by hand",
             )
         if binding is not None:
             raise SiteRefused(
-                "PM206", f"pmap of `{callee.value}`, itself pmapped on line "
+                Code.NESTED_PMAP, f"pmap of `{callee.value}`, itself pmapped on line "
                 f"{self._position(binding.statement)[0]}: nested pmap needs one 2-D mesh; write "
                 "both pmaps in one expression (pmap(pmap(f))) to have it migrated, or migrate "
                 "by hand",
@@ -124,7 +125,7 @@ class SiteRewrite:
         if not partial and not positional and not any(
             a.keyword and a.keyword.value == "fun" for a in pmap_args
         ) and not any(a.star for a in pmap_args):
-            raise SiteRefused("PM210", "pmap is called without a function")
+            raise SiteRefused(Code.NO_CALLEE, "pmap is called without a function")
 
     def _translate_args(
         self, args: list[cst.Arg], *, partial: bool
@@ -134,11 +135,13 @@ class SiteRewrite:
             raise UseCompat("*args / **kwargs are forwarded into pmap")
         positional = [a for a in args if not a.keyword]
         if len(positional) > 2:
-            raise SiteRefused("PM207", "pmap takes at most two positional arguments (fun, axis_name)")
+            raise SiteRefused(Code.UNKNOWN_PMAP_ARGUMENT,
+                              "pmap takes at most two positional arguments (fun, axis_name)")
         by_keyword = {a.keyword.value: a for a in args if a.keyword}
         unknown = sorted(set(by_keyword) - set(KNOWN_KEYWORDS) - {"fun"})
         if unknown:
-            raise SiteRefused("PM207", f"unknown pmap argument {', '.join(unknown)}")
+            raise SiteRefused(Code.UNKNOWN_PMAP_ARGUMENT,
+                              f"unknown pmap argument {', '.join(unknown)}")
         for keyword in ("in_axes", "out_axes"):
             if keyword in by_keyword:
                 try:
@@ -147,7 +150,7 @@ class SiteRewrite:
                         axis_name=cst.Name("a"), what=keyword,
                     )
                 except AxesNotTranslatable as refused:
-                    if refused.code != "PM203":
+                    if refused.code != Code.NON_LITERAL_AXES:
                         raise
                     text = shorten(self._code(by_keyword[keyword].value), 40)
                     raise UseCompat(f"{keyword}={text} is not a literal") from None
@@ -156,7 +159,7 @@ class SiteRewrite:
         uses_axes = "in_axes" in by_keyword or "out_axes" in by_keyword
         if uses_axes and not repeatable(axis_name):
             raise SiteRefused(
-                "PM208", f"axis_name={self._code(axis_name)} would be evaluated once per spec"
+                Code.AXIS_NAME_EXPRESSION, f"axis_name={self._code(axis_name)} would be evaluated once per spec"
             )
         if uses_axes and axis_arg is None:
             # The specs name the helper's default axis, so say it at the site too.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from transforms.codes import Code
 from transforms.faithful.multiprocess import migration_note
 from transforms.faithful.pmap_hazards import site_claimed
 from transforms.faithful.pmap_values import ReplaceByIdentity, classify, refusal
@@ -66,14 +67,14 @@ class ValueUses:
             reason = refusal(use, self._names, lambda node: self._position(node)[0])
             if reason:
                 self._report(
-                    use.node, "PM205",
+                    use.node, Code.PMAP_AS_VALUE,
                     f"{label} is used as a value and {reason.removeprefix('is ')}; not migrated "
                     "(the _pmap_compat drop-in replaces it only when every use is a call)",
                 )
                 continue
             how = f"bound to `{use.name}`" if use.name else f"passed to `{use.callee}`"
             if self._report(
-                use.node, "PM100",
+                use.node, Code.PMAP_MIGRATED,
                 f"{label} used as a value ({how}, every use a call) -> _pmap_compat, "
                 f"pmap's signature on jax.jit + jax.shard_map{migration_note(self)}",
             ):

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from transforms.codes import Code
 from transforms.faithful.multiprocess import migration_note, pmap_helper_source
 from transforms.faithful.pmap_hazards import site_claimed
 from transforms.faithful.pmap_site_nested import NestedSites
@@ -279,14 +280,14 @@ class PmapToShardMap(SiteRewrite, NestedSites, ValueUses, ReportingTransformer):
             return updated_node  # leave_FunctionDef rewrites the stack
         if original_node.decorator in self._nested:
             self._report(
-                original_node, "PM206",
+                original_node, Code.NESTED_PMAP,
                 f"@{self._code(original_node.decorator)}: pmap inside the function of another "
                 "pmap, not directly pmap(pmap(f)); not migrated",
             )
             return updated_node
         if original_node in self._maps_pmap:
             self._report(
-                original_node, "PM206",
+                original_node, Code.NESTED_PMAP,
                 f"@{self._code(original_node.decorator)}: the function holds another pmap "
                 "(not a direct pmap of a pmap); not migrated",
             )
@@ -357,7 +358,8 @@ class PmapToShardMap(SiteRewrite, NestedSites, ValueUses, ReportingTransformer):
         """Report the migration of a site; False when a suppression keeps it as it is."""
         detail = f" ({summary})" if summary else ""
         detail += migration_note(self)
-        if not self._report(node, "PM100", f"{label} -> jax.jit + jax.shard_map{detail}"):
+        if not self._report(node, Code.PMAP_MIGRATED,
+                            f"{label} -> jax.jit + jax.shard_map{detail}"):
             return False
         self.migrated_sites += 1
         return True

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from transforms.codes import Code
 from transforms.faithful.multiprocess import SCRATCH_KEY
 from transforms.reading.snippets import one_line, shorten
 from transforms.reporting import ReportingTransformer
@@ -80,7 +81,8 @@ class ProcessIdioms(ReportingTransformer):
         if node in self._reported:
             return
         self._reported.add(node)
-        self._report(node, "PM506", f"{what} `{shorten(one_line(node), 60)}` kept: {why}")
+        self._report(node, Code.PROCESS_IDIOM_KEPT,
+                     f"{what} `{shorten(one_line(node), 60)}` kept: {why}")
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self._active:
@@ -122,7 +124,7 @@ class ProcessIdioms(ReportingTransformer):
         if not names or isinstance(self._parent(original_node), (cst.ImportAlias, cst.AsName)):
             return updated_node
         new = RENAMED[names.pop()]
-        if not self._report(original_node, "PM507", (
+        if not self._report(original_node, Code.HOST_ALIAS_RENAMED, (
                 f"`{one_line(original_node)}` (a deprecated alias that warns on JAX 0.10) -> "
                 f"`{one_line(original_node.value)}.{new}`, the same function")):
             return updated_node
@@ -134,7 +136,7 @@ class ProcessIdioms(ReportingTransformer):
         args = list(updated_node.args)
         for index, arg in enumerate(args):
             if arg.keyword is not None and arg.keyword.value == "host_id":
-                if self._report(original_node, "PM507", (
+                if self._report(original_node, Code.HOST_ALIAS_RENAMED, (
                         "`local_devices(host_id=...)` (a deprecated alias) -> "
                         "`local_devices(process_index=...)`, the same argument")):
                     args[index] = arg.with_changes(keyword=cst.Name("process_index"))

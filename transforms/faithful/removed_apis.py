@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import libcst as cst
 
+from transforms.codes import Code
 from transforms.reporting import ReportingTransformer
 
 REPORTED = {
-    "jax.sharding.PmapSharding": "PM303",
-    "jax.interpreters.pxla.ShardedDeviceArray": "PM303",
-    "jax.pxla.ShardedDeviceArray": "PM303",
+    "jax.sharding.PmapSharding": Code.REMOVED_PMAP_INTERNALS,
+    "jax.interpreters.pxla.ShardedDeviceArray": Code.REMOVED_PMAP_INTERNALS,
+    "jax.pxla.ShardedDeviceArray": Code.REMOVED_PMAP_INTERNALS,
 }
 # jax_pmap_shmap_merge is folded away or reported by transforms/faithful/config_flags.py.
-REPORTED_ATTRIBUTES = {"device_buffers": "PM303"}
+REPORTED_ATTRIBUTES = {"device_buffers": Code.REMOVED_PMAP_INTERNALS}
 TREE_MAP = "jax.tree_map"
 
 
@@ -51,7 +52,8 @@ class RemovedApis(ReportingTransformer):
         for name in names & REPORTED.keys():
             self._report(node, REPORTED[name], f"`{name}` was removed from JAX; not migrated")
         if TREE_MAP in self._qualified(node) and isinstance(node, cst.Name):
-            self._report(node, "PM304", "`tree_map` imported from jax: change the import to "
+            self._report(node, Code.TREE_MAP_RENAMED,
+                         "`tree_map` imported from jax: change the import to "
                          "`jax.tree_util.tree_map` by hand")
 
     def leave_Attribute(
@@ -60,7 +62,8 @@ class RemovedApis(ReportingTransformer):
         if TREE_MAP not in self._qualified(original_node) or self._in_import(original_node):
             return updated_node
         replacement = "tree.map" if self.target.has_tree_module else "tree_util.tree_map"
-        if not self._report(original_node, "PM304", f"jax.tree_map -> jax.{replacement}"):
+        if not self._report(original_node, Code.TREE_MAP_RENAMED,
+                            f"jax.tree_map -> jax.{replacement}"):
             return updated_node
         parts = replacement.split(".")
         value = updated_node.value

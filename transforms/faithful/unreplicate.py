@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from transforms.codes import Code
 from transforms.faithful.pmap_outputs import PmapOutputs
 from transforms.faithful.pmap_sites import PMAP
 from transforms.helpers.helper_templates import helper_text
@@ -78,13 +79,13 @@ class Unreplicate(PmapOutputs, ReportingTransformer):
         value = _shorten(self._code(original_node.value), 40)
         if not self._is_host_read(original_node):
             self._report(
-                original_node, "PM411",
+                original_node, Code.UNREPLICATE_ON_DEVICE,
                 f"`{code}` on pmap output `{value}` stays on device and compiles {COST}; "
                 f"kept. {ADVICE}",
             )
             return updated_node
         if not self._report(
-            original_node, "PM410",
+            original_node, Code.UNREPLICATE_FOR_HOST,
             f"`{code}` goes to the host: `{self._helper_name(HELPER)}({value})` reads the shard "
             "holding row 0 "
             "instead of compiling a cross-device gather",
@@ -110,13 +111,13 @@ class Unreplicate(PmapOutputs, ReportingTransformer):
         code = _shorten(self._code(original))
         if not self._is_tree_host_read(original):
             self._report(
-                original, "PM411",
+                original, Code.UNREPLICATE_ON_DEVICE,
                 f"`{code}` on a pmap output stays on device and compiles, per leaf, {COST}; "
                 f"kept. {ADVICE}",
             )
             return updated
         if not self._report(
-            original, "PM410",
+            original, Code.UNREPLICATE_FOR_HOST,
             f"`{code}` goes to the host: `{self._helper_name(HELPER)}` reads the shard holding "
             "row 0 of each leaf "
             "instead of compiling a cross-device gather",
@@ -134,7 +135,7 @@ class Unreplicate(PmapOutputs, ReportingTransformer):
         on_pmap_output = tree is not None and self._is_pmap_output(tree)
         if on_pmap_output and self._is_tree_host_read(original):
             if not self._report(
-                original, "PM410",
+                original, Code.UNREPLICATE_FOR_HOST,
                 f"`{code}` goes to the host: "
                 f"`jax.tree_util.tree_map({self._helper_name(HELPER)}, ...)` reads the "
                 "shard holding row 0 of each leaf instead of compiling a cross-device gather",
@@ -150,7 +151,7 @@ class Unreplicate(PmapOutputs, ReportingTransformer):
             )
         where = "on this pmap output" if on_pmap_output else "on pmap outputs"
         self._report(
-            original, "PM412",
+            original, Code.FLAX_UNREPLICATE,
             f"`{code}` is tree_map(lambda x: x[0], ...): {where} each leaf compiles {COST}; "
             f"kept. {ADVICE}",
         )

@@ -31,7 +31,7 @@ import dataclasses
 import itertools
 
 from transforms.codes.findings import Finding
-from transforms.codes.global_view import CONTRACT
+from transforms.codes.global_view import CONTRACT, FALLBACKS
 from transforms.global_view.contract_text import ACROSS_PROCESSES, ADAPTER
 from transforms.global_view.sites import JIT, PARTIAL, PMAP, dotted
 from transforms.global_view.step_text import LINE_LIMIT, shifted
@@ -342,7 +342,7 @@ def contract_sites(module, taken_spans: list[tuple[int, int]], skip: set[int],
     return contracts, kept, notes
 
 
-_FALLBACK_CODES = {f"PM60{i}" for i in range(1, 10)}
+_FALLBACK_CODES = FALLBACKS
 
 
 def _joined_with_jit(site: ContractSite, function, span: tuple[int, int], module, jits):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from transforms.codes import Code
 from transforms.global_view.line_matcher import LineMatcher
 from transforms.global_view.rewrite import migrate_global
 from transforms.tree_uses import NO_TREE
@@ -23,8 +24,8 @@ def migrate_global_then_faithful(source: bytes, target, ignored, migrate_source,
                                  col=f.col - _indent_added(first.source, source, f.line, lines))
              for f in rest.findings]
     # Per-process idioms in global callers are reported by the global pass, in its terms.
-    said = {(f.line, f.col) for f in first.findings if f.code == "PM506"}
-    moved = [f for f in moved if not (f.code == "PM506" and (f.line, f.col) in said)]
+    said = {(f.line, f.col) for f in first.findings if f.code == Code.PROCESS_IDIOM_KEPT}
+    moved = [f for f in moved if not (f.code == Code.PROCESS_IDIOM_KEPT and (f.line, f.col) in said)]
     findings = sorted([*first.findings, *moved], key=lambda f: (f.line, f.col, f.code))
     return dataclasses.replace(rest, findings=findings, _original=source, layouts=first.layouts)
 

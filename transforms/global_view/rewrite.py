@@ -22,7 +22,7 @@ import io
 import tokenize
 
 from transforms.codes.findings import Finding
-from transforms.codes.global_view import CONSUMER_UNKNOWN, SITE, UNAVAILABLE
+from transforms.codes.global_view import CONSUMER_UNKNOWN, PROCESS_IDIOM_KEPT, SITE, UNAVAILABLE
 from transforms.faithful.multiprocess import first_evidence
 from transforms.global_view.callers import MODULE_CALLER, top_level_function
 from transforms.global_view.contract import contract_sites
@@ -137,7 +137,7 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
     if not global_sites and not contracts:
         return GlobalResult(source, dedupe(findings))
     for caller in sorted(results) if multiprocess else ():
-        findings += [Finding("PM506", node.lineno, node.col_offset + 1, message)
+        findings += [Finding(PROCESS_IDIOM_KEPT, node.lineno, node.col_offset + 1, message)
                      for node, message in process_idiom_findings(module.functions[caller],
                                                                  module)]
     edits = caller_edits(results, module)

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+from transforms.codes import Code
 
-NEGATIVE_AXIS = "PM201"
-LIST_IN_AXES = "PM202"
-NOT_LITERAL = "PM203"
-NOT_AN_AXIS = "PM209"
+NEGATIVE_AXIS = Code.NEGATIVE_AXIS
+LIST_IN_AXES = Code.LIST_IN_AXES
+NOT_LITERAL = Code.NON_LITERAL_AXES
+NOT_AN_AXIS = Code.BAD_AXIS_LEAF
 
 
 @dataclasses.dataclass(frozen=True)
