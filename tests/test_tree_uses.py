@@ -116,7 +116,7 @@ def test_a_function_of_another_module_returning_the_devices_is_known_by_its_impo
                       "    return j.local_devices()\n\n"
                       "def count(k=1):\n    return jax.device_count()\n\n"
                       "def data(): return jax.pmap(f)\n", "pkg.pipeline")
-    main = module("pkg/main.py", importer, "pkg.main")
+    main = module("pkg/main.py", importer + "step = jax.pmap(f)\n", "pkg.main")
     assert tree_facts([pipeline, main]).values == {"pkg/main.py": {written: "devices"}}
 
 

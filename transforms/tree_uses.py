@@ -15,7 +15,9 @@ import re
 from collections.abc import Iterable, Mapping
 
 from transforms.reading.names import ImportTable, dotted
-from transforms.reading.prefilter import might_need_migration
+
+# The global pass runs only on a module whose text names pmap (transforms/pipeline.py).
+_PMAP = b"pmap"
 
 # Every public name of the module: a star import, or the module object itself handed around
 # (`run(train_lib)`, `getattr(train_lib, name)`), whose attributes cannot be listed.
@@ -74,18 +76,46 @@ def uses_across_modules(modules: Iterable[TreeModule]) -> dict[str, dict[str, st
 
 
 def tree_facts(modules: Iterable[TreeModule]) -> TreeFacts:
-    """What each module of the run uses of the others. Only modules `might_need_migration`
-    are targets; a module is read only if its text names one of them."""
+    """What each module of the run uses of the others. The global pass acts only on modules
+    that name pmap: their names other modules use matter (`uses`), and what they import from
+    any module of the run (`values`). A module is parsed only if its import lines import
+    such a module, or it is one and imports from the run."""
     modules = list(modules)
     facts = TreeFacts()
-    targets = {name: m for m in modules if might_need_migration(m.source) for name in m.dotted}
-    if not targets:
+    every = {name: m for m in modules for name in m.dotted}
+    pmap_modules = {name: m for name, m in every.items() if _PMAP in m.source}
+    if not pmap_modules:
         return facts
-    last_parts = {name.rsplit(".", 1)[-1] for name in targets}
-    mentions = re.compile(rb"\b(?:%s)\b" % b"|".join(re.escape(p.encode()) for p in last_parts))
     summaries: dict[str, dict[str, str]] = {}
     for importer in modules:
-        if not mentions.search(importer.source) and b"from ." not in importer.source:
+        analysed = _PMAP in importer.source  # its global pass reads what it imports
+        targets = every if analysed else pmap_modules
+        if not _imports_any(importer, targets):
+            continue
+        try:
+            tree = ast.parse(importer.source)
+        except (SyntaxError, ValueError, RecursionError):
+            continue
+        imported = ImportTable.from_tree(tree).imported if analysed else {}
+        for target, name, node in _uses_in(tree, importer, targets):
+            if target is importer:
+                continue
+            if _PMAP in target.source:
+                facts.uses.setdefault(target.display, {}).setdefault(
+                    name, importer.where(node.lineno))
+            if not analysed:
+                continue
+            if target.display not in summaries:
+                summaries[target.display] = _device_order_values(target)
+            kind = summaries[target.display].get(name)
+            written = dotted(node, imported) if not isinstance(node, ast.ImportFrom) else \
+                next((imported.get(a.asname or a.name) for a in node.names if a.name == name), None)
+            if kind is not None and written:
+                facts.values.setdefault(importer.display, {})[written] = kind
+    return facts
+    summaries: dict[str, dict[str, str]] = {}
+    for importer in modules:
+        if not _imports_any(importer, targets):
             continue
         try:
             tree = ast.parse(importer.source)
@@ -145,6 +175,34 @@ def _device_order_values(module: TreeModule) -> dict[str, str]:
     return {name: kind for name, kind in found.items() if name not in rebound}
 
 
+_FROM_IMPORT = re.compile(
+    rb"^[ \t]*from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]*(\([^)]*\)|[^\n]*(?:\\\n[^\n]*)*)", re.M)
+_IMPORT = re.compile(rb"^[ \t]*import[ \t]+([\w.][\w., \t]*)", re.M)
+
+
+def _imports_any(module: TreeModule, targets) -> bool:
+    """Whether an import statement of `module` imports a target module or a name from one:
+    read off the import lines, so only such modules are parsed."""
+    for match in _FROM_IMPORT.finditer(module.source):
+        dots, base = match.group(1).decode(), match.group(2).decode()
+        node = ast.ImportFrom(module=base or None, names=[], level=len(dots))
+        resolved = _resolve(node, module)
+        if resolved is None:
+            continue
+        if resolved in targets:
+            return True
+        names = re.split(r"[\s,()\\]+", match.group(3).decode())
+        if any((f"{resolved}.{name}" if resolved else name) in targets
+               for name in names if name and name != "as"):
+            return True
+    for match in _IMPORT.finditer(module.source):
+        for part in match.group(1).decode().split(","):
+            words = part.split()
+            if words and words[0] in targets:
+                return True
+    return False
+
+
 def used_elsewhere(uses: Mapping[str, str], name: str) -> str | None:
     """Where another module uses `name` (a module-level name of this module), or None."""
     if name in uses:
@@ -160,8 +218,15 @@ def _uses_in(tree: ast.Module, importer: TreeModule, targets: Mapping[str, TreeM
     as a value)."""
     aliases: dict[str, TreeModule] = {}  # a local name bound to a target module
     prefixes: dict[str, str] = {}  # `import pkg.train`: `pkg` reaches `pkg.train.<name>`
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
+    attributes: list[ast.Attribute] = []
+    loads: list[ast.Name] = []
+    for node in ast.walk(tree):  # one walk: imports, and the names and attributes to read
+        if isinstance(node, ast.Attribute):
+            attributes.append(node)
+        elif isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                loads.append(node)
+        elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname and alias.name in targets:
                     aliases[alias.asname] = targets[alias.name]
@@ -182,19 +247,18 @@ def _uses_in(tree: ast.Module, importer: TreeModule, targets: Mapping[str, TreeM
                     yield targets[base], alias.name, node
     if not aliases and not prefixes:
         return
-    attribute_values = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute):
-            chain = _dotted(node.value)
-            if chain is None:
-                continue
-            head = chain.split(".", 1)[0]
-            if chain in aliases:
-                yield aliases[chain], node.attr, node
-            elif head in prefixes and chain in targets:
-                yield targets[chain], node.attr, node
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) \
-                and node.id in aliases and id(node) not in attribute_values:
+    attribute_values = set()
+    for node in attributes:
+        attribute_values.add(id(node.value))
+        chain = _dotted(node.value)
+        if chain is None:
+            continue
+        if chain in aliases:
+            yield aliases[chain], node.attr, node
+        elif chain.split(".", 1)[0] in prefixes and chain in targets:
+            yield targets[chain], node.attr, node
+    for node in loads:
+        if node.id in aliases and id(node) not in attribute_values:
             yield aliases[node.id], EVERY_NAME, node  # the module itself as a value
 
 
