@@ -60,3 +60,29 @@ def test_a_try_whose_imports_may_fail_keeps_its_fallback_in_view(extra):
     assert ImportTable.from_source(source.encode()).ambiguous
     result = migrate_source(source.encode(), style="global")
     assert "PM600" not in [f.code for f in result.findings]
+
+
+def test_a_relocated_api_imported_with_a_fallback_is_one_binding():
+    """kfac-jax's `_axis_names()`: `from jax.extend.core import f as names`, falling back to
+    `from jax.core import f as names` inside a function, is one binding of `names` (the try
+    block's), so the module's imports are not ambiguous and its pmap can go global. A
+    fallback to another module under the same name (`import numpy as jnp`) still is."""
+    helper = '''
+def _axis_names():
+    try:
+        from jax.extend.core import unsafe_get_axis_names_DO_NOT_USE as names
+    except ImportError:
+        from jax.core import unsafe_get_axis_names_DO_NOT_USE as names
+    return names()
+'''
+    source = (PLAIN + helper + BODY).encode()
+    table = ImportTable.from_source(source)
+    assert not table.ambiguous
+    assert table.imported["names"] == "jax.extend.core.unsafe_get_axis_names_DO_NOT_USE"
+    assert "PM600" in [f.code for f in migrate_source(source, style="global").findings]
+    other = helper.replace("from jax.core import unsafe_get_axis_names_DO_NOT_USE as names",
+                           "from mylib import other_function as names")
+    assert ImportTable.from_source((PLAIN + other + BODY).encode()).ambiguous
+    numpy = "import jax\n\ndef f():\n    try:\n        import jax.numpy as jnp\n" \
+            "    except ImportError:\n        import numpy as jnp\n    return jnp\n"
+    assert ImportTable.from_source(numpy.encode()).ambiguous

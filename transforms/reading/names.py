@@ -76,6 +76,37 @@ def _never_run_handlers(body: list[ast.stmt]) -> set[int]:
     return never
 
 
+def _fallback_imports(tree: ast.Module) -> set[int]:
+    """The from-imports of `except ImportError:` blocks that bind a name the `try` block's
+    from-imports bind to an attribute of the same name (`try: from jax.extend.core import f
+    as names` / `except ImportError: from jax.core import f as names`): one API at its old
+    address, so not a second binding of the name; the try block's is the one read. (Not
+    `import numpy as jnp` after `import jax.numpy as jnp`: another module, not the same API
+    moved.)"""
+    fallbacks: set[int] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Try):
+            continue
+        tried = {alias.asname or alias.name: alias.name for s in node.body
+                 if isinstance(s, ast.ImportFrom) for alias in s.names}
+        for handler in node.handlers:
+            if not _catches_import_errors(handler):
+                continue
+            for statement in handler.body:
+                if isinstance(statement, ast.ImportFrom) and all(
+                        tried.get(alias.asname or alias.name) == alias.name
+                        for alias in statement.names):
+                    fallbacks.add(id(statement))
+    return fallbacks
+
+
+def _catches_import_errors(handler: ast.ExceptHandler) -> bool:
+    caught = handler.type
+    names = caught.elts if isinstance(caught, ast.Tuple) else [caught]
+    return caught is None or any(isinstance(n, ast.Name) and n.id in (
+        "ImportError", "ModuleNotFoundError") for n in names)
+
+
 def _imports_only_the_always_importable(statement: ast.stmt) -> bool:
     if isinstance(statement, ast.Import):
         return all(alias.name in ALWAYS_IMPORTABLE for alias in statement.names)
@@ -111,7 +142,7 @@ class ImportTable:
         star = False
         module_scope = _module_scope_imports(tree.body)
         nested_only: set[str] = set()  # names imported inside defs or classes, never at the top
-        never_run = _never_run_handlers(tree.body)
+        never_run = _never_run_handlers(tree.body) | _fallback_imports(tree)
         for node in all_nodes(tree):
             if never_run and id(node) in never_run:
                 continue
