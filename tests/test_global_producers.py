@@ -258,3 +258,18 @@ def test_a_slice_of_the_device_list_is_all_devices_only_up_to_the_device_count()
     source = _CAPPED.replace(b"jax.local_devices()[:local_devices_to_use]",
                              b"jax.local_devices()[:local_devices_to_use - 1]")
     assert "PM600" not in codes(source)
+
+
+_TWO_LOADERS = (Path(__file__).resolve().parent / "fixtures_global" / "helper_shared_by_two_loaders"
+                / "before.py").read_bytes()
+
+
+def test_a_helper_rewritten_for_two_loaders_is_refused_where_another_use_would_see_it():
+    """`shard` serves the train and the eval loader with one rewrite; a use the training
+    function's analysis does not follow (a table of helpers, a call from an unrelated
+    function) would see the rewritten helper, so then both steps keep pmap's contract."""
+    assert codes(_TWO_LOADERS).count("PM600") == 2
+    for extra in (b"\nHELPERS = [shard]\n",
+                  b"\ndef debug(data):\n    return shard(data)\n"):
+        text = migrate_source(_TWO_LOADERS + extra, style="global").source.decode()
+        assert "x.reshape((jax.local_device_count(), -1) + x.shape[1:])" in text, extra

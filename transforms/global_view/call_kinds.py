@@ -378,6 +378,9 @@ class CallKindsMixin:
         analysis.inline = {id(s.node): s for s in own if s.inline}
         analysis.local_builds = {id(s.built) for s in own if s.owner and not s.inline}
         analysis.keep_stacked = self.keep_stacked  # producers in it the caller keeps stacked
+        # One rewrite of a helper serves every call this caller's analysis follows, at any
+        # depth: the edits each call asks for, and where the calls are, are the caller's.
+        analysis.helper_edits, analysis.followed_calls = self.helper_edits, self.followed_calls
         for flag in ("merge_outputs", "split_results"):  # the caller's mode of reading results
             setattr(analysis, flag, getattr(self, flag))
         defaults = [*zip(arguments.args[len(arguments.args) - len(arguments.defaults):],
@@ -387,6 +390,11 @@ class CallKindsMixin:
             if a.arg not in parameters and isinstance(default, ast.Constant)
             and default.value is None)
         analysis.run_helper()
+        if shared and analysis.edits and self.module.elsewhere(name) is None:
+            # Used elsewhere in the module too: one rewritten helper serves this analysis's
+            # calls of it (the train and the eval loader's `shard`), if every use of it in the
+            # module turns out to be one of those calls (`check_helpers_followed`).
+            shared = False
         if shared and analysis.edits:
             here = {id(m) for m in ast.walk(self.function)}
             other = next((f"line {n.lineno}" for n in self.module.names.get(name, ())
@@ -401,6 +409,10 @@ class CallKindsMixin:
             # the helper tests, would not).
             calls = self.helper_edits.setdefault(name, {})
             calls[id(call)] = sorted(analysis.edits.items())  # a loop's later pass replaces it
+            # the name as read there: the called function, or `map(helper, ...)`'s argument
+            self.followed_calls.setdefault(name, set()).update(
+                id(n) for n in (call.func, *call.args)
+                if isinstance(n, ast.Name) and n.id == name)
             if any(other != calls[id(call)] for other in calls.values()):
                 raise Blocker(CONSUMER_UNKNOWN, call, f"`{name}` is called with values of "
                               "different layouts, and one rewritten helper cannot serve them all")
@@ -520,6 +532,20 @@ class CallKindsMixin:
                     raise Blocker(CONSUMER_UNKNOWN, node, f"`{name}` is rewritten for the "
                                   "per-device values another call passes, and this call "
                                   "passes plain values, which the rewrite would change")
+        if self.depth:
+            return
+        # Every use of a helper rewritten here or in a helper followed from here, anywhere in
+        # the module, is a call this caller's analysis followed: no other code sees it.
+        for name, calls in sorted(self.followed_calls.items()):
+            if not any(self.helper_edits.get(name, {}).values()):
+                continue
+            other = next((n for n in self.module.names.get(name, ())
+                          if isinstance(n.ctx, ast.Load) and id(n) not in calls), None)
+            if other is not None:
+                raise Blocker(CONSUMER_UNKNOWN, other,
+                              f"`{name}` would be rewritten for the per-device values a call "
+                              f"passes, but it is used elsewhere too (line {other.lineno}), "
+                              "where it must stay as it is")
 
 
 def _is_generator(function: ast.FunctionDef) -> bool:

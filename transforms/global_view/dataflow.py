@@ -137,6 +137,8 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
         self.stacked: dict[int, tuple[ast.AST, str]] = {}  # arguments kept stacked, and why
         # followed helper -> call -> the edits it asks of the helper (call_kinds._helper_call)
         self.helper_edits: dict[str, dict] = {}
+        # helper -> ids of the `name` nodes of its calls this caller's analysis followed
+        self.followed_calls: dict[str, set[int]] = {}
         # `x[i]["key"]`: x[i] is a container (an array row has no string keys), so x is a
         # list or tuple of trees and x[i] one of them, not a row of the device axis.
         self.container_rows = {id(n.value) for n in ast.walk(function)

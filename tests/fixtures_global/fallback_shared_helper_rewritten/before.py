@@ -1,6 +1,7 @@
 """A module helper that the global style would have to rewrite (its reshape to the device
-count becomes a merged batch), called by two functions: one rewritten helper cannot serve
-both, so `step` keeps pmap's calling contract and the finding names the helper's call."""
+count becomes a merged batch), called by two functions: the other reads the shape of what
+it returns, which the rewrite would change, so `step` keeps pmap's calling contract and the
+finding names that read."""
 import functools
 
 import jax
