@@ -3,7 +3,7 @@
 A notebook has no function to call: its code cells run top to bottom in one namespace, and
 its final globals are the output (`:NAME`: that global; bare: every global that is an array
 or a dict / list / tuple of arrays). This module is the harness's side: it reads the notebook
-and masks each cell's IPython lines exactly as the migration does (migrator/notebook_ipython.py),
+and masks each cell's IPython lines exactly as the migration does (transforms/reading/ipython_lines.py),
 so both sides run the very Python the migrator read, and writes the cells for the worker
 (equivalence/worker.py, which imports only the standard library, numpy and jax, and so cannot
 mask them itself).
@@ -30,17 +30,19 @@ def notebook_path(entry: str) -> str:
 def masked_cells(notebook: Path) -> list[dict]:
     """The notebook's code cells in order, each {"number": N, "text": its Python}: N is the
     cell's 1-based place among the code cells (`In [N]` when run top to bottom), the text
-    has IPython lines masked as migrator/notebook_ipython.py masks them (same line count, so
-    line numbers match the cell), and None stands for a cell whose cell magic is not Python
-    (`%%bash`): it is not run."""
-    from migrator.notebook_ipython import mask, unique_tag
-    from migrator.notebook_json import NotebookDocument
+    has IPython lines masked as the migration masks them (transforms/reading/ipython_lines.py:
+    same line count, so line numbers match the cell), and None stands for a cell whose cell
+    magic is not Python (`%%bash`): it is not run."""
+    from transforms.reading.ipython_lines import mask, unique_tag
 
-    cells = NotebookDocument.load(notebook.read_bytes()).code_cells()
-    tag = unique_tag(*(cell.text for cell in cells))
+    document = json.loads(notebook.read_bytes().decode("utf-8").lstrip("\ufeff"))
+    texts = [source if isinstance(source, str) else "".join(source)
+             for cell in document.get("cells", []) if cell.get("cell_type") == "code"
+             for source in [cell.get("source", "")]]
+    tag = unique_tag(*texts)
     found = []
-    for number, cell in enumerate(cells, start=1):
-        masked = mask(cell.text, tag)
+    for number, text in enumerate(texts, start=1):
+        masked = mask(text, tag)
         found.append({"number": number, "text": None if masked is None else masked.text})
     return found
 

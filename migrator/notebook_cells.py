@@ -9,7 +9,7 @@ import ast
 import dataclasses
 import warnings
 
-from migrator.notebook_ipython import Masked
+from transforms.reading.ipython_lines import Masked
 from transforms.codes.findings import Finding
 
 _COMPILE_FLAGS = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT  # IPython allows top-level await

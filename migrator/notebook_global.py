@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 
 from migrator.notebook_cells import Cell, CellResult, parse, statements
-from migrator.notebook_ipython import (
+from transforms.reading.ipython_lines import (
     SCOPED_CELL_MAGICS, CellFailed, mask, split, unique_tag, unmask,
 )
 from migrator.options import MigrationOptions

@@ -40,7 +40,7 @@ out again:
   `%time` line). Those are found after a first pass, and such a cell is migrated again.
 
 IPython syntax is masked before parsing and put back after migration: see
-migrator/notebook_ipython.py. A cell opened by a cell magic whose body is not Python (`%%bash`,
+transforms/reading/ipython_lines.py. A cell opened by a cell magic whose body is not Python (`%%bash`,
 `%%writefile`, ...) is not touched.
 
 With `--style global` the Python cells are first read as one module by the global pass, and
@@ -63,7 +63,7 @@ from libcst.metadata import PositionProvider
 
 from migrator.notebook_cells import Cell, CellResult, parse, statements
 from migrator.notebook_global import migrate_cells_global
-from migrator.notebook_ipython import (
+from transforms.reading.ipython_lines import (
     SCOPED_CELL_MAGICS, CellFailed, Masked, mask, pmap_in_ipython_lines, split, unique_tag, unmask,
 )
 from migrator.notebook_json import NotebookDocument

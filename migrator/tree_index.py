@@ -68,7 +68,7 @@ def module_names(path: Path, root: Path) -> tuple[str, ...]:
 
 def _notebook_module(file: SourceFile, data: bytes) -> TreeModule | None:
     """A notebook imports modules of the run too; it is never imported itself."""
-    from migrator.notebook_ipython import mask, unique_tag
+    from transforms.reading.ipython_lines import mask, unique_tag
     from migrator.notebook_json import NotebookDocument, NotebookError
 
     try:

@@ -15,7 +15,7 @@ from conftest import ROOT
 
 from equivalence.layouts import inferred_layouts
 from equivalence.notebook_entry import is_notebook_entry, masked_cells
-from migrator.notebook_ipython import mask, unique_tag
+from transforms.reading.ipython_lines import mask, unique_tag
 from transforms.global_view.layout import MERGED, REPLICATED
 
 HEADER = ("!pip install -q jax\n%matplotlib inline\nimport numpy as np\nimport jax\n"
