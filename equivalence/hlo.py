@@ -13,7 +13,12 @@ Normalisation, so that only the migration shows up as a difference:
   ...) are "data movement", and eager jax.numpy reductions (`jit__mean` when the host calls
   `np.mean(x)` on a device array, which calls `x.mean()`) are "eager reductions": both are
   reported apart from the program's own collectives. On a value spread over devices such an
-  operation runs on all of them; on legacy pmap's output it ran on one.
+  operation runs on all of them; on legacy pmap's output it ran on one;
+- the all-reduces with which jax < 0.5 assembles the outputs of a pmap inside jit (metadata
+  `.../xla_pmap`, see `Collective.assembles_jit_of_pmap`), and the collectives XLA's
+  partitioner adds to a jitted function the original compiled without any (see
+  `placement_collectives`), are reported apart too: both come from where the data lives, not
+  from what the program communicates.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ _OP = re.compile(
 _GROUPS = re.compile(r"replica_groups=(\{\{[^=]*?\}\}|\{\}|\[[^\]]*\][^,]*|mesh\[[^\]]*\]\s*\{[^}]*\})")
 _PAIRS = re.compile(r"source_target_pairs=(\{\{[^=]*?\}\})")
 _ALIAS = re.compile(r"input_output_alias=\{(?P<body>.*?)\}\s*(?:,|$)")
+_OP_NAME = re.compile(r'op_name="(?P<name>[^"]*)"')
 _HEADER = re.compile(r"^HloModule\s+(?P<name>[\w.\-]+)")
 _COUNT = re.compile(r"(replica_count|num_partitions)=(\d+)")
 
@@ -53,9 +59,27 @@ class Collective:
     kind: str
     groups: str  # normalised device groups or source-target pairs
     operands: int
+    op_name: str = ""  # the JAX operation it was lowered from (HLO metadata), "" if none
 
     def label(self) -> str:
         return f"{self.kind} {self.groups}"
+
+    @property
+    def assembles_jit_of_pmap(self) -> bool:
+        """The all-reduce jax < 0.5 emits for each output of a pmap inside jit (pxla's
+        `_hlo_unshard`): the jit runs on every replica, each writes its row into zeros and a
+        cross-replica sum hands every device the whole output. Its metadata names the pmap
+        primitive itself (`jit(f)/jit(main)/xla_pmap`), while a collective the mapped
+        function asks for is named inside it (`.../pmap(f)/psum`). jit + shard_map keeps the
+        output sharded and needs no such sum."""
+        return self.kind == "all-reduce" and self.op_name.rsplit("/", 1)[-1] == "xla_pmap"
+
+    @property
+    def in_mapped_code(self) -> bool:
+        """Lowered from a collective inside shard_map or pmap (one the program wrote), rather
+        than added by XLA's partitioner to an ordinary jitted operation."""
+        parts = self.op_name.split("/")
+        return any(p == "shard_map" or p.startswith(("pmap(", "xmap(")) for p in parts)
 
 
 @dataclasses.dataclass
@@ -97,8 +121,10 @@ def parse_module(text: str) -> Module:
             re.search(r"%?constant[\w.]*\s*$", o.strip()) for o in operands
         ):
             continue
+        name = _OP_NAME.search(op["attrs"])
         collectives.append(
-            Collective(op["kind"], _normalise_groups(op["attrs"], devices), max(1, len(operands)))
+            Collective(op["kind"], _normalise_groups(op["attrs"], devices), max(1, len(operands)),
+                       name["name"] if name else "")
         )
     alias = _ALIAS.search(header)
     aliased = len(re.findall(r"\(\s*\d+\s*,", alias["body"])) if alias else 0
@@ -127,7 +153,8 @@ def _normalise_groups(attrs: str, devices: int) -> str:
     if mesh:
         axes = re.findall(r"'([^']+)'=(\d+)", mesh.group(1))
         reduced = set(re.findall(r"'([^']+)'", mesh.group(2)))
-        if reduced == {name for name, _ in axes}:
+        # Over every axis of more than one device: everyone (XLA pads meshes with 1-axes).
+        if reduced >= {name for name, size in axes if int(size) > 1}:
             return everyone
     return "raw " + text
 
@@ -136,8 +163,22 @@ def _normalise_groups(attrs: str, devices: int) -> str:
 class CompiledSummary:
     modules: list[Module]
 
-    def program_collectives(self) -> collections.Counter:
-        return _count(m for m in self.modules if not m.eager)
+    def program_collectives(self, placed: frozenset[str] = frozenset()) -> collections.Counter:
+        """The program's own collectives; `placed`: names of modules whose partitioner-added
+        collectives are left out (see `placed_modules`)."""
+        return _count(self.program_modules(),
+                      lambda m, c: not c.assembles_jit_of_pmap and not _placed(m, c, placed))
+
+    def jit_of_pmap_assembly(self) -> collections.Counter:
+        """The all-reduces assembling the outputs of a legacy pmap inside jit."""
+        return _count(self.program_modules(), lambda m, c: c.assembles_jit_of_pmap)
+
+    def placement_collectives(self, placed: frozenset[str]) -> collections.Counter:
+        """The collectives XLA's partitioner added to the modules named in `placed`."""
+        return _count(self.program_modules(), lambda m, c: _placed(m, c, placed))
+
+    def program_modules(self) -> list[Module]:
+        return [m for m in self.modules if not m.eager]
 
     def data_movement_collectives(self) -> collections.Counter:
         return _count(m for m in self.modules if m.data_movement)
@@ -160,6 +201,7 @@ class CompiledSummary:
     def to_dict(self) -> dict:
         return {
             "program_collectives": _as_rows(self.program_collectives()),
+            "jit_of_pmap_assembly": _as_rows(self.jit_of_pmap_assembly()),
             "data_movement_collectives": _as_rows(self.data_movement_collectives()),
             "eager_reduction_collectives": _as_rows(self.eager_reduction_collectives()),
             "donations": self.donations(),
@@ -193,12 +235,36 @@ def _distinct(modules) -> list[Module]:
     return distinct
 
 
-def _count(modules) -> collections.Counter:
+def _count(modules, which=lambda module, collective: True) -> collections.Counter:
+    """Operands per collective label over the distinct programs, of the collectives `which`
+    selects."""
+    selected = (dataclasses.replace(m, collectives=[c for c in m.collectives if which(m, c)])
+                for m in modules)
     counter: collections.Counter = collections.Counter()
-    for module in _distinct(modules):
+    for module in _distinct(selected):
         for c in module.collectives:
             counter[c.label()] += c.operands
     return counter
+
+
+def _placed(module: Module, collective: Collective, placed: frozenset[str]) -> bool:
+    return module.name in placed and not collective.in_mapped_code
+
+
+def placed_modules(original: CompiledSummary, migrated: CompiledSummary) -> frozenset[str]:
+    """Jitted functions whose collectives in the migrated run XLA's partitioner added: modules
+    the original also compiled, by name (the same user function, `jit_update_stats`), and
+    always without a collective of the program. Such a function communicates nothing itself;
+    it computes on inputs that now arrive sharded (the migrated program's outputs stay on
+    their devices, where a legacy jit-of-pmap replicated them on all), so XLA splits its work
+    and adds an all-reduce to a reduction or an all-gather to a sort. Only collectives not
+    lowered from shard_map / pmap code count as added (Collective.in_mapped_code)."""
+    quiet: dict[str, bool] = {}
+    for module in original.program_modules():
+        own = [c for c in module.collectives if not c.assembles_jit_of_pmap]
+        quiet[module.name] = quiet.get(module.name, True) and not own
+    return frozenset(m.name for m in migrated.program_modules()
+                     if quiet.get(m.name) and any(not c.in_mapped_code for c in m.collectives))
 
 
 def _as_rows(counter: collections.Counter) -> list[dict]:

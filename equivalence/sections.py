@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from equivalence.compare import compare_outputs
+from equivalence.hlo import placed_modules
 from equivalence.runner import RunOutcome
 
 EQUIVALENT, DIFFERENT = "equivalent", "different"
@@ -53,11 +54,15 @@ def collectives_section(original: RunOutcome, migrated: RunOutcome, same_jax: bo
     versions, or between the legacy pmap's replica lowering and jit + shard_map (XLA merges
     identical replica collectives but, before JAX 0.5, not channel ones), XLA combines and
     folds collectives differently, so only the kinds and device groups must match and count
-    changes are notes."""
+    changes are notes. Collectives that come from where the data lives rather than from the
+    program are notes too (equivalence.hlo): the all-reduces of a legacy jit-of-pmap
+    assembling its outputs, and those XLA's partitioner adds to a jitted function the
+    original compiled without any."""
     exact = same_jax and original.compiled.replica_lowered == migrated.compiled.replica_lowered
     why = "different JAX versions" if not same_jax else "legacy pmap vs jit lowering"
+    placed = placed_modules(original.compiled, migrated.compiled)
     before = original.compiled.program_collectives()
-    after = migrated.compiled.program_collectives()
+    after = migrated.compiled.program_collectives(placed)
     differences, notes = [], []
     for label in sorted(set(before) | set(after)):
         old, new = before.get(label, 0), after.get(label, 0)
@@ -69,6 +74,22 @@ def collectives_section(original: RunOutcome, migrated: RunOutcome, same_jax: bo
             differences.append(f"{label}: {old} -> {new} operands")
         else:
             notes.append(f"{label}: {old} -> {new} operands ({why}; kinds match)")
+    assembly = (original.compiled.jit_of_pmap_assembly()
+                - migrated.compiled.jit_of_pmap_assembly())
+    for label, count in sorted(assembly.items()):
+        notes.append(
+            f"the original's jit-of-pmap assembles its outputs: {label} x{count} (jax < 0.5 "
+            "runs a pmap inside jit on every device and sums each device's rows into the whole "
+            "output, replicated on all; the migrated jit + shard_map leaves it sharded)"
+        )
+    placement = migrated.compiled.placement_collectives(placed)
+    for label, count in sorted(placement.items()):
+        notes.append(
+            f"collectives XLA added to jitted functions the original compiled without any "
+            f"({', '.join(sorted(placed))}): {label} x{count} (their inputs now arrive sharded, "
+            "so XLA splits their work over the devices; the function itself communicates "
+            "nothing)"
+        )
     extra = migrated.compiled.data_movement_collectives() - original.compiled.data_movement_collectives()
     for label, count in sorted(extra.items()):
         notes.append(
