@@ -1,7 +1,8 @@
 """`# pmap-migrate: ignore[CODE, ...]` comments: leave a site alone, on purpose and visibly.
 
 A comment on a site's line or on the line above covers that site. Without codes it covers
-every code. A covered site is not rewritten and is reported as suppressed (PM011); a comment
+every code; with a code of a site's rewrite (PM100, PM600, PM612) it covers the rewrite in
+either style. A covered site is not rewritten and is reported as suppressed (PM011); a comment
 that covered nothing is reported as unused (PM012), like ruff's RUF100.
 """
 
@@ -15,6 +16,7 @@ import tokenize
 from transforms.codes import Code
 from transforms.codes.findings import Finding
 
+SITE_REWRITES = frozenset({Code.PMAP_MIGRATED, Code.GLOBAL_VIEW_SITE, Code.GLOBAL_VIEW_CONTRACT})
 MARKER = re.compile(r"#\s*pmap-migrate:\s*ignore(?:\[(?P<codes>[A-Za-z0-9_,\s]*)\])?")
 
 
@@ -26,7 +28,11 @@ class Suppression:
     used: bool = False
 
     def matches(self, code: str) -> bool:
-        return not self.codes or code in self.codes
+        # The codes of a site's rewrite in either style are one request: leave this pmap as
+        # written (`ignore[PM600]` also holds back the faithful rewrite the global style
+        # falls back to).
+        return not self.codes or code in self.codes or (
+            code in SITE_REWRITES and bool(self.codes & SITE_REWRITES))
 
 
 class Suppressions:

@@ -21,8 +21,16 @@ import dataclasses
 import io
 import tokenize
 
+from transforms.codes import Code
 from transforms.codes.findings import Finding
-from transforms.codes.global_view import CONSUMER_UNKNOWN, PROCESS_IDIOM_KEPT, SITE, UNAVAILABLE
+from transforms.codes.global_view import (
+    CONSUMER_UNKNOWN,
+    CONTRACT,
+    FALLS_BACK_WITH_CALLER,
+    PROCESS_IDIOM_KEPT,
+    SITE,
+    UNAVAILABLE,
+)
 from transforms.faithful.multiprocess import first_evidence
 from transforms.global_view.callers import MODULE_CALLER, top_level_function
 from transforms.global_view.contract import contract_sites
@@ -58,6 +66,7 @@ from transforms.global_view.site_findings import (
 from transforms.global_view.sites import Blocker
 from transforms.global_view.values import literals_quoted_as, module_quote
 from transforms.reading.names import ImportTable
+from transforms.suppressions import Suppressions
 from transforms.target import TargetJax
 from transforms.tree_uses import NO_TREE, TreeContext
 
@@ -102,6 +111,14 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
     barriers = host_barrier_sites(sites, tree, table.imported)
     barrier_pmaps = {id(n) for s in sites if s.key in barriers for n in ast.walk(s.node)}
     sites = [s for s in sites if s.key not in barriers]
+    # A site under `# pmap-migrate: ignore` is left as written, for the faithful rules to
+    # report (PM011); its callers keep pmap's layout with it.
+    suppressed = _suppressed(source, sites)
+    barrier_pmaps |= {id(n) for s in suppressed for n in ast.walk(s.node)}
+    sites = [s for s in sites if s not in suppressed]
+    kept_as_written = [Blocker(FALLS_BACK_WITH_CALLER, s.node, f"{s.label} is under a "
+                               "`# pmap-migrate: ignore` comment", names=[s.name])
+                       for s in suppressed]
     if not sites and not blockers:
         return GlobalResult(source, [])
     module_blocker = _encoding_blocker(source) or _module_blocker(tree, table, target, multiprocess)
@@ -121,7 +138,8 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
     if code is not None:
         module.functions[MODULE_CALLER] = code
     # One site's blocker sends only that site to pmap's contract (single-process modules).
-    decision = decide(module, sites, blockers, analysis, barrier_pmaps, demote=not multiprocess)
+    decision = decide(module, sites, blockers + kept_as_written, analysis, barrier_pmaps,
+                      demote=not multiprocess)
     results, blocked = decision.results, decision.blocked
     findings += fallback_findings(sites, blocked)
     global_sites = [s for s in sites if s.key not in blocked]
@@ -172,6 +190,17 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
     layouts = tuple(FunctionLayout(c, r.layouts) for c, r in sorted(results.items()) if r.layouts)
     return GlobalResult(new_module.bytes, dedupe(findings), layouts,
                         tuple(s.key for s in global_sites))
+
+
+def _suppressed(source: bytes, sites) -> list:
+    """The sites a `# pmap-migrate: ignore` comment covers (on their line or the line above),
+    bare or naming a code a site's rewrite reports (PM100, PM600, PM612)."""
+    if b"pmap-migrate:" not in source:
+        return []
+    comments = Suppressions.from_source(source)
+    codes = (Code.PMAP_MIGRATED, SITE, CONTRACT)
+    return [s for s in sites
+            if any(comments.covers(s.node.lineno, code) for code in codes)]
 
 
 def _encoding_blocker(source: bytes) -> str | None:
