@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import ast
 import bisect
+import io
 import itertools
 import re
+import tokenize
 
 from transforms.global_view.axes import MESH, fresh_name
 from transforms.global_view.callers import MODULE_CALLER
@@ -288,7 +290,11 @@ def _decorated_def_edits(site: Site, options: list[str], module: ModuleInfo) -> 
     lines = module.line_starts
     first = site.outer_jit or site.node
     start = lines[first.lineno - 1]
-    remove_decorators = {(start, lines[site.node.end_lineno]): ""}
+    # The decorator lines go; a comment on them stays, on a line of its own where they were.
+    removed = module.source[start:lines[site.node.end_lineno]].decode("utf-8")
+    indent = removed[:len(removed) - len(removed.lstrip())]
+    kept = "".join(f"{indent}{comment}\n" for comment in _comments(removed))
+    remove_decorators = {(start, lines[site.node.end_lineno]): kept}
     statement = site.statement
     header = module.source[module.span(statement)[0]:].decode("utf-8")
     name_at = module.span(statement)[0] + re.match(r"def\s+", header).end()  # ASCII up to here
@@ -409,3 +415,12 @@ def caller_edits(results: dict[str, CallerResult], module: ModuleInfo) -> dict:
             MESH_PLACEHOLDER, MESH if within(k, own) else elsewhere)
             for k, v in result.edits.items()})
     return edits
+
+
+def _comments(text: str) -> list[str]:
+    """The comments in `text` (whole lines of code), in order."""
+    try:
+        return [token.string for token in tokenize.generate_tokens(io.StringIO(text).readline)
+                if token.type == tokenize.COMMENT]
+    except (tokenize.TokenError, SyntaxError):
+        return []
