@@ -390,19 +390,17 @@ class CallKindsMixin:
             if a.arg not in parameters and isinstance(default, ast.Constant)
             and default.value is None)
         analysis.run_helper()
-        if shared and analysis.edits and self.module.elsewhere(name) is None:
-            # Used elsewhere in the module too: one rewritten helper serves this analysis's
-            # calls of it (the train and the eval loader's `shard`), if every use of it in the
-            # module turns out to be one of those calls (`check_helpers_followed`).
-            shared = False
         if shared and analysis.edits:
-            here = {id(m) for m in ast.walk(self.function)}
-            other = next((f"line {n.lineno}" for n in self.module.names.get(name, ())
-                          if id(n) not in here), None) or self.module.elsewhere(name)
-            raise Blocker(CONSUMER_UNKNOWN, call,
-                          f"`{name}` would be rewritten for the per-device values this call "
-                          f"passes, but it is used elsewhere too ({other}), where it must "
-                          "stay as it is")
+            # Used elsewhere too. In another module of the run: it must stay as it is. In this
+            # module: one rewritten helper serves this analysis's calls of it (the train and
+            # the eval loader's `shard`), if every use of it in the module turns out to be
+            # one of those calls (`check_helpers_followed`).
+            if self.module.elsewhere(name) is not None:
+                raise Blocker(CONSUMER_UNKNOWN, call,
+                              f"`{name}` would be rewritten for the per-device values this "
+                              f"call passes, but it is used elsewhere too "
+                              f"({self.module.elsewhere(name)}), where it must stay as it is")
+            shared = False
         if not shared:
             # One rewritten helper serves every call: each call's analysis must ask for the
             # same edits (calls passing other layouts, or None where another passes a value

@@ -9,7 +9,7 @@ import ast
 from transforms.global_view.axes import fresh_name, module_names
 from transforms.global_view.contract_text import DEFINED_NAMES
 from transforms.global_view.replication import BodyAnalysis
-from transforms.global_view.site_options import string_constants
+from transforms.global_view.site_options import constant_defaults_left, string_constants
 from transforms.global_view.sites import Site, dotted
 from transforms.global_view.step_text import indent_unit
 from transforms.global_view.values import MESH_FUNCTION, TREE_MAP, is_row_zero_lambda
@@ -108,20 +108,10 @@ class ModuleInfo:
             return frozenset()
         calls = self.calls_of(name)
         loads = [n for n in self.names.get(name, ()) if isinstance(n.ctx, ast.Load)]
-        if not calls or len(loads) != len(calls) or any(
-                isinstance(a, ast.Starred) for c in calls for a in c.args) or any(
-                k.arg is None for c in calls for k in c.keywords):
+        if not calls or len(loads) != len(calls):
             return frozenset()
-        arguments = function.args
-        positional = [*arguments.posonlyargs, *arguments.args]
-        defaults = [*zip(positional[len(positional) - len(arguments.defaults):],
-                         arguments.defaults),
-                    *((a, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults)
-                      if d is not None)]
-        left = {a.arg for a, d in defaults if isinstance(d, ast.Constant) and d.value is None}
-        for call in calls:
-            left -= {a.arg for a in positional[:len(call.args)]} | {k.arg for k in call.keywords}
-        return frozenset(left)
+        return frozenset(parameter for parameter, value
+                         in constant_defaults_left(function, calls).items() if value is None)
 
     def elsewhere(self, name: str) -> str | None:
         """Where another module of the run uses the module-level `name` (`path:line`)."""

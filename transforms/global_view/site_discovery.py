@@ -16,7 +16,12 @@ import ast
 from transforms.codes.global_view import OPTIONS, PMAP_AS_VALUE
 from transforms.global_view.callers import top_level_function
 from transforms.global_view.classes import find_class_sites
-from transforms.global_view.site_options import assigned_site, make_site, string_constants
+from transforms.global_view.site_options import (
+    assigned_site,
+    constant_defaults_left,
+    make_site,
+    string_constants,
+)
 from transforms.global_view.sites import (
     JIT,
     PARTIAL,
@@ -216,24 +221,10 @@ def _defaults_never_passed(function: ast.FunctionDef, tree: ast.Module) -> dict[
     """The parameters of `function` with a string default that no call of it passes (by
     position or keyword, and no call spreads `*args` / `**kwargs`): constants, as a module
     constant is (`def make_step(lr, axis_name="batch")`)."""
-    arguments = function.args
-    positional = [*arguments.posonlyargs, *arguments.args]
-    defaults = dict(zip([a.arg for a in positional][len(positional) - len(arguments.defaults):],
-                        arguments.defaults))
-    defaults.update({a.arg: d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults)
-                     if d is not None})
-    found = {name: d.value for name, d in defaults.items()
-             if isinstance(d, ast.Constant) and isinstance(d.value, str)}
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id == function.name):
-            continue
-        if any(isinstance(a, ast.Starred) for a in node.args) \
-                or any(k.arg is None for k in node.keywords):
-            return {}
-        passed = {a.arg for a in positional[:len(node.args)]} | {k.arg for k in node.keywords}
-        found = {name: value for name, value in found.items() if name not in passed}
-    return found
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and isinstance(node.func, ast.Name) and node.func.id == function.name]
+    return {name: value for name, value in constant_defaults_left(function, calls).items()
+            if isinstance(value, str)}
 
 
 def stored_factory_calls(function: ast.FunctionDef) -> dict[str, ast.Call]:

@@ -319,3 +319,22 @@ def _tree_leaves(tree) -> list:
     if isinstance(tree, tuple):
         return [leaf for child in tree for leaf in _tree_leaves(child)]
     return [tree]
+
+
+def constant_defaults_left(function: ast.FunctionDef, calls) -> dict[str, object]:
+    """The parameters of `function` whose default is a constant that none of `calls` passes
+    (by position or keyword), with that constant; none where a call spreads `*args` or
+    `**kwargs`, whose parameters cannot be told."""
+    if any(isinstance(a, ast.Starred) for c in calls for a in c.args) \
+            or any(k.arg is None for c in calls for k in c.keywords):
+        return {}
+    arguments = function.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    defaults = [*zip(positional[len(positional) - len(arguments.defaults):], arguments.defaults),
+                *((a, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults)
+                  if d is not None)]
+    left = {a.arg: d.value for a, d in defaults if isinstance(d, ast.Constant)}
+    for call in calls:
+        for name in {a.arg for a in positional[:len(call.args)]} | {k.arg for k in call.keywords}:
+            left.pop(name, None)
+    return left
