@@ -12,6 +12,7 @@ from transforms.codes.global_view import CONSUMER_UNKNOWN
 from transforms.global_view.sites import Blocker
 from transforms.global_view.values import (
     AS_ARRAY,
+    DEVICE_ARRAYS,
     IDENTITIES,
     CONSTANT_FILLS,
     GET_METRICS,
@@ -130,6 +131,9 @@ class ConsumersMixin:
                                   "an array of per-device values of mixed layout")
                 return dataclasses.replace(element, axis=element.axis + 1,
                                            rank=None if element.rank is None else element.rank + 1)
+            if name in DEVICE_ARRAYS and kind.tag == "merged" and kind.axis == 0 \
+                    and not kind.placed and self.batches_placed:
+                return self._placed_once(call, kind)
             return kind
         if name in STACK and len(call.args) == 1 and not call.keywords:
             kind = self.eval(call.args[0])

@@ -356,6 +356,10 @@ class IdiomsMixin:
             return all(self._made_here(e) for e in value.elts)
         if isinstance(value, ast.Dict):
             return None not in value.keys and all(self._made_here(v) for v in value.values)
+        if isinstance(value, ast.BinOp):  # `jnp.eye(4) * 0.5`: arithmetic makes a new array
+            return self._made_here(value.left) and self._made_here(value.right)
+        if isinstance(value, ast.UnaryOp):
+            return self._made_here(value.operand)
         if isinstance(value, ast.Call):
             name = self.qualified(value.func)
             if not name.startswith(("numpy.", "jax.numpy.")):
@@ -397,6 +401,13 @@ class IdiomsMixin:
         `device_put_sharded`); multi-process callers leave it host-local (see
         global_view/multiprocess.py)."""
         return placed(self.module.jax, text, f"P({AXIS_PLACEHOLDER})")
+
+    def _placed_once(self, call: ast.Call, kind: Kind) -> Kind:
+        """`jnp.asarray(batch)` of a merged host batch: placed with its sharding where it is
+        made, not left on one device for jit to split again at every step that reads it
+        (pmap split its stacked batch at every call too; placed once, that cost is gone)."""
+        self._edit(call, self.placed_batch(self.render(call)))
+        return dataclasses.replace(kind, placed=True)
 
 
 def _replicated_tree(tree) -> Kind:

@@ -30,6 +30,9 @@ ARRAY_OF_ROWS = {"jax.numpy.array", "numpy.array", "jax.numpy.asarray", "numpy.a
 BROADCAST_TO = {"jax.numpy.broadcast_to", "numpy.broadcast_to"}
 AS_ARRAY = {"numpy.asarray", "numpy.array", "jax.numpy.asarray", "jax.numpy.array",
             "jax.device_get"}
+# jax.numpy's conversions: the array they make is on one device (a batch the steps then split
+# over the mesh at every call, unless it is placed with its sharding once: idioms.py)
+DEVICE_ARRAYS = {"jax.numpy.asarray", "jax.numpy.array"}
 REDUCTIONS = {f"{m}.{f}" for m in ("numpy", "jax.numpy")
               for f in ("argmax", "argmin", "sum", "mean", "max", "min", "any", "all")}
 # Functions that give back the very tree they are given (waiting on its arrays first): the
