@@ -148,6 +148,8 @@ class CheckOptions:
     attribute: bool = True
     # --style global: entry -> output layouts (equivalence.layouts); None compares as is.
     layouts: dict | None = None
+    # Where the programs run: "cpu" (fake devices) or an accelerator's real devices ("tpu").
+    platform: str = "cpu"
 
 
 def check(original_root: Path, migrated_root: Path, entries: list[str], options: CheckOptions):
@@ -172,7 +174,7 @@ def _run(root: Path, entry: str, devices: int, python: str, options: CheckOption
                                    python=python, timeout=options.timeout,
                                    rng_compat=options.rng_compat, hlo=hlo)
     return [run_entry(root, entry, devices=devices, python=python, timeout=options.timeout,
-                      rng_compat=options.rng_compat, hlo=hlo)]
+                      rng_compat=options.rng_compat, hlo=hlo, platform=options.platform)]
 
 
 def _run_side(root: Path, entry: str, devices: int, python: str, options: CheckOptions

@@ -62,18 +62,19 @@ def cpu_thread_pool_size(devices: int) -> int:
     return max(2 * devices, os.cpu_count() or 1)
 
 
-def worker_environment(devices: int, hlo_dir: Path | None, rng_compat: bool = True
-                       ) -> dict[str, str]:
+def worker_environment(devices: int, hlo_dir: Path | None, rng_compat: bool = True,
+                       platform: str = "cpu") -> dict[str, str]:
     """The environment of one worker process: `devices` fake CPU devices, an HLO dump into
     `hlo_dir` (None: no dump, as in the determinism guard's repeats), a client pool that
     cannot starve (cpu_thread_pool_size), and the random-stream flag that makes old
-    references draw what current JAX draws."""
+    references draw what current JAX draws. On another `platform` (tpu, gpu) the program runs
+    on that machine's real devices, which must number `devices` (the worker checks)."""
     env = dict(os.environ)
     dump = [f"--xla_dump_to={hlo_dir}", "--xla_dump_hlo_as_text"] if hlo_dir else []
-    env["XLA_FLAGS"] = " ".join(
-        [env.get("XLA_FLAGS", ""), f"--xla_force_host_platform_device_count={devices}", *dump]
-    ).strip()
-    env["JAX_PLATFORMS"] = "cpu"
+    fake = [f"--xla_force_host_platform_device_count={devices}"] if platform == "cpu" else []
+    env["XLA_FLAGS"] = " ".join([env.get("XLA_FLAGS", ""), *fake, *dump]).strip()
+    env["JAX_PLATFORMS"] = platform
+    env["PMAP_MIGRATE_DEVICES"] = str(devices)
     env["PJRT_NPROC"] = str(max(cpu_thread_pool_size(devices), _int(env.get("PJRT_NPROC"))))
     if rng_compat:
         # jax 0.5 made threefry partitionable by default, which changed random streams; with
@@ -166,13 +167,14 @@ def _run_in(
     timeout: float = 300,
     rng_compat: bool = True,
     hlo: bool = True,
+    platform: str = "cpu",
 ) -> RunOutcome:
     """`hlo`: dump and read the compiled HLO (collectives, donation); off, the outcome's
     `compiled` is empty."""
     if os.sep in python:
         python = os.path.abspath(python)
     hlo_dir = out_dir / "hlo"
-    env = worker_environment(devices, hlo_dir if hlo else None, rng_compat)
+    env = worker_environment(devices, hlo_dir if hlo else None, rng_compat, platform)
     start = time.perf_counter()
     failed = prepare_notebook(root, entry, out_dir)
     if failed:

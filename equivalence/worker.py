@@ -119,6 +119,10 @@ def main(root, entry, out_dir):
         import jax
 
         result["jax_version"] = jax.__version__
+        expected = os.environ.get("PMAP_MIGRATE_DEVICES")
+        if expected and jax.local_device_count() != int(expected):  # a real platform's count
+            raise RuntimeError(f"{jax.local_device_count()} {jax.default_backend()} devices "
+                               f"here, {expected} asked for (--devices)")
         if entry.partition(":")[0].endswith(".ipynb"):
             value = run_notebook(root, entry, out_dir)
         else:

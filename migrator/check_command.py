@@ -19,7 +19,7 @@ from migrator.runner import copy_other_files, process_all, write_result
 def run_check(paths: list[Path], entry: list[str], function: str | None, inputs: str | None,
               max_examples: int, devices: str, processes: int, reference_python: str | None,
               report_json: Path | None, junit: Path | None, timeout: float, rng_compat: bool,
-              repeat: int, migration: MigrationOptions) -> int:
+              repeat: int, migration: MigrationOptions, platform: str = "cpu") -> int:
     """The check command's exit code; a bad argument raises typer.BadParameter."""
     from rich.console import Console
 
@@ -59,11 +59,15 @@ def run_check(paths: list[Path], entry: list[str], function: str | None, inputs:
             param_hint="--devices")
     if processes > 1 and function:
         raise typer.BadParameter("property mode runs one process", param_hint="--processes")
+    if platform != "cpu" and (processes > 1 or function):
+        raise typer.BadParameter("an accelerator runs entries in one process, not property "
+                                 "mode or --processes", param_hint="--platform")
     # Built once, from the original's project. The migrated copy carries its own helpers: a
     # helper module is written by `apply`, never into check's temporary copy.
     migration = dataclasses.replace(migration, helper_module=None)
     options = CheckOptions(devices=counts, timeout=timeout, rng_compat=rng_compat,
-                           processes=processes, repeat=repeat)
+                           processes=processes, repeat=repeat, platform=platform,
+                           jobs=1 if platform != "cpu" else CheckOptions.jobs)  # one accelerator
     if reference_python:
         # Workers run with the program's folder as working directory: resolve the path here.
         options.reference_python = (

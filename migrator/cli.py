@@ -631,6 +631,11 @@ def check(
         help="Run each side N times; a side that disagrees with itself is 'nondeterministic' "
              "(exit 1), not 'different'. 1 turns this guard off.",
     ),
+    platform: str = typer.Option(
+        "cpu", "--platform", metavar="NAME",
+        help="Where entries run: cpu (N fake devices) or an accelerator's real devices, "
+             "e.g. tpu, whose count --devices must give.",
+    ),
     target_jax: str = TargetOpt,
     style: Optional[Style] = StyleOpt,
 ) -> None:
@@ -640,7 +645,7 @@ def check(
     migration = _options(paths[:1], target_jax, style=style)
     raise typer.Exit(run_check(
         paths, entry, function, inputs, max_examples, devices, processes, reference_python,
-        report_json, junit, timeout, rng_compat, repeat, migration,
+        report_json, junit, timeout, rng_compat, repeat, migration, platform,
     ))
 
 
