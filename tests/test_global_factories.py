@@ -59,3 +59,121 @@ def test_an_axis_name_left_to_its_default_reads_as_the_default():
     text = migrate_source(_FACTORY, style="global").source.decode()
     assert 'mesh=_mesh("batch")' in text
     assert "jax.lax.pmean(jnp.mean(x, axis=0), axis_name)" in text  # the body still reads it
+
+
+def _findings(source: bytes) -> list[tuple[str, int, str]]:
+    return [(f.code, f.line, f.message) for f in migrate_source(source, style="global").findings]
+
+
+def _contract_reason(source: bytes, line: int) -> str:
+    """The `(no global layout: ...)` of the PM612 at `line`."""
+    (message,) = [m for code, at, m in _findings(source) if code == "PM612" and at == line]
+    return message.rsplit("(no global layout: ", 1)[1]
+
+
+_PARTIAL_OF_A_CALL = b'''import functools
+
+import jax
+import numpy as np
+
+
+def step(x, *, scale):
+    return jax.lax.psum(x * scale, "i")
+
+
+def make_scale(k):
+    return 2.0 * k
+
+
+def train(x):
+    p_step = jax.pmap(
+        functools.partial(step, scale=make_scale(3.0)),
+        axis_name="i")
+    return p_step(x)
+
+
+def run():
+    n = jax.local_device_count()
+    return np.asarray(train(np.ones((n, 3), np.float32)))
+'''
+
+
+def test_a_local_site_names_its_own_blocker_and_line_not_a_vaguer_one():
+    """The partial's argument (line 17) is why the pmap of line 16 keeps the contract: the
+    PM612 says so, and the pmap gets no second `does not follow` finding."""
+    findings = _findings(_PARTIAL_OF_A_CALL)
+    assert "PM601" not in [code for code, _, _ in findings]
+    assert ("PM602", 17) in [(code, line) for code, line, _ in findings]
+    assert _contract_reason(_PARTIAL_OF_A_CALL, 16).startswith("PM602, line 17)")
+
+
+_DECORATED = b'''import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def halved(f):
+    def wrapper(x):
+        return f(x) / 2
+    return wrapper
+
+
+def advance(x):
+    @halved
+    @functools.partial(jax.pmap, axis_name="x")
+    def step(tile):
+        return tile + jax.lax.psum(tile, "x")
+    return step(x)
+
+
+def run():
+    n = jax.local_device_count()
+    return np.asarray(advance(jnp.ones((n, 2))))
+'''
+
+
+def test_a_decorator_above_a_nested_pmap_is_the_contracts_named_reason():
+    findings = _findings(_DECORATED)
+    assert "PM601" not in [code for code, _, _ in findings]
+    assert _contract_reason(_DECORATED, 16).startswith("PM602, line 15)")
+
+
+def test_a_rebound_call_result_is_named_with_its_line():
+    source = b'''import jax
+import numpy as np
+
+
+def make_learner(scale):
+    def learn(x):
+        return jax.lax.pmean(x * scale, "d")
+    return learn
+
+
+def setup(scale):
+    learn = make_learner(scale)
+    learn = jax.pmap(learn, axis_name="d")
+    return learn(np.ones((jax.local_device_count(), 2), np.float32))
+'''
+    (message,) = [m for code, line, m in _findings(source) if code == "PM601" and line == 13]
+    assert "`learn` is rebound to the pmap of its own earlier value, `make_learner(...)`" \
+        in message and "(line 12)" in message
+
+
+def test_a_pmap_in_a_decorated_function_names_that_decorator():
+    source = b'''import functools
+
+import jax
+
+
+@functools.lru_cache(None)
+def get_eval_fn(scale):
+    @functools.partial(jax.pmap, axis_name="batch")
+    def _eval_fn(x):
+        return jax.lax.psum(x * scale, "batch")
+    return _eval_fn
+'''
+    (message,) = [m for code, line, m in _findings(source) if code == "PM601"]
+    assert "decorates `_eval_fn`, a def in `get_eval_fn`, which is itself under the decorator " \
+        "`@functools.lru_cache(None)` (line 6)" in message

@@ -12,6 +12,7 @@ of them, literal `donate_argnums` and `static_broadcasted_argnums`. Anything els
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 from transforms.codes.global_view import OPTIONS, PMAP_AS_VALUE
 from transforms.global_view.callers import top_level_function
@@ -63,7 +64,7 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
                     site.constants = defaults  # the body reads them too (`pmean(g, axis_name)`)
             except Blocker as blocker:
                 blockers.append(blocker)
-                claimed.update(id(n) for n in ast.walk(blocker.node))
+                claimed.update(_claimed_by(blocker))
                 site = None
             if site is not None:
                 sites.append(site)
@@ -77,7 +78,7 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
                 claimed.update(id(n) for n in ast.walk(site.node if site.decorated
                                                         else site.node.func))
             for blocker in local_blockers:
-                claimed.update(id(n) for n in ast.walk(blocker.node))
+                claimed.update(_claimed_by(blocker))
             continue
         try:
             site = _site_of(statement, imported, functions, constants,
@@ -105,6 +106,17 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
                                         "kept in the faithful style"))
                 claimed.update(id(n) for n in ast.walk(node))
     return sites, blockers
+
+
+def covering(blocker: Blocker, pmap: ast.AST) -> Blocker:
+    """`blocker` as the reason `pmap` is no site (its `covers`)."""
+    return dataclasses.replace(blocker, covers=pmap)
+
+
+def _claimed_by(blocker: Blocker) -> set[int]:
+    """Ids of the nodes a site's blocker accounts for: its own node and the pmap it covers."""
+    nodes = [blocker.node] + ([blocker.covers] if blocker.covers is not None else [])
+    return {id(n) for node in nodes for n in ast.walk(node)}
 
 
 def _top_level_inline_sites(tree: ast.Module, imported, functions, constants) -> list[Site]:
@@ -153,12 +165,24 @@ def _unfollowed(pmap: ast.AST, places: _Places) -> str:
     where it stands: used as a value, wrapped in another call, or built in a function or
     class whose result is kept as a value."""
     parent = places.parent(pmap)
+    scope = places.statement(pmap)
+    decorated = _decorated_by(pmap, places)
+    if decorated is not None and isinstance(scope, ast.FunctionDef) and scope is not decorated:
+        if scope.decorator_list:
+            return (f"decorates `{decorated.name}`, a def in `{scope.name}`, which is itself "
+                    f"under the decorator `@{ast.unparse(scope.decorator_list[0])}` (line "
+                    f"{scope.decorator_list[0].lineno}): the global style reads the pmaps of "
+                    "undecorated functions only")
+        return (f"decorates `{decorated.name}`, a def in `{scope.name}`, and the global style "
+                "does not follow what is done with it")
     if not (isinstance(parent, ast.Call) and parent.func is pmap):
         return "is used as a value (passed, stored or returned without being called)"
     outer = places.parent(parent)
-    scope = places.statement(pmap)
     if isinstance(outer, ast.Call) and parent in outer.args:
         where = f"wrapped in `{ast.unparse(outer.func)}(...)`"
+    elif isinstance(outer, ast.IfExp) and isinstance(scope, ast.FunctionDef):
+        where = (f"one branch of a conditional expression (line {outer.lineno}: which function "
+                 f"it yields is known when it runs) in the function `{scope.name}`")
     elif isinstance(scope, ast.ClassDef):
         return (f"is built in the class `{scope.name}` other than as `self.<name> = "
                 "jax.pmap(...)` in its `__init__`")
@@ -171,6 +195,19 @@ def _unfollowed(pmap: ast.AST, places: _Places) -> str:
                 f"called on the spot (`{scope.name}(...)(x)`), bound to a name that is only "
                 "called, or held by a class")
     return f"is {where}, and the global style does not follow what is done with it"
+
+
+def _decorated_by(pmap: ast.AST, places: _Places) -> ast.FunctionDef | None:
+    """The def that `pmap` decorates, as `@jax.pmap` or `@functools.partial(jax.pmap, ...)`."""
+    parent = places.parent(pmap)
+    if isinstance(parent, ast.Call) and pmap in parent.args:
+        decorator, parent = parent, places.parent(parent)
+    else:
+        decorator = pmap
+    if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            and any(d is decorator for d in parent.decorator_list):
+        return parent
+    return None
 
 
 def _called_on_the_spot(tree: ast.Module) -> set[str]:
@@ -212,7 +249,10 @@ def _factory_site(function: ast.FunctionDef, imported, functions, constants) -> 
     functions = {**functions, **{n.name: n for n in nested if not n.decorator_list
                                  and n.name not in stores
                                  and sum(m.name == n.name for m in nested) == 1}}
-    site = assigned_site(function.name, last.value, function, imported, functions, constants)
+    try:
+        site = assigned_site(function.name, last.value, function, imported, functions, constants)
+    except Blocker as blocker:
+        raise covering(blocker, last.value) from None
     site.factory = True
     return site
 
@@ -312,7 +352,8 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
                 site.owner = function.name
                 sites.append(site)
             except Blocker as blocker:
-                blockers.append(blocker)
+                blockers.append(covering(blocker, next(d for d in node.decorator_list
+                                                       if _is_pmap_decorator(d, imported))))
             continue
         pmapped = pmap_call(node.value, imported) if isinstance(node, ast.Assign) else None
         if pmapped is not None:
@@ -325,7 +366,7 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
                 if not isinstance(target, ast.Name) or (
                         stores.get(target.id) != 1 and target.id not in rebound):
                     raise Blocker(PMAP_AS_VALUE, pmapped,
-                                  "pmap assigned to a name bound more than once")
+                                  _bound_more_than_once(function, node, pmapped))
                 site = assigned_site(target.id, pmapped, node, imported, functions,
                                      constants, owner=function.name,
                                      arity=_call_arity(function, target.id),
@@ -334,7 +375,7 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
                 site.rebinds = rebound.get(target.id)  # a def rebound to it (read only by it)
                 sites.append(site)
             except Blocker as blocker:
-                blockers.append(blocker)
+                blockers.append(covering(blocker, pmapped))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Call) \
                 and dotted(node.func.func, imported) == PMAP:
             try:
@@ -349,8 +390,30 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
                 site.inline = True
                 sites.append(site)
             except Blocker as blocker:
-                blockers.append(blocker)
+                blockers.append(covering(blocker, node.func))
     return sites, blockers
+
+
+def _bound_more_than_once(function: ast.FunctionDef, statement: ast.Assign,
+                          pmapped: ast.Call) -> str:
+    """Why `name = jax.pmap(...)` in `function` is no site, where `name` has other bindings:
+    a rebinding that maps the name's own earlier value (`learn = make_learner(...)` then
+    `learn = jax.pmap(learn, ...)`) is named with that value and its line."""
+    target = statement.targets[0]
+    if not isinstance(target, ast.Name):
+        return "pmap assigned to something other than one name"
+    mapped = pmapped.args[0] if pmapped.args else None
+    earlier = [n for n in ast.walk(function) if isinstance(n, ast.Assign)
+               and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+               and n.targets[0].id == target.id and n.lineno < statement.lineno]
+    if isinstance(mapped, ast.Name) and mapped.id == target.id and earlier:
+        value = max(earlier, key=lambda n: n.lineno).value
+        what = f"`{ast.unparse(value.func)}(...)`, a call's result" \
+            if isinstance(value, ast.Call) else f"`{ast.unparse(value)}`"
+        return (f"`{target.id}` is rebound to the pmap of its own earlier value, {what} "
+                f"(line {value.lineno}): the global style reads the body of a mapped function "
+                "that is a lambda, a def or functools.partial of one, not a value")
+    return "pmap assigned to a name bound more than once"
 
 
 def _rebound_defs(function: ast.FunctionDef, imported, stores) -> dict[str, ast.FunctionDef | int]:

@@ -104,8 +104,9 @@ def assigned_site(name, call, statement, imported, functions, constants, owner=N
         for value in [*function.args[1:], *(k.value for k in function.keywords)]:
             if not isinstance(value, (ast.Constant, ast.Name, ast.UnaryOp)) \
                     and not _dotted_name(value):
-                raise Blocker(OPTIONS, value, "a functools.partial argument that is not "
-                              "a constant, a name or an attribute of one")
+                raise Blocker(OPTIONS, value, f"a functools.partial argument "
+                              f"(`{ast.unparse(value)}`) that is not a constant, a name or an "
+                              "attribute of one")
         if len(leading) < len(function.args) - 1 or isinstance(function.args[-1], ast.Starred):
             raise Blocker(OPTIONS, function, "functools.partial binds more positional "
                           "arguments than the mapped function has parameters")

@@ -26,6 +26,10 @@ class Blocker(Exception):
     site: str | None = dataclasses.field(default=None, compare=False)
     # Producers whose values reached the construct it names: kept stacked, the caller may pass
     origins: frozenset = dataclasses.field(default=frozenset(), compare=False)
+    # The pmap this blocker keeps from the global style, where `node` is another node (a
+    # partial's argument, a decorator above it): claimed with it, so the pmap gets no second,
+    # vaguer finding of its own (site_discovery.py)
+    covers: ast.AST | None = dataclasses.field(default=None, compare=False)
 
 
 @dataclasses.dataclass
