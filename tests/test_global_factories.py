@@ -4,6 +4,10 @@ rewrites and run them)."""
 
 from __future__ import annotations
 
+import pytest
+
+from conftest import ROOT
+from transforms.contract_names import pmap_contract_code
 from transforms.pipeline import migrate_source
 
 _FACTORY = b'''import jax
@@ -177,3 +181,47 @@ def get_eval_fn(scale):
     (message,) = [m for code, line, m in _findings(source) if code == "PM601"]
     assert "decorates `_eval_fn`, a def in `get_eval_fn`, which is itself under the decorator " \
         "`@functools.lru_cache(None)` (line 6)" in message
+
+
+_TUPLE = (ROOT / "tests" / "fixtures_global" / "factory_returned_in_a_tuple" / "before.py"
+          ).read_bytes()
+_BY_NAME = (ROOT / "tests" / "fixtures_global" / "factory_returned_by_name" / "before.py"
+            ).read_bytes()
+
+
+def _global_text(source: bytes) -> str:
+    return migrate_source(source, style="global").source.decode()
+
+
+@pytest.mark.parametrize("source", [_TUPLE, _BY_NAME], ids=["tuple", "by_name"])
+def test_a_factory_returning_its_pmap_by_name_or_in_a_tuple_is_a_site(source):
+    assert _codes(source) == ["PM600"]
+    assert pmap_contract_code(_global_text(source)) == []
+
+
+@pytest.mark.parametrize("old, new", [
+    # a stacked value returned beside the pmap and passed to it: unknown to the caller, so it
+    # is no proof of a layout (the factory's values are not followed)
+    (b"    return step, lr * 10, \"sgd\"",
+     b"    return step, jnp.stack([jnp.ones((3,))] * jax.local_device_count()), \"sgd\""),
+    # the pmap's name read again in the factory
+    (b"    return step, lr * 10, \"sgd\"", b"    step.lower\n    return step, lr * 10, \"sgd\""),
+    # the position that holds the pmap is not the one unpacked into a name only called
+    (b"    step, shown_lr, tag = make_trainer(0.1)", b"    shown_lr, step, tag = make_trainer(0.1)"),
+    # the tuple kept whole, or unpacked elsewhere into a name used otherwise
+    (b"    step, shown_lr, tag = make_trainer(0.1)",
+     b"    made = make_trainer(0.1)\n    step, shown_lr, tag = made"),
+    (b"    return {\"w\"", b"    other, _, _ = make_trainer(0.2)\n    steps = [other]\n"
+                           b"    return {\"w\""),
+])
+def test_a_tuple_factory_not_provably_used_so_keeps_the_contract(old, new):
+    assert old in _TUPLE
+    source = _TUPLE.replace(old, new)
+    if old.startswith(b"    return step") and b"jnp.stack" in new:
+        source = source.replace(b"    for _ in range(3):", b"    w = shown_lr\n    for _ in range(3):")
+    assert "PM600" not in _codes(source)
+
+
+def test_a_factory_returning_its_pmap_alone_is_not_unpacked():
+    source = _BY_NAME.replace(b"    return update\n", b"    return (update,)\n")
+    assert "PM600" not in _codes(source)  # called as `update = make_update(...)`: a tuple

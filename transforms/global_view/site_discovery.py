@@ -43,7 +43,9 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
     sites, blockers, claimed = [], [], set()
     functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
     constants = string_constants(tree)
-    factories = _called_on_the_spot(tree)
+    factories, unpacked = _called_on_the_spot(tree)
+    loads = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+             and isinstance(n.ctx, ast.Load)]
     inline = _top_level_inline_sites(tree, imported, functions, constants) if top_level else []
     sites += inline
     spotted = {id(site.statement) for site in inline}  # `jax.pmap(f)(x)`, claimed below
@@ -60,6 +62,9 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
             defaults = _defaults_never_passed(statement, tree)
             try:
                 site = _factory_site(statement, imported, functions, {**constants, **defaults})
+                if site is not None and not _uses_fit(site, unpacked.get(statement.name, []),
+                                                      loads.count(statement.name)):
+                    site = None
                 if site is not None:
                     site.constants = defaults  # the body reads them too (`pmean(g, axis_name)`)
             except Blocker as blocker:
@@ -210,11 +215,14 @@ def _decorated_by(pmap: ast.AST, places: _Places) -> ast.FunctionDef | None:
     return None
 
 
-def _called_on_the_spot(tree: ast.Module) -> set[str]:
-    """Names whose every load is `name(...)(...)`, or `made = name(...)` with `made` bound once
-    in its function and only ever called: the result is only called, in the function that
-    makes it."""
+def _called_on_the_spot(tree: ast.Module) -> tuple[set[str], dict[str, list]]:
+    """Names whose every load is `name(...)(...)`, `made = name(...)` with `made` bound once
+    in its function and only ever called, or `a, b = name(...)` with some plain name of the
+    tuple bound once and only called: the result (or that part of it) is only called, in the
+    function that makes it. Also, per name, each such unpacking's call and the positions of
+    its only-called names, for `_uses_fit`."""
     spot = set()
+    unpacked: dict[str, list] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Call) \
                 and isinstance(node.func.func, ast.Name):
@@ -222,22 +230,71 @@ def _called_on_the_spot(tree: ast.Module) -> set[str]:
     for function in ast.walk(tree):
         if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             spot.update(id(call.func) for call in stored_factory_calls(function).values())
+            positions: dict[int, tuple[ast.Call, set[int], int]] = {}
+            for call, index, length in unpacked_factory_calls(function).values():
+                positions.setdefault(id(call), (call, set(), length))[1].add(index)
+            for call, indices, length in positions.values():
+                spot.add(id(call.func))
+                unpacked.setdefault(call.func.id, []).append((indices, length))
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) in spot}
     loads_elsewhere = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
                        and isinstance(n.ctx, ast.Load) and id(n) not in spot}
-    return names - loads_elsewhere
+    return names - loads_elsewhere, unpacked
+
+
+def _uses_fit(site: Site, unpacked: list, loads: int) -> bool:
+    """A factory that returns its pmap alone is never unpacked; one that returns it in a
+    tuple is used only as `a, b = factory(...)` (each of its `loads`), every unpacking
+    holding the pmap in a name only called (at the position `site.returned`)."""
+    if site.returned is None:
+        return not unpacked
+    index, length = site.returned
+    return len(unpacked) == loads and all(index in indices and size == length
+                                          for indices, size in unpacked)
+
+
+def _returned_pmap(function: ast.FunctionDef, imported):
+    """The pmap call `function` returns in its last statement, and its (index, length) in the
+    tuple returned, or None alone: `return jax.pmap(...)`, or `return step` / `return step,
+    lr` where `step = jax.pmap(...)` is a statement of its body and the only binding and the
+    only other read of `step` in it. None if it returns no such pmap."""
+    last = function.body[-1] if function.body else None
+    if not isinstance(last, ast.Return) or last.value is None:
+        return None
+    value = last.value
+    elements = value.elts if isinstance(value, ast.Tuple) else [value]
+    if any(isinstance(e, ast.Starred) for e in elements):
+        return None
+    position = (lambda i: (i, len(elements))) if isinstance(value, ast.Tuple) else (lambda i: None)
+    bindings = {s.targets[0].id: s.value for s in function.body
+                if isinstance(s, ast.Assign) and len(s.targets) == 1
+                and isinstance(s.targets[0], ast.Name)}
+    for index, element in enumerate(elements):
+        if isinstance(element, ast.Call) and dotted(element.func, imported) == PMAP:
+            return element, position(index)
+        bound = bindings.get(element.id) if isinstance(element, ast.Name) else None
+        if isinstance(bound, ast.Call) and dotted(bound.func, imported) == PMAP:
+            names = [n for n in ast.walk(function) if isinstance(n, ast.Name)
+                     and n.id == element.id]
+            named = [n for n in ast.walk(function) if isinstance(n, ast.arg) and n.arg == element.id
+                     or isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == element.id]
+            if len(names) == 2 and not named:  # `step = ...` and `return step`
+                return bound, position(index)
+    return None
 
 
 def _factory_site(function: ast.FunctionDef, imported, functions, constants) -> Site | None:
     """`def ring_shift(n): perm = ...; return jax.pmap(lambda x: ..., ...)` whose only pmap is
-    the one it returns, called as `ring_shift(n)(x)`: a site whose callers are those calls'
-    functions. It closes over the factory's own locals, never over a caller's values."""
-    last = function.body[-1] if function.body else None
-    if not (isinstance(last, ast.Return) and isinstance(last.value, ast.Call)
-            and dotted(last.value.func, imported) == PMAP):
+    the one it returns (alone or in a tuple, directly or by the name it is bound to), called as
+    `ring_shift(n)(x)`, or stored (`shift = ring_shift(n)`, `shift, perm = ...`) in a name
+    only called: a site whose callers are those calls' functions. It closes over the factory's
+    own locals, never over a caller's values."""
+    returned = _returned_pmap(function, imported)
+    if returned is None:
         return None
+    pmapped, position = returned
     others = [n for n in ast.walk(function) if isinstance(n, (ast.Name, ast.Attribute))
-              and dotted(n, imported) == PMAP and n is not last.value.func]
+              and dotted(n, imported) == PMAP and n is not pmapped.func]
     if others or any(isinstance(n, ast.Return) for s in function.body[:-1]
                      for n in _walk_own_scope(s)):
         return None  # an early return (a nested def's own returns are its own)
@@ -250,10 +307,10 @@ def _factory_site(function: ast.FunctionDef, imported, functions, constants) -> 
                                  and n.name not in stores
                                  and sum(m.name == n.name for m in nested) == 1}}
     try:
-        site = assigned_site(function.name, last.value, function, imported, functions, constants)
+        site = assigned_site(function.name, pmapped, function, imported, functions, constants)
     except Blocker as blocker:
-        raise covering(blocker, last.value) from None
-    site.factory = True
+        raise covering(blocker, pmapped) from None
+    site.factory, site.returned = True, position
     return site
 
 
@@ -267,7 +324,7 @@ def _defaults_never_passed(function: ast.FunctionDef, tree: ast.Module) -> dict[
             if isinstance(value, str)}
 
 
-def stored_factory_calls(function: ast.FunctionDef) -> dict[str, ast.Call]:
+def stored_factory_calls(function: ast.FunctionDef, unpacked: bool = False) -> dict:
     """`made = name(...)` statements of `function`'s own body whose target is bound nowhere
     else in it and read only as the function of calls (`made(x)`): target -> the call. A
     function result used this way is a pmap factory's result called later (site_discovery's
@@ -291,17 +348,29 @@ def stored_factory_calls(function: ast.FunctionDef) -> dict[str, ast.Call]:
                 stores[name] = stores.get(name, 0) + 2
         if isinstance(node, ast.Call):
             called.add(id(node.func))
+    only_called = {name for name, uses in loads.items() if stores.get(name) == 1
+                   and all(id(use) in called for use in uses)}
     found = {}
     for statement in function.body:
         if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
-                and isinstance(statement.targets[0], ast.Name) \
                 and isinstance(statement.value, ast.Call) \
                 and isinstance(statement.value.func, ast.Name):
-            target = statement.targets[0].id
-            uses = loads.get(target, [])
-            if stores.get(target) == 1 and uses and all(id(use) in called for use in uses):
-                found[target] = statement.value
+            target = statement.targets[0]
+            if not unpacked and isinstance(target, ast.Name) and target.id in only_called:
+                found[target.id] = statement.value
+            elif unpacked and isinstance(target, ast.Tuple) \
+                    and all(isinstance(e, ast.Name) for e in target.elts):
+                found.update({e.id: (statement.value, index, len(target.elts))
+                              for index, e in enumerate(target.elts) if e.id in only_called})
     return found
+
+
+def unpacked_factory_calls(function: ast.FunctionDef) -> dict[str, tuple[ast.Call, int, int]]:
+    """`a, b = name(...)` statements of `function`'s own body (plain names only): each name
+    bound nowhere else in it and read only as the function of calls -> (the call, its position
+    in the tuple, the tuple's length). A factory that returns its pmap in a tuple is called
+    this way (site_discovery's factories, dataflow.py)."""
+    return stored_factory_calls(function, unpacked=True)
 
 
 def _walk_own_scope(node):

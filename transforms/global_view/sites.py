@@ -48,6 +48,9 @@ class Site:
     inline: bool = False  # `jax.pmap(f, ...)(args)`: called where it is built
     function_node: ast.AST | None = None  # assigned / inline: the mapped function expression
     factory: bool = False  # `def name(...): ...; return jax.pmap(...)`, only used as name(...)(x)
+    # a factory that returns a tuple: the index of its pmap there (the position of the name
+    # each call unpacks it into, `step, lr = make_step(...)`) and the tuple's length
+    returned: tuple[int, int] | None = None
     static: tuple[int, ...] = ()  # static_broadcasted_argnums, pmap's numbering
     # devices= / axis_size=: exact only when they are all devices / the device count, which
     # the caller's analysis decides (the expression is evaluated where the site is built)
