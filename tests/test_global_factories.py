@@ -9,6 +9,7 @@ import pytest
 from conftest import ROOT
 from transforms.contract_names import pmap_contract_code
 from transforms.pipeline import migrate_source
+from transforms.tree_uses import TreeContext
 
 _FACTORY = b'''import jax
 import jax.numpy as jnp
@@ -225,3 +226,24 @@ def test_a_tuple_factory_not_provably_used_so_keeps_the_contract(old, new):
 def test_a_factory_returning_its_pmap_alone_is_not_unpacked():
     source = _BY_NAME.replace(b"    return update\n", b"    return (update,)\n")
     assert "PM600" not in _codes(source)  # called as `update = make_update(...)`: a tuple
+
+
+_UNCALLED = _FACTORY.split(b"\n\ndef run():")[0] + b"\n"
+
+
+def test_a_factory_another_module_calls_names_that_use():
+    """vit_jax's `train.make_update_fn`, called from the notebook beside it: the blocker is the
+    use there, not a shape of use in this module."""
+    tree = TreeContext(used_elsewhere={"make_update_fn": "colab.ipynb cell 15"})
+    findings = migrate_source(_UNCALLED, style="global", tree=tree).findings
+    assert [(f.code, f.message) for f in findings if f.code == "PM603"] == [(
+        "PM603", "`make_update_fn` is used by another module of the paths given "
+        "(colab.ipynb cell 15), whose calls the global style does not follow yet")]
+    assert "PM601" not in [f.code for f in findings]
+
+
+def test_a_factory_nothing_calls_says_so():
+    findings = migrate_source(_UNCALLED, style="global").findings
+    assert ["PM603", "PM612"] == sorted(f.code for f in findings)
+    assert "`make_update_fn` has no caller in this module" in \
+        next(f.message for f in findings if f.code == "PM603")

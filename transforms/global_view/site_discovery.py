@@ -46,6 +46,10 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
     factories, unpacked = _called_on_the_spot(tree)
     loads = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
              and isinstance(n.ctx, ast.Load)]
+    # A function this module never reads is called, if at all, from another module: as a
+    # factory its site names that module's use (callers.used_in_other_modules) or its lack of
+    # callers, not a shape of use here.
+    factories |= {name for name in functions if name not in loads}
     inline = _top_level_inline_sites(tree, imported, functions, constants) if top_level else []
     sites += inline
     spotted = {id(site.statement) for site in inline}  # `jax.pmap(f)(x)`, claimed below
