@@ -92,20 +92,21 @@ def make_scale(k):
 
 def train(x):
     p_step = jax.pmap(
-        functools.partial(step, scale=make_scale(3.0)),
+        functools.partial(step, scale=(k := make_scale(3.0))),
         axis_name="i")
-    return p_step(x)
+    return p_step(x), k
 
 
 def run():
     n = jax.local_device_count()
-    return np.asarray(train(np.ones((n, 3), np.float32)))
+    return np.asarray(train(np.ones((n, 3), np.float32))[0])
 '''
 
 
 def test_a_local_site_names_its_own_blocker_and_line_not_a_vaguer_one():
-    """The partial's argument (line 17) is why the pmap of line 16 keeps the contract: the
-    PM612 says so, and the pmap gets no second `does not follow` finding."""
+    """The partial's argument (line 17, a walrus: the rewrite may not move where it binds) is
+    why the pmap of line 16 keeps the contract: the PM612 says so, and the pmap gets no second
+    `does not follow` finding."""
     findings = _findings(_PARTIAL_OF_A_CALL)
     assert "PM601" not in [code for code, _, _ in findings]
     assert ("PM602", 17) in [(code, line) for code, line, _ in findings]
@@ -247,3 +248,16 @@ def test_a_factory_nothing_calls_says_so():
     assert ["PM603", "PM612"] == sorted(f.code for f in findings)
     assert "`make_update_fn` has no caller in this module" in \
         next(f.message for f in findings if f.code == "PM603")
+
+
+_READ_ONCE = (ROOT / "tests" / "fixtures_global" / "partial_arguments_evaluated_once"
+              / "before.py").read_bytes()
+
+
+def test_a_keyword_only_parameter_the_partial_leaves_keeps_the_contract():
+    """Bound by the partial, a keyword-only parameter is fixed for every call; left to the
+    calls, pmap would map it per call (one in_specs tuple does not describe that)."""
+    assert _codes(_READ_ONCE) == ["PM600", "PM600"]
+    source = _READ_ONCE.replace(b', metrics_fn=make_metrics("train"))', b")")
+    assert any(code == "PM602" and "keyword-only parameters" in message
+               for code, _, message in _findings(source))
