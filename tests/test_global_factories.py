@@ -261,3 +261,18 @@ def test_a_keyword_only_parameter_the_partial_leaves_keeps_the_contract():
     source = _READ_ONCE.replace(b', metrics_fn=make_metrics("train"))', b")")
     assert any(code == "PM602" and "keyword-only parameters" in message
                for code, _, message in _findings(source))
+
+
+def test_a_factory_use_that_does_not_fit_is_named_with_its_line():
+    source = _TUPLE.replace(b"    step, shown_lr, tag = make_trainer(0.1)",
+                            b"    made = make_trainer(0.1)\n    step, shown_lr, tag = made")
+    (message,) = [m for code, line, m in _findings(source) if code == "PM601"]
+    assert message.startswith("this pmap is returned by `make_trainer` at position 0 of a tuple, "
+                              "and line 21 does not unpack that tuple into names")
+    # `update_fn = make_update_fn(0.1)` (line 15): that name is then used otherwise
+    alone = _FACTORY.replace(b"    return np.asarray(w[0])",
+                             b"    steps = [update_fn, make_update_fn(0.2)]\n"
+                             b"    return np.asarray(w[0])")
+    (message,) = [m for code, line, m in _findings(alone) if code == "PM601"]
+    assert "returned by `make_update_fn`, and line 15 keeps its result other than called on " \
+        "the spot" in message

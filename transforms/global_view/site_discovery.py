@@ -43,13 +43,13 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
     sites, blockers, claimed = [], [], set()
     functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
     constants = string_constants(tree)
-    factories, unpacked = _called_on_the_spot(tree)
-    loads = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
-             and isinstance(n.ctx, ast.Load)]
-    # A function this module never reads is called, if at all, from another module: as a
-    # factory its site names that module's use (callers.used_in_other_modules) or its lack of
-    # callers, not a shape of use here.
-    factories |= {name for name in functions if name not in loads}
+    uses = _factory_uses(tree)
+    held = {n.id for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
+            for n in ast.walk(c) if isinstance(n, ast.Name)}  # names classes read
+    loads: dict[str, list[ast.Name]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            loads.setdefault(node.id, []).append(node)
     inline = _top_level_inline_sites(tree, imported, functions, constants) if top_level else []
     sites += inline
     spotted = {id(site.statement) for site in inline}  # `jax.pmap(f)(x)`, claimed below
@@ -61,14 +61,21 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
                 dotted(n, imported) == PMAP and id(n) not in claimed for n in ast.walk(statement)
                 if isinstance(n, (ast.Name, ast.Attribute))):
             continue  # top-level code whose every pmap is called where it is built
-        if isinstance(statement, ast.FunctionDef) and statement.name in factories \
-                and not statement.decorator_list:
+        if isinstance(statement, ast.FunctionDef) and not statement.decorator_list \
+                and _returned_pmap(statement, imported) is not None:
+            # A function never read here is called, if at all, from another module: as a
+            # factory its site names that module's use (callers.used_in_other_modules) or
+            # its lack of callers.
             defaults = _defaults_never_passed(statement, tree)
             try:
                 site = _factory_site(statement, imported, functions, {**constants, **defaults})
-                if site is not None and not _uses_fit(site, unpacked.get(statement.name, []),
-                                                      loads.count(statement.name)):
-                    site = None
+                misuse = None if site is None else _misused(
+                    statement.name, site.returned, loads.get(statement.name, []), uses)
+                if misuse is not None and statement.name in held:
+                    site = None  # `self.step = make_step(...)`: classes.py reads it
+                elif misuse is not None:
+                    raise Blocker(PMAP_AS_VALUE, site.node, f"this pmap {misuse}: kept in the "
+                                  "faithful style", covers=site.node)
                 if site is not None:
                     site.constants = defaults  # the body reads them too (`pmean(g, axis_name)`)
             except Blocker as blocker:
@@ -219,42 +226,47 @@ def _decorated_by(pmap: ast.AST, places: _Places) -> ast.FunctionDef | None:
     return None
 
 
-def _called_on_the_spot(tree: ast.Module) -> tuple[set[str], dict[str, list]]:
-    """Names whose every load is `name(...)(...)`, `made = name(...)` with `made` bound once
-    in its function and only ever called, or `a, b = name(...)` with some plain name of the
-    tuple bound once and only called: the result (or that part of it) is only called, in the
-    function that makes it. Also, per name, each such unpacking's call and the positions of
-    its only-called names, for `_uses_fit`."""
-    spot = set()
-    unpacked: dict[str, list] = {}
+def _factory_uses(tree: ast.Module) -> dict[int, object]:
+    """id of a name's load -> how a factory's result is used there: "spot" (`name(...)(...)`),
+    "stored" (`made = name(...)`, `made` bound once in its function and only ever called), or
+    (positions, length) for `a, b = name(...)`: the positions of the tuple's names bound once
+    and only called, and the tuple's length. Any other load is absent."""
+    uses: dict[int, object] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Call) \
                 and isinstance(node.func.func, ast.Name):
-            spot.add(id(node.func.func))
+            uses[id(node.func.func)] = "spot"
     for function in ast.walk(tree):
         if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            spot.update(id(call.func) for call in stored_factory_calls(function).values())
-            positions: dict[int, tuple[ast.Call, set[int], int]] = {}
+            uses.update({id(call.func): "stored"
+                         for call in stored_factory_calls(function).values()})
             for call, index, length in unpacked_factory_calls(function).values():
-                positions.setdefault(id(call), (call, set(), length))[1].add(index)
-            for call, indices, length in positions.values():
-                spot.add(id(call.func))
-                unpacked.setdefault(call.func.id, []).append((indices, length))
-    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) in spot}
-    loads_elsewhere = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
-                       and isinstance(n.ctx, ast.Load) and id(n) not in spot}
-    return names - loads_elsewhere, unpacked
+                positions, _ = uses.setdefault(id(call.func), (set(), length))
+                positions.add(index)
+    return uses
 
 
-def _uses_fit(site: Site, unpacked: list, loads: int) -> bool:
-    """A factory that returns its pmap alone is never unpacked; one that returns it in a
-    tuple is used only as `a, b = factory(...)` (each of its `loads`), every unpacking
-    holding the pmap in a name only called (at the position `site.returned`)."""
-    if site.returned is None:
-        return not unpacked
-    index, length = site.returned
-    return len(unpacked) == loads and all(index in indices and size == length
-                                          for indices, size in unpacked)
+def _misused(name: str, returned: tuple[int, int] | None, loads: list[ast.Name],
+             uses: dict[int, object]) -> str | None:
+    """Why the result of `name`, a function returning its pmap (alone, or in a tuple at
+    `returned`), is not only called, naming the first load that shows it; None where every
+    load is a call whose result is: called on the spot or stored in a name only called
+    (alone), unpacked with the pmap's position a name only called (in a tuple)."""
+    for load in sorted(loads, key=lambda n: (n.lineno, n.col_offset)):
+        use = uses.get(id(load))
+        if returned is None and use in ("spot", "stored"):
+            continue
+        if returned is not None and isinstance(use, tuple) and returned[0] in use[0] \
+                and use[1] == returned[1]:
+            continue
+        if returned is None:
+            return (f"is returned by `{name}`, and line {load.lineno} keeps its result other "
+                    f"than called on the spot (`{name}(...)(x)`) or bound to a name that is "
+                    "only called")
+        return (f"is returned by `{name}` at position {returned[0]} of a tuple, and line "
+                f"{load.lineno} does not unpack that tuple into names (`a, b = {name}(...)`) "
+                f"with the one at position {returned[0]} only called")
+    return None
 
 
 def _returned_pmap(function: ast.FunctionDef, imported):
