@@ -263,7 +263,8 @@ def run():
     ("shifted, 1.0, scale=SCALE", "PM600", None),  # a leading parameter bound by position
     # `scale` is filled by position, and this call leaves it out (a TypeError in pmap too)
     ("step, offset=1.0", "PM603", "called with 1 of its 2 parameters"),
-    ("step, scale=cfg['scale']", "PM602", "not a constant, a name or an attribute"),
+    ("step, scale=cfg['scale']", "PM600", None),  # evaluated once, where the partial is built
+    ("step, scale=(k := 2.0)", "PM602", "binds a name or yields where the partial is built"),
     ("step, scale=SCALE, bogus=1", "PM602", "not a parameter of the mapped function"),
     ("step, 1.0, 2.0, 3.0, 4.0", "PM602", "more positional arguments"),
     # `y` after the bound `scale` has no default: only a keyword could pass it

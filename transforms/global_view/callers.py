@@ -16,6 +16,10 @@ from transforms.global_view.sites import Blocker, Site, dotted
 # other, by a name no def can have.
 MODULE_CALLER = "<module>"
 
+# Why a site with no caller in its module is blocked: the one reason a use in another module
+# of the run says better (`used_in_other_modules`).
+_NO_CALLER_HERE = "has no caller in this module"
+
 
 def callers_by_site(callers: dict[str, set[str]]) -> dict[str, list[str]]:
     """Site key -> the functions that call it, in `callers` order: one pass over the callers
@@ -99,18 +103,19 @@ def find_callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, B
                                         "can be followed")
     for name, site in sites.items():
         if name not in blocked and not any(name in c for c in callers.values()):
-            blocked[name] = Blocker(CALLERS_UNSEEN, site.node, f"`{name}` has no caller in this "
-                                    "module, so the layouts of its arguments are unknown")
+            blocked[name] = Blocker(CALLERS_UNSEEN, site.node, f"`{name}` {_NO_CALLER_HERE}, "
+                                    "so the layouts of its arguments are unknown")
     return callers, blocked
 
 
 def used_in_other_modules(module, sites, blocked: dict[str, Blocker]) -> dict[str, Blocker]:
     """Module-level sites another module of the run calls (by the site's name, its factory's
     or its holder class's): callers this module's analysis cannot see, so each keeps the
-    calling contract they rely on (PM603)."""
+    calling contract they rely on (PM603), named in place of having no caller in this module."""
     found = {}
     for site in sites:
-        if site.key in blocked or (site.owner is not None and not site.factory):
+        if (site.key in blocked and _NO_CALLER_HERE not in blocked[site.key].message) \
+                or (site.owner is not None and not site.factory):
             continue
         name = site.holder or site.name  # a factory site is named after its factory
         where = module.elsewhere(name)

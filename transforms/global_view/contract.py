@@ -303,7 +303,11 @@ def contract_sites(module, taken_spans: list[tuple[int, int]], skip: set[int],
         text = contract_text(site, jit, module.partial, source_of, indent, column,
                              names[ADAPTER])
         end = function.end_lineno if site.decorator else node.end_lineno
-        contracts.append(Contract(site, span, text, range(node.lineno, end + 1)))
+        # a decorated def's lines start at its first decorator: one above the pmap's may be
+        # the reason it keeps the contract (`@tiled` over `@partial(jax.pmap, ...)`)
+        start = min(d.lineno for d in function.decorator_list) if site.decorator \
+            else node.lineno
+        contracts.append(Contract(site, span, text, range(start, end + 1)))
     # With no pmap left faithful, a fallback finding elsewhere (in a caller) says so too.
     contracted = {id(c.site.node) for c in contracts}
     held_by_taken = _Containment(taken_spans)

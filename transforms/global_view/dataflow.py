@@ -32,7 +32,7 @@ from transforms.global_view.instances import InstancesMixin
 from transforms.global_view.layout import OutputLayout
 from transforms.global_view.lowering import LoweringMixin
 from transforms.global_view.site_calls import SiteCallsMixin
-from transforms.global_view.site_discovery import stored_factory_calls
+from transforms.global_view.site_discovery import stored_factory_calls, unpacked_factory_calls
 from transforms.global_view.sites import Blocker, Site
 from transforms.global_view.statements import StatementsMixin
 from transforms.global_view.values import (
@@ -105,9 +105,15 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
         self.sites = {s.name: s for s in sites.values() if s.owner is None and not s.holder}
         self.sites.update({s.name: s for s in sites.values() if s.owner and not s.inline})
         self.inline = {id(s.node): s for s in sites.values() if s.inline}
-        # `made = factory(...)` then `made(x)`: the name holds the factory's site
+        # `made = factory(...)` then `made(x)`: the name holds the factory's site; so does the
+        # name at the pmap's position of `made, lr = factory(...)` (a tuple it returns)
         stored = {target: call for target, call in stored_factory_calls(function).items()
-                  if call.func.id in self.sites and self.sites[call.func.id].factory}
+                  if call.func.id in self.sites and self.sites[call.func.id].factory
+                  and self.sites[call.func.id].returned is None}
+        stored.update({target: call for target, (call, index, length)
+                       in unpacked_factory_calls(function).items()
+                       if call.func.id in self.sites and self.sites[call.func.id].factory
+                       and self.sites[call.func.id].returned == (index, length)})
         self.made_by_factory = {target: self.sites[call.func.id]
                                 for target, call in stored.items()}
         self.factory_builds = {id(call) for call in stored.values()}

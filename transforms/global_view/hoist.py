@@ -342,11 +342,14 @@ def _free_names(value: ast.AST) -> set[str]:
 
 
 def _reads_attribute_when_built(value: ast.AST) -> bool:
-    """A partial keyword `k=config.x` in the construction: read where the site is built, while
-    a module-level def would read it at its first call, after any change to `config`."""
+    """A partial argument other than a constant or a name in the construction (`k=config.x`,
+    `k=model.metrics_fn("train")`): evaluated where the site is built, while a module-level def
+    would evaluate it at its first call, after any change to what it reads."""
+    plain = lambda v: isinstance(v, (ast.Constant, ast.Name)) or (
+        isinstance(v, ast.UnaryOp) and isinstance(v.operand, ast.Constant))
     return any(isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))
                and ast.unparse(n.func).endswith("partial")
-               and any(isinstance(k.value, ast.Attribute) for k in n.keywords)
+               and not all(plain(v) for v in [*n.args[1:], *(k.value for k in n.keywords)])
                for n in ast.walk(value))
 
 

@@ -12,6 +12,7 @@ of them, literal `donate_argnums` and `static_broadcasted_argnums`. Anything els
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 from transforms.codes.global_view import OPTIONS, PMAP_AS_VALUE
 from transforms.global_view.callers import top_level_function
@@ -42,7 +43,13 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
     sites, blockers, claimed = [], [], set()
     functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
     constants = string_constants(tree)
-    factories = _called_on_the_spot(tree)
+    uses = _factory_uses(tree)
+    held = {n.id for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
+            for n in ast.walk(c) if isinstance(n, ast.Name)}  # names classes read
+    loads: dict[str, list[ast.Name]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            loads.setdefault(node.id, []).append(node)
     inline = _top_level_inline_sites(tree, imported, functions, constants) if top_level else []
     sites += inline
     spotted = {id(site.statement) for site in inline}  # `jax.pmap(f)(x)`, claimed below
@@ -54,16 +61,26 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
                 dotted(n, imported) == PMAP and id(n) not in claimed for n in ast.walk(statement)
                 if isinstance(n, (ast.Name, ast.Attribute))):
             continue  # top-level code whose every pmap is called where it is built
-        if isinstance(statement, ast.FunctionDef) and statement.name in factories \
-                and not statement.decorator_list:
+        if isinstance(statement, ast.FunctionDef) and not statement.decorator_list \
+                and _returned_pmap(statement, imported) is not None:
+            # A function never read here is called, if at all, from another module: as a
+            # factory its site names that module's use (callers.used_in_other_modules) or
+            # its lack of callers.
             defaults = _defaults_never_passed(statement, tree)
             try:
                 site = _factory_site(statement, imported, functions, {**constants, **defaults})
+                misuse = None if site is None else _misused(
+                    statement.name, site.returned, loads.get(statement.name, []), uses)
+                if misuse is not None and statement.name in held:
+                    site = None  # `self.step = make_step(...)`: classes.py reads it
+                elif misuse is not None:
+                    raise Blocker(PMAP_AS_VALUE, site.node, f"this pmap {misuse}: kept in the "
+                                  "faithful style", covers=site.node)
                 if site is not None:
                     site.constants = defaults  # the body reads them too (`pmean(g, axis_name)`)
             except Blocker as blocker:
                 blockers.append(blocker)
-                claimed.update(id(n) for n in ast.walk(blocker.node))
+                claimed.update(_claimed_by(blocker))
                 site = None
             if site is not None:
                 sites.append(site)
@@ -77,7 +94,7 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
                 claimed.update(id(n) for n in ast.walk(site.node if site.decorated
                                                         else site.node.func))
             for blocker in local_blockers:
-                claimed.update(id(n) for n in ast.walk(blocker.node))
+                claimed.update(_claimed_by(blocker))
             continue
         try:
             site = _site_of(statement, imported, functions, constants,
@@ -105,6 +122,17 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
                                         "kept in the faithful style"))
                 claimed.update(id(n) for n in ast.walk(node))
     return sites, blockers
+
+
+def covering(blocker: Blocker, pmap: ast.AST) -> Blocker:
+    """`blocker` as the reason `pmap` is no site (its `covers`)."""
+    return dataclasses.replace(blocker, covers=pmap)
+
+
+def _claimed_by(blocker: Blocker) -> set[int]:
+    """Ids of the nodes a site's blocker accounts for: its own node and the pmap it covers."""
+    nodes = [blocker.node] + ([blocker.covers] if blocker.covers is not None else [])
+    return {id(n) for node in nodes for n in ast.walk(node)}
 
 
 def _top_level_inline_sites(tree: ast.Module, imported, functions, constants) -> list[Site]:
@@ -153,12 +181,24 @@ def _unfollowed(pmap: ast.AST, places: _Places) -> str:
     where it stands: used as a value, wrapped in another call, or built in a function or
     class whose result is kept as a value."""
     parent = places.parent(pmap)
+    scope = places.statement(pmap)
+    decorated = _decorated_by(pmap, places)
+    if decorated is not None and isinstance(scope, ast.FunctionDef) and scope is not decorated:
+        if scope.decorator_list:
+            return (f"decorates `{decorated.name}`, a def in `{scope.name}`, which is itself "
+                    f"under the decorator `@{ast.unparse(scope.decorator_list[0])}` (line "
+                    f"{scope.decorator_list[0].lineno}): the global style reads the pmaps of "
+                    "undecorated functions only")
+        return (f"decorates `{decorated.name}`, a def in `{scope.name}`, and the global style "
+                "does not follow what is done with it")
     if not (isinstance(parent, ast.Call) and parent.func is pmap):
         return "is used as a value (passed, stored or returned without being called)"
     outer = places.parent(parent)
-    scope = places.statement(pmap)
     if isinstance(outer, ast.Call) and parent in outer.args:
         where = f"wrapped in `{ast.unparse(outer.func)}(...)`"
+    elif isinstance(outer, ast.IfExp) and isinstance(scope, ast.FunctionDef):
+        where = (f"one branch of a conditional expression (line {outer.lineno}: which function "
+                 f"it yields is known when it runs) in the function `{scope.name}`")
     elif isinstance(scope, ast.ClassDef):
         return (f"is built in the class `{scope.name}` other than as `self.<name> = "
                 "jax.pmap(...)` in its `__init__`")
@@ -173,34 +213,104 @@ def _unfollowed(pmap: ast.AST, places: _Places) -> str:
     return f"is {where}, and the global style does not follow what is done with it"
 
 
-def _called_on_the_spot(tree: ast.Module) -> set[str]:
-    """Names whose every load is `name(...)(...)`, or `made = name(...)` with `made` bound once
-    in its function and only ever called: the result is only called, in the function that
-    makes it."""
-    spot = set()
+def _decorated_by(pmap: ast.AST, places: _Places) -> ast.FunctionDef | None:
+    """The def that `pmap` decorates, as `@jax.pmap` or `@functools.partial(jax.pmap, ...)`."""
+    parent = places.parent(pmap)
+    if isinstance(parent, ast.Call) and pmap in parent.args:
+        decorator, parent = parent, places.parent(parent)
+    else:
+        decorator = pmap
+    if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            and any(d is decorator for d in parent.decorator_list):
+        return parent
+    return None
+
+
+def _factory_uses(tree: ast.Module) -> dict[int, object]:
+    """id of a name's load -> how a factory's result is used there: "spot" (`name(...)(...)`),
+    "stored" (`made = name(...)`, `made` bound once in its function and only ever called), or
+    (positions, length) for `a, b = name(...)`: the positions of the tuple's names bound once
+    and only called, and the tuple's length. Any other load is absent."""
+    uses: dict[int, object] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Call) \
                 and isinstance(node.func.func, ast.Name):
-            spot.add(id(node.func.func))
+            uses[id(node.func.func)] = "spot"
     for function in ast.walk(tree):
         if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            spot.update(id(call.func) for call in stored_factory_calls(function).values())
-    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) in spot}
-    loads_elsewhere = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
-                       and isinstance(n.ctx, ast.Load) and id(n) not in spot}
-    return names - loads_elsewhere
+            uses.update({id(call.func): "stored"
+                         for call in stored_factory_calls(function).values()})
+            for call, index, length in unpacked_factory_calls(function).values():
+                positions, _ = uses.setdefault(id(call.func), (set(), length))
+                positions.add(index)
+    return uses
+
+
+def _misused(name: str, returned: tuple[int, int] | None, loads: list[ast.Name],
+             uses: dict[int, object]) -> str | None:
+    """Why the result of `name`, a function returning its pmap (alone, or in a tuple at
+    `returned`), is not only called, naming the first load that shows it; None where every
+    load is a call whose result is: called on the spot or stored in a name only called
+    (alone), unpacked with the pmap's position a name only called (in a tuple)."""
+    for load in sorted(loads, key=lambda n: (n.lineno, n.col_offset)):
+        use = uses.get(id(load))
+        if returned is None and use in ("spot", "stored"):
+            continue
+        if returned is not None and isinstance(use, tuple) and returned[0] in use[0] \
+                and use[1] == returned[1]:
+            continue
+        if returned is None:
+            return (f"is returned by `{name}`, and line {load.lineno} keeps its result other "
+                    f"than called on the spot (`{name}(...)(x)`) or bound to a name that is "
+                    "only called")
+        return (f"is returned by `{name}` at position {returned[0]} of a tuple, and line "
+                f"{load.lineno} does not unpack that tuple into names (`a, b = {name}(...)`) "
+                f"with the one at position {returned[0]} only called")
+    return None
+
+
+def _returned_pmap(function: ast.FunctionDef, imported):
+    """The pmap call `function` returns in its last statement, and its (index, length) in the
+    tuple returned, or None alone: `return jax.pmap(...)`, or `return step` / `return step,
+    lr` where `step = jax.pmap(...)` is a statement of its body and the only binding and the
+    only other read of `step` in it. None if it returns no such pmap."""
+    last = function.body[-1] if function.body else None
+    if not isinstance(last, ast.Return) or last.value is None:
+        return None
+    value = last.value
+    elements = value.elts if isinstance(value, ast.Tuple) else [value]
+    if any(isinstance(e, ast.Starred) for e in elements):
+        return None
+    position = (lambda i: (i, len(elements))) if isinstance(value, ast.Tuple) else (lambda i: None)
+    bindings = {s.targets[0].id: s.value for s in function.body
+                if isinstance(s, ast.Assign) and len(s.targets) == 1
+                and isinstance(s.targets[0], ast.Name)}
+    for index, element in enumerate(elements):
+        if isinstance(element, ast.Call) and dotted(element.func, imported) == PMAP:
+            return element, position(index)
+        bound = bindings.get(element.id) if isinstance(element, ast.Name) else None
+        if isinstance(bound, ast.Call) and dotted(bound.func, imported) == PMAP:
+            names = [n for n in ast.walk(function) if isinstance(n, ast.Name)
+                     and n.id == element.id]
+            named = [n for n in ast.walk(function) if isinstance(n, ast.arg) and n.arg == element.id
+                     or isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == element.id]
+            if len(names) == 2 and not named:  # `step = ...` and `return step`
+                return bound, position(index)
+    return None
 
 
 def _factory_site(function: ast.FunctionDef, imported, functions, constants) -> Site | None:
     """`def ring_shift(n): perm = ...; return jax.pmap(lambda x: ..., ...)` whose only pmap is
-    the one it returns, called as `ring_shift(n)(x)`: a site whose callers are those calls'
-    functions. It closes over the factory's own locals, never over a caller's values."""
-    last = function.body[-1] if function.body else None
-    if not (isinstance(last, ast.Return) and isinstance(last.value, ast.Call)
-            and dotted(last.value.func, imported) == PMAP):
+    the one it returns (alone or in a tuple, directly or by the name it is bound to), called as
+    `ring_shift(n)(x)`, or stored (`shift = ring_shift(n)`, `shift, perm = ...`) in a name
+    only called: a site whose callers are those calls' functions. It closes over the factory's
+    own locals, never over a caller's values."""
+    returned = _returned_pmap(function, imported)
+    if returned is None:
         return None
+    pmapped, position = returned
     others = [n for n in ast.walk(function) if isinstance(n, (ast.Name, ast.Attribute))
-              and dotted(n, imported) == PMAP and n is not last.value.func]
+              and dotted(n, imported) == PMAP and n is not pmapped.func]
     if others or any(isinstance(n, ast.Return) for s in function.body[:-1]
                      for n in _walk_own_scope(s)):
         return None  # an early return (a nested def's own returns are its own)
@@ -212,8 +322,11 @@ def _factory_site(function: ast.FunctionDef, imported, functions, constants) -> 
     functions = {**functions, **{n.name: n for n in nested if not n.decorator_list
                                  and n.name not in stores
                                  and sum(m.name == n.name for m in nested) == 1}}
-    site = assigned_site(function.name, last.value, function, imported, functions, constants)
-    site.factory = True
+    try:
+        site = assigned_site(function.name, pmapped, function, imported, functions, constants)
+    except Blocker as blocker:
+        raise covering(blocker, pmapped) from None
+    site.factory, site.returned = True, position
     return site
 
 
@@ -227,7 +340,7 @@ def _defaults_never_passed(function: ast.FunctionDef, tree: ast.Module) -> dict[
             if isinstance(value, str)}
 
 
-def stored_factory_calls(function: ast.FunctionDef) -> dict[str, ast.Call]:
+def stored_factory_calls(function: ast.FunctionDef, unpacked: bool = False) -> dict:
     """`made = name(...)` statements of `function`'s own body whose target is bound nowhere
     else in it and read only as the function of calls (`made(x)`): target -> the call. A
     function result used this way is a pmap factory's result called later (site_discovery's
@@ -251,17 +364,29 @@ def stored_factory_calls(function: ast.FunctionDef) -> dict[str, ast.Call]:
                 stores[name] = stores.get(name, 0) + 2
         if isinstance(node, ast.Call):
             called.add(id(node.func))
+    only_called = {name for name, uses in loads.items() if stores.get(name) == 1
+                   and all(id(use) in called for use in uses)}
     found = {}
     for statement in function.body:
         if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
-                and isinstance(statement.targets[0], ast.Name) \
                 and isinstance(statement.value, ast.Call) \
                 and isinstance(statement.value.func, ast.Name):
-            target = statement.targets[0].id
-            uses = loads.get(target, [])
-            if stores.get(target) == 1 and uses and all(id(use) in called for use in uses):
-                found[target] = statement.value
+            target = statement.targets[0]
+            if not unpacked and isinstance(target, ast.Name) and target.id in only_called:
+                found[target.id] = statement.value
+            elif unpacked and isinstance(target, ast.Tuple) \
+                    and all(isinstance(e, ast.Name) for e in target.elts):
+                found.update({e.id: (statement.value, index, len(target.elts))
+                              for index, e in enumerate(target.elts) if e.id in only_called})
     return found
+
+
+def unpacked_factory_calls(function: ast.FunctionDef) -> dict[str, tuple[ast.Call, int, int]]:
+    """`a, b = name(...)` statements of `function`'s own body (plain names only): each name
+    bound nowhere else in it and read only as the function of calls -> (the call, its position
+    in the tuple, the tuple's length). A factory that returns its pmap in a tuple is called
+    this way (site_discovery's factories, dataflow.py)."""
+    return stored_factory_calls(function, unpacked=True)
 
 
 def _walk_own_scope(node):
@@ -312,7 +437,8 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
                 site.owner = function.name
                 sites.append(site)
             except Blocker as blocker:
-                blockers.append(blocker)
+                blockers.append(covering(blocker, next(d for d in node.decorator_list
+                                                       if _is_pmap_decorator(d, imported))))
             continue
         pmapped = pmap_call(node.value, imported) if isinstance(node, ast.Assign) else None
         if pmapped is not None:
@@ -325,7 +451,7 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
                 if not isinstance(target, ast.Name) or (
                         stores.get(target.id) != 1 and target.id not in rebound):
                     raise Blocker(PMAP_AS_VALUE, pmapped,
-                                  "pmap assigned to a name bound more than once")
+                                  _bound_more_than_once(function, node, pmapped))
                 site = assigned_site(target.id, pmapped, node, imported, functions,
                                      constants, owner=function.name,
                                      arity=_call_arity(function, target.id),
@@ -334,7 +460,7 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
                 site.rebinds = rebound.get(target.id)  # a def rebound to it (read only by it)
                 sites.append(site)
             except Blocker as blocker:
-                blockers.append(blocker)
+                blockers.append(covering(blocker, pmapped))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Call) \
                 and dotted(node.func.func, imported) == PMAP:
             try:
@@ -349,8 +475,30 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
                 site.inline = True
                 sites.append(site)
             except Blocker as blocker:
-                blockers.append(blocker)
+                blockers.append(covering(blocker, node.func))
     return sites, blockers
+
+
+def _bound_more_than_once(function: ast.FunctionDef, statement: ast.Assign,
+                          pmapped: ast.Call) -> str:
+    """Why `name = jax.pmap(...)` in `function` is no site, where `name` has other bindings:
+    a rebinding that maps the name's own earlier value (`learn = make_learner(...)` then
+    `learn = jax.pmap(learn, ...)`) is named with that value and its line."""
+    target = statement.targets[0]
+    if not isinstance(target, ast.Name):
+        return "pmap assigned to something other than one name"
+    mapped = pmapped.args[0] if pmapped.args else None
+    earlier = [n for n in ast.walk(function) if isinstance(n, ast.Assign)
+               and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+               and n.targets[0].id == target.id and n.lineno < statement.lineno]
+    if isinstance(mapped, ast.Name) and mapped.id == target.id and earlier:
+        value = max(earlier, key=lambda n: n.lineno).value
+        what = f"`{ast.unparse(value.func)}(...)`, a call's result" \
+            if isinstance(value, ast.Call) else f"`{ast.unparse(value)}`"
+        return (f"`{target.id}` is rebound to the pmap of its own earlier value, {what} "
+                f"(line {value.lineno}): the global style reads the body of a mapped function "
+                "that is a lambda, a def or functools.partial of one, not a value")
+    return "pmap assigned to a name bound more than once"
 
 
 def _rebound_defs(function: ast.FunctionDef, imported, stores) -> dict[str, ast.FunctionDef | int]:

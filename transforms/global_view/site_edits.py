@@ -161,23 +161,30 @@ def _site_edits(site: Site, options: list[str], module: ModuleInfo, body_edits: 
         return {**outside, (name_at, name_at + len(site.name)): private,
                 built: _step_def(site, options, module, inside, private)}
     if site.static or at_module_level or site.keyword_params:
-        bindings = _attributes_read_once(site, module, inside)
+        bindings = _arguments_read_once(site, module, inside)
         return {**outside, built: bindings + _step_def(site, options, module, inside)}
     return {**outside, built: _site_text(site, options, module, inside)}
 
 
-def _attributes_read_once(site: Site, module: ModuleInfo, inner_edits: dict) -> str:
-    """`label_smoothing = config.label_smoothing`, one line each, for the attributes a
-    `functools.partial` site binds (`partial(train_step, label_smoothing=config.x)`) where the
-    site becomes a jitted def: pmap's partial read them once, where it was built, and the
-    def reads the names, bound there, at each trace. `inner_edits` gets the names in their
-    place. The names are new to the function the site is built in and to the mapped
-    parameters the def's lambda binds."""
+def _arguments_read_once(site: Site, module: ModuleInfo, inner_edits: dict) -> str:
+    """`label_smoothing = config.label_smoothing`, one line each, for the values other than
+    constants and names a `functools.partial` site binds (`partial(train_step,
+    label_smoothing=config.x, metrics_fn=model.metrics_fn("train"))`) where the site becomes
+    a jitted def: pmap's partial evaluated them once, where it was built, and the def reads
+    the names, bound there, at each trace. `inner_edits` gets the names in their place. The
+    names (an attribute's, else the keyword's or the bound parameter's) are new to the
+    function the site is built in and to the mapped parameters the def's lambda binds."""
     partial = site.function_node
     if not (isinstance(partial, ast.Call) and partial.args):
         return ""
-    attributes = [(k.arg, k.value) for k in partial.keywords if isinstance(k.value, ast.Attribute)]
-    attributes += [(a.attr, a) for a in partial.args[1:] if isinstance(a, ast.Attribute)]
+    read = lambda value: not isinstance(value, (ast.Constant, ast.Name)) and not (
+        isinstance(value, ast.UnaryOp) and isinstance(value.operand, ast.Constant))
+    leading = [a.arg for a in site.body.args.args] if isinstance(site.body, ast.FunctionDef) \
+        else []
+    attributes = [(k.arg, k.value) for k in partial.keywords if read(k.value)]
+    attributes += [(a.attr if isinstance(a, ast.Attribute) else
+                    leading[i] if i < len(leading) else "value", a)
+                   for i, a in enumerate(partial.args[1:]) if read(a)]
     if not attributes:
         return ""
     owner = module.functions.get(site.owner) if site.owner else None

@@ -102,10 +102,10 @@ def assigned_site(name, call, statement, imported, functions, constants, owner=N
         leading = [a.arg for a in body.args.args][:len(function.args) - 1]
         bound = leading + [k.arg for k in function.keywords]
         for value in [*function.args[1:], *(k.value for k in function.keywords)]:
-            if not isinstance(value, (ast.Constant, ast.Name, ast.UnaryOp)) \
-                    and not _dotted_name(value):
-                raise Blocker(OPTIONS, value, "a functools.partial argument that is not "
-                              "a constant, a name or an attribute of one")
+            if not _read_once_where_built(value):
+                raise Blocker(OPTIONS, value, f"a functools.partial argument "
+                              f"(`{ast.unparse(value)}`) that binds a name or yields where "
+                              "the partial is built")
         if len(leading) < len(function.args) - 1 or isinstance(function.args[-1], ast.Starred):
             raise Blocker(OPTIONS, function, "functools.partial binds more positional "
                           "arguments than the mapped function has parameters")
@@ -122,15 +122,15 @@ def assigned_site(name, call, statement, imported, functions, constants, owner=N
     return site
 
 
-def _dotted_name(node: ast.AST) -> bool:
-    """`config.label_smoothing`: read once, where the partial is built, as pmap's site read it.
-    The rewrite keeps such a site there: hoist.py does not move it to module level, and where
-    the site becomes a jitted def (static arguments, keyword calls), which reads its names at
-    each trace, the value is bound to a name where the site was built
-    (site_edits._attributes_read_once)."""
-    while isinstance(node, ast.Attribute):
-        node = node.value
-    return isinstance(node, ast.Name)
+def _read_once_where_built(node: ast.AST) -> bool:
+    """A partial's argument is evaluated once, where the partial is built (`config.x`,
+    `model.get_metrics_fn("train")`), and so is the global site's: hoist.py does not move such
+    a site to module level, and where the site becomes a jitted def (static arguments,
+    keyword calls), which reads its names at each trace, the value is bound to a name where
+    the site was built (site_edits._arguments_read_once). Not an expression that binds a name
+    in the function (`:=`) or suspends it (`yield`, `await`), which that binding would move."""
+    return not any(isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await,
+                                  ast.Starred)) for n in ast.walk(node))
 
 
 def opaque_lambda(function: ast.AST, arity: int) -> ast.Lambda:
@@ -191,7 +191,9 @@ def make_site(name, node, statement, body, positional, keywords, decorated, cons
                       "dict of them")
     args = body.args
     signature = [what for what, present in (
-        ("*args", args.vararg), ("**kwargs", args.kwarg), ("keyword-only parameters", args.kwonlyargs),
+        ("*args", args.vararg), ("**kwargs", args.kwarg),
+        # a partial's keyword binds a keyword-only parameter once for every call
+        ("keyword-only parameters", [a for a in args.kwonlyargs if a.arg not in bound]),
         ("positional-only parameters", args.posonlyargs)) if present]
     if signature:
         raise Blocker(OPTIONS, node, f"the mapped function has {', '.join(signature)}: pmap maps "
@@ -201,7 +203,9 @@ def make_site(name, node, statement, body, positional, keywords, decorated, cons
     params = [a.arg for a in args.args]
     by_keyword: list[str] = []
     if bound:
-        params, by_keyword = _unbound_params(params, bound, args, node, call_keywords)
+        keyword_only = {a.arg for a in args.kwonlyargs}
+        params, by_keyword = _unbound_params(params, [b for b in bound if b not in keyword_only],
+                                             args, node, call_keywords)
     in_axes = _in_axes(options.get("in_axes"), len(params), node, body) + (0,) * len(by_keyword)
     if by_keyword and options.get("static_broadcasted_argnums") is not None:
         raise Blocker(OPTIONS, node, "static_broadcasted_argnums on a pmap called with keywords")

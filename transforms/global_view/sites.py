@@ -26,6 +26,10 @@ class Blocker(Exception):
     site: str | None = dataclasses.field(default=None, compare=False)
     # Producers whose values reached the construct it names: kept stacked, the caller may pass
     origins: frozenset = dataclasses.field(default=frozenset(), compare=False)
+    # The pmap this blocker keeps from the global style, where `node` is another node (a
+    # partial's argument, a decorator above it): claimed with it, so the pmap gets no second,
+    # vaguer finding of its own (site_discovery.py)
+    covers: ast.AST | None = dataclasses.field(default=None, compare=False)
 
 
 @dataclasses.dataclass
@@ -44,6 +48,9 @@ class Site:
     inline: bool = False  # `jax.pmap(f, ...)(args)`: called where it is built
     function_node: ast.AST | None = None  # assigned / inline: the mapped function expression
     factory: bool = False  # `def name(...): ...; return jax.pmap(...)`, only used as name(...)(x)
+    # a factory that returns a tuple: the index of its pmap there (the position of the name
+    # each call unpacks it into, `step, lr = make_step(...)`) and the tuple's length
+    returned: tuple[int, int] | None = None
     static: tuple[int, ...] = ()  # static_broadcasted_argnums, pmap's numbering
     # devices= / axis_size=: exact only when they are all devices / the device count, which
     # the caller's analysis decides (the expression is evaluated where the site is built)
