@@ -13,6 +13,9 @@ from transforms.codes.global_view import CALLERS_UNSEEN, CONSUMER_UNKNOWN, PRODU
 from transforms.global_view.callers import MODULE_CALLER
 from transforms.global_view.sites import PMAP, Blocker
 from transforms.global_view.values import (
+    ELEMENTWISE_FUNCTIONS,
+    SHAPE_KEEPING_METHODS,
+    CONSTANT_FILLS,
     DEVICE_COUNT,
     DEVICES,
     NUMBER,
@@ -110,7 +113,7 @@ class CallKindsMixin:
                 span = self.module.span(call)
                 for key in [k for k in self.edits if span[0] <= k[0] and k[1] <= span[1]]:
                     del self.edits[key]
-                return ROWS
+                return Kind("same", rank=_filled_rank(call, name), rows=True)
             # A stack or a batch this call makes from plain values may go back to pmap's
             # layout: its leading axis is the device count before the migration merges or
             # unstacks it. Not device_put_sharded, whose rows may be read from a batch merged
@@ -134,6 +137,9 @@ class CallKindsMixin:
             return rebuilt
         if self._reshaped_rows(call, func, name):
             return ROWS
+        kept = self._shape_kept_rows(call, func, name)
+        if kept is not None:
+            return kept
         at_base = _at_update_base(func)
         if at_base is not None and self.eval(at_base).rows:
             # `x.at[i].set(v)` of pmap's stacked rows: the same shape, so still the rows
@@ -182,6 +188,30 @@ class CallKindsMixin:
             return Kind("repl", kinds[0].axis, tree=True,
                         origin=frozenset().union(*(k.origin for k in kinds)))
         return None
+
+    def _shape_kept_rows(self, call: ast.Call, func, name: str) -> Kind | None:
+        """`x.block_until_ready()`, `x.astype(t)`, `jnp.tanh(x)`, `jnp.clip(x, 0, 1)` of pmap's
+        stacked rows x: an array of x's shape, so stacked rows of its rank too. Only the array
+        itself may be stacked; the other arguments (bounds, dtypes) are plain numbers."""
+        if any(isinstance(a, ast.Starred) for a in call.args):
+            return None
+        if isinstance(func, ast.Attribute) and func.attr in SHAPE_KEEPING_METHODS:
+            array, others = func.value, [*call.args, *(k.value for k in call.keywords)]
+        elif name in ELEMENTWISE_FUNCTIONS and call.args:
+            array, others = call.args[0], [*call.args[1:], *(k.value for k in call.keywords)]
+        else:
+            return None
+        kind = self.eval(array)
+        if not kind.rows or kind.changed:
+            return None
+        clipped = (func.attr if isinstance(func, ast.Attribute) else name).endswith("clip")
+        for other in others:
+            self._need_same(other)
+            other_kind = self.eval(other)
+            if other_kind.rows or clipped and other_kind.rank != 0 and not (
+                    isinstance(other, ast.Constant) and other.value is None):
+                return None  # bounds of another shape would broadcast
+        return Kind("same", rank=kind.rank, rows=True)
 
     def _reshaped_rows(self, call: ast.Call, func, name: str) -> bool:
         """`jnp.reshape(x, (x.shape[0], 1, x.shape[1]))`, `x.reshape(x.shape[0], -1)` of pmap's
@@ -583,3 +613,14 @@ def _bound_in(function: ast.FunctionDef) -> set[str]:
         a.arg for a in ast.walk(function.args) if isinstance(a, ast.arg)} | {
         n.name for n in ast.walk(function) if isinstance(
             n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not function}
+
+
+def _filled_rank(call: ast.Call, name: str) -> int | None:
+    """The rank of a fill kept in pmap's stacked layout, `np.zeros((n, a, b))` or `jnp.full(n,
+    v)` (a producer only with the device count, or a tuple led by it, as its shape)."""
+    if name not in CONSTANT_FILLS or not call.args:
+        return None
+    shape = call.args[0]
+    if isinstance(shape, ast.Tuple):
+        return None if any(isinstance(e, ast.Starred) for e in shape.elts) else len(shape.elts)
+    return 1
