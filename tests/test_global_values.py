@@ -69,12 +69,36 @@ def run():
     return {"paths": np.asarray(paths), "small": np.asarray(small), "large": np.asarray(large)}
 '''
 
+# A site called inside a lambda given to jax.grad (pmap cookbook's `grad_of_outer`): the lambda
+# is read with its parameter bound to the argument's kind; the gradient is shaped as `grid`.
+GRAD_OF_SITE = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def run():
+    n = jax.local_device_count()
+    grid = jnp.arange(n * 2.0).reshape((n, 2)) / (4.0 * n)
+
+    @jax.pmap
+    def outer(x):
+        return jnp.sin(x) * jnp.tanh(x).sum()
+
+    out = {}
+    out["outer"] = np.asarray(outer(grid))
+    out["grad_of_outer"] = np.asarray(jax.grad(lambda x: jnp.sum(outer(x)))(grid))
+    out["jit_of_outer"] = np.asarray(jax.jit(lambda x: outer(x) * 2.0)(grid))
+    return out
+'''
+
+
 def _migrate(source: str):
     result = migrate_source(source.encode(), style="global")
     return result, {f.code for f in result.findings}
 
 
-@pytest.mark.parametrize("source", [BROADCAST, SHAPE_READ], ids=["broadcast", "shape_read"])
+@pytest.mark.parametrize("source", [BROADCAST, SHAPE_READ, GRAD_OF_SITE],
+                         ids=["broadcast", "shape_read", "grad_of_site"])
 def test_the_rows_facts_take_the_sites_global(source):
     result, codes = _migrate(source)
     assert "PM600" in codes and "PM612" not in codes and "PM604" not in codes
@@ -105,6 +129,16 @@ def test_indexing_or_broadcasting_that_loses_the_leading_axis_keeps_the_contract
         assert "PM600" in codes and "PM612" not in codes
         return
     assert "PM612" in codes and pmap_contract_code(result.source)
+
+
+def test_the_gradient_for_a_replicated_stack_is_not_taken_as_replicated():
+    """Each row of a stack's gradient is that row's own: merging it as one replicated value
+    would sum them. The stack keeps pmap's layout (or the site its contract)."""
+    source = GRAD_OF_SITE.replace("jnp.arange(n * 2.0).reshape((n, 2)) / (4.0 * n)",
+                                  "jnp.stack([jnp.arange(2.0)] * n)")
+    result, codes = _migrate(source)
+    text = result.source.decode()
+    assert "jnp.stack([jnp.arange(2.0)] * n)" in text
 
 
 def _index(text: str) -> list | None:
@@ -162,7 +196,8 @@ def test_broadcasting_keeps_the_leading_axis_of_the_highest_rank_only():
 
 
 @pytest.mark.equivalence
-@pytest.mark.parametrize("source", [BROADCAST, SHAPE_READ], ids=["broadcast", "shape_read"])
+@pytest.mark.parametrize("source", [BROADCAST, SHAPE_READ, GRAD_OF_SITE],
+                         ids=["broadcast", "shape_read", "grad_of_site"])
 def test_the_migrated_programs_compute_the_same(source, tmp_path):
     """Original on legacy JAX (pmap), migration on this one, 8 fake devices, compared through
     the layout map the migration records."""

@@ -31,6 +31,10 @@ from transforms.global_view.values import (
     with_origin,
 )
 
+# jax transformations whose lambda, called on the spot, is read in place (see
+# `_transformed_lambda_call`).
+_LAMBDA_TRANSFORMS = frozenset({"jax.grad", "jax.jit", "jax.checkpoint", "jax.remat"})
+
 # How deep helpers are followed from a caller (`create_input_iter` -> `prefetch_to_device` ->
 # `device_order` is three): a bound on the work per call, not a rule of the analysis.
 MAX_HELPER_DEPTH = 6
@@ -48,6 +52,9 @@ class CallKindsMixin:
         if held is not None:
             return held
         name = self.qualified(func)
+        transformed = self._transformed_lambda_call(call)
+        if transformed is not None:
+            return transformed
         if isinstance(func, ast.Call) and isinstance(func.func, ast.Name) \
                 and func.func.id in self.sites and self.sites[func.func.id].factory:
             for argument in [*func.args, *(k.value for k in func.keywords)]:
@@ -188,6 +195,48 @@ class CallKindsMixin:
             return Kind("repl", kinds[0].axis, tree=True,
                         origin=frozenset().union(*(k.origin for k in kinds)))
         return None
+
+    def _transformed_lambda_call(self, call: ast.Call) -> Kind | None:
+        """`jax.grad(lambda x: ...)(grid)`, `jax.jit(lambda x: ...)(x)`: a lambda given to a
+        jax transformation and called on the spot is called with the call's arguments, so its
+        body is read with its parameters bound to their kinds (sites called in it included).
+        jit gives what the body gives. grad gives a gradient shaped as its first argument: of
+        pmap's per-device batch, the merged batch's gradient (merging is a reshape, which
+        the gradient goes through as it is), of an unchanged value an unchanged value; of a
+        replicated stack it is not followed (each row's gradient is its own: no longer
+        equal rows). None for any other call."""
+        func = call.func
+        if not (isinstance(func, ast.Call) and len(func.args) == 1 and not func.keywords
+                and isinstance(func.args[0], ast.Lambda)):
+            return None
+        transform = self.qualified(func.func)
+        if transform not in _LAMBDA_TRANSFORMS:
+            return None
+        function = func.args[0]
+        parameters = function.args
+        if parameters.posonlyargs or parameters.vararg or parameters.kwarg \
+                or parameters.kwonlyargs or parameters.defaults or call.keywords \
+                or any(isinstance(a, ast.Starred) for a in call.args) \
+                or len(call.args) != len(parameters.args):
+            return None
+        kinds = [self.eval(argument) for argument in call.args]
+        saved = dict(self.kinds)
+        try:
+            for parameter, kind in zip(parameters.args, kinds):
+                self.kinds[parameter.arg] = kind
+            result = self.eval(function.body)
+        finally:
+            self.kinds = saved
+        if transform != "jax.grad":
+            return result
+        if result.changed:
+            raise Blocker(CONSUMER_UNKNOWN, function.body, f"`jax.grad` of a function that "
+                          f"returns {describe(result)}")
+        first = kinds[0] if kinds else SAME
+        if first.changed and not (first.tag == "merged" and first.axis == 0):
+            raise Blocker(CONSUMER_UNKNOWN, call.args[0], f"the gradient with respect to "
+                          f"{describe(first)}, whose migrated form is not a reshape of it")
+        return dataclasses.replace(first, placed=False) if first.tag == "merged" else first
 
     def _shape_kept_rows(self, call: ast.Call, func, name: str) -> Kind | None:
         """`x.block_until_ready()`, `x.astype(t)`, `jnp.tanh(x)`, `jnp.clip(x, 0, 1)` of pmap's
