@@ -91,14 +91,37 @@ def run():
     return out
 '''
 
+# Stacked rows rearranged away from axis 0: swapaxes, concatenate and stack along other axes,
+# transpose keeping axis 0 first, expand_dims.
+REARRANGED = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def step(a, b, c, d):
+    return jnp.sum(a) + jnp.sum(b * 2.0) - jnp.sum(c) + jnp.sum(d)
+
+
+def run():
+    n = jax.local_device_count()
+    keys = jax.random.split(jax.random.PRNGKey(0), n)
+    grid = jnp.ones((n, 3, 4)) * jnp.arange(1.0, n + 1.0)[:, None, None]
+    grid = jnp.tanh(grid * 1.0)[:, None]
+    a = jnp.swapaxes(grid, 1, 3)
+    b = jnp.concatenate([a, a * 2.0], axis=-1)
+    c = jnp.expand_dims(grid.transpose(0, 1, 3, 2), 2)
+    d = jnp.stack([keys[:, 0], keys[:, 1]], axis=1).astype(jnp.float32)
+    return {"out": np.asarray(jax.pmap(step)(a, b, c, d))}
+'''
+
 
 def _migrate(source: str):
     result = migrate_source(source.encode(), style="global")
     return result, {f.code for f in result.findings}
 
 
-@pytest.mark.parametrize("source", [BROADCAST, SHAPE_READ, GRAD_OF_SITE],
-                         ids=["broadcast", "shape_read", "grad_of_site"])
+@pytest.mark.parametrize("source", [BROADCAST, SHAPE_READ, GRAD_OF_SITE, REARRANGED],
+                         ids=["broadcast", "shape_read", "grad_of_site", "rearranged"])
 def test_the_rows_facts_take_the_sites_global(source):
     result, codes = _migrate(source)
     assert "PM600" in codes and "PM612" not in codes and "PM604" not in codes
@@ -139,6 +162,23 @@ def test_the_gradient_for_a_replicated_stack_is_not_taken_as_replicated():
     result, codes = _migrate(source)
     text = result.source.decode()
     assert "jnp.stack([jnp.arange(2.0)] * n)" in text
+
+
+@pytest.mark.parametrize("line, moved", [
+    ("a = jnp.swapaxes(grid, 0, 3)", "a = jnp.swapaxes(grid, 1, 3)"),
+    ("a = grid.swapaxes(1, -4)", "a = jnp.swapaxes(grid, 1, 3)"),  # -4 of rank 4 is axis 0
+    ("b = jnp.concatenate([a, a * 2.0], axis=0)", "b = jnp.concatenate([a, a * 2.0], axis=-1)"),
+    ("b = jnp.concatenate([a, a * 2.0])", "b = jnp.concatenate([a, a * 2.0], axis=-1)"),
+    ("c = jnp.expand_dims(grid.transpose(1, 0, 3, 2), 2)",
+     "c = jnp.expand_dims(grid.transpose(0, 1, 3, 2), 2)"),
+    ("c = jnp.expand_dims(grid, 0)", "c = jnp.expand_dims(grid.transpose(0, 1, 3, 2), 2)"),
+    ("d = jnp.stack([keys[:, 0], keys[:, 1]]).astype(jnp.float32)",
+     "d = jnp.stack([keys[:, 0], keys[:, 1]], axis=1).astype(jnp.float32)"),
+])
+def test_rearranging_axis_zero_keeps_the_contract(line, moved):
+    """Moving, joining along or inserting before axis 0 makes another leading axis."""
+    result, codes = _migrate(REARRANGED.replace(moved, line))
+    assert "PM612" in codes and "PM600" not in codes
 
 
 def _index(text: str) -> list | None:
@@ -196,8 +236,8 @@ def test_broadcasting_keeps_the_leading_axis_of_the_highest_rank_only():
 
 
 @pytest.mark.equivalence
-@pytest.mark.parametrize("source", [BROADCAST, SHAPE_READ, GRAD_OF_SITE],
-                         ids=["broadcast", "shape_read", "grad_of_site"])
+@pytest.mark.parametrize("source", [BROADCAST, SHAPE_READ, GRAD_OF_SITE, REARRANGED],
+                         ids=["broadcast", "shape_read", "grad_of_site", "rearranged"])
 def test_the_migrated_programs_compute_the_same(source, tmp_path):
     """Original on legacy JAX (pmap), migration on this one, 8 fake devices, compared through
     the layout map the migration records."""

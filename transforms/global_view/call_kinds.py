@@ -12,6 +12,7 @@ import dataclasses
 from transforms.codes.global_view import CALLERS_UNSEEN, CONSUMER_UNKNOWN, PRODUCER_UNKNOWN
 from transforms.global_view.callers import MODULE_CALLER
 from transforms.global_view.sites import PMAP, Blocker
+from transforms.global_view.stacked_rows import joined_rank, literal_axis
 from transforms.global_view.values import (
     ELEMENTWISE_FUNCTIONS,
     SHAPE_KEEPING_METHODS,
@@ -30,6 +31,11 @@ from transforms.global_view.values import (
     describe,
     with_origin,
 )
+
+# numpy / jax.numpy functions `_rearranged_rows` reads.
+_ROW_FUNCTIONS = frozenset(f"{module}.{function}" for module in ("numpy", "jax.numpy")
+                           for function in ("swapaxes", "moveaxis", "transpose", "expand_dims",
+                                            "squeeze", "concatenate", "stack"))
 
 # jax transformations whose lambda, called on the spot, is read in place (see
 # `_transformed_lambda_call`).
@@ -144,7 +150,7 @@ class CallKindsMixin:
             return rebuilt
         if self._reshaped_rows(call, func, name):
             return ROWS
-        kept = self._shape_kept_rows(call, func, name)
+        kept = self._shape_kept_rows(call, func, name) or self._rearranged_rows(call, func, name)
         if kept is not None:
             return kept
         at_base = _at_update_base(func)
@@ -261,6 +267,66 @@ class CallKindsMixin:
                     isinstance(other, ast.Constant) and other.value is None):
                 return None  # bounds of another shape would broadcast
         return Kind("same", rank=kind.rank, rows=True)
+
+    def _rearranged_rows(self, call: ast.Call, func, name: str) -> Kind | None:
+        """Stacked rows rearranged away from axis 0, which keep the device count as their
+        leading axis: `x.swapaxes(i, j)` / `jnp.swapaxes(x, i, j)` and `jnp.moveaxis(x, i, j)`
+        with neither axis 0, `x.transpose(0, ...)` / `jnp.transpose(x, (0, ...))`,
+        `jnp.expand_dims(x, k)` and `jnp.squeeze(x, k)` with k not 0, and `jnp.concatenate(xs,
+        axis=k)` / `jnp.stack(xs, axis=k)` of stacked rows with k not 0. Axes are literal
+        ints (a negative one only where the rank is known). None for anything else."""
+        if any(isinstance(a, ast.Starred) for a in call.args):
+            return None
+        keywords = {k.arg: k.value for k in call.keywords}
+        if None in keywords:
+            return None
+        method = func.attr if isinstance(func, ast.Attribute) and name not in _ROW_FUNCTIONS \
+            else None
+        function = name.rsplit(".", 1)[-1] if name in _ROW_FUNCTIONS else None
+        if method in ("swapaxes", "transpose") and not keywords:
+            array, axes = func.value, list(call.args)
+        elif function in ("swapaxes", "moveaxis", "transpose", "expand_dims", "squeeze") \
+                and call.args and set(keywords) <= {"axis", "axes", "axis1", "axis2",
+                                                    "source", "destination"}:
+            array, axes = call.args[0], [*call.args[1:], *keywords.values()]
+        elif function in ("concatenate", "stack") and len(call.args) == 1 \
+                and set(keywords) == {"axis"} and isinstance(call.args[0], (ast.List, ast.Tuple)) \
+                and call.args[0].elts and not any(isinstance(e, ast.Starred)
+                                                 for e in call.args[0].elts):
+            kinds = [self.eval(e) for e in call.args[0].elts]
+            if not all(k.rows and not k.changed for k in kinds):
+                return None
+            rank = joined_rank(kinds)
+            axis = literal_axis(keywords["axis"], None if rank is None else
+                                rank + (function == "stack"))
+            if axis is None or axis == 0:
+                return None
+            return Kind("same", rank=None if rank is None else rank + (function == "stack"),
+                        rows=True)
+        else:
+            return None
+        kind = self.eval(array)
+        if not kind.rows or kind.changed:
+            return None
+        if (method or function) == "transpose":
+            if len(axes) == 1 and isinstance(axes[0], (ast.Tuple, ast.List)):
+                axes = list(axes[0].elts)
+            order = [literal_axis(a, kind.rank) for a in axes]
+            if not order or None in order or order[0] != 0 or sorted(order) != list(
+                    range(len(order))) or kind.rank not in (None, len(order)):
+                return None
+            return Kind("same", rank=len(order), rows=True)
+        expanded = function == "expand_dims"
+        if len(axes) != (2 if (method or function) in ("swapaxes", "moveaxis") else 1):
+            return None
+        positions = [literal_axis(a, None if kind.rank is None else kind.rank + expanded)
+                     for a in axes]
+        if None in positions or 0 in positions:
+            return None
+        rank = kind.rank
+        if rank is not None and function in ("expand_dims", "squeeze"):
+            rank += 1 if expanded else -1
+        return Kind("same", rank=rank, rows=True)
 
     def _reshaped_rows(self, call: ast.Call, func, name: str) -> bool:
         """`jnp.reshape(x, (x.shape[0], 1, x.shape[1]))`, `x.reshape(x.shape[0], -1)` of pmap's

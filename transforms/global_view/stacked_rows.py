@@ -103,3 +103,22 @@ def broadcast_rows(op, left: Kind, right: Kind) -> Kind | None:
 def shape_lead(kind: Kind) -> bool:
     """`x.shape[0]` or `len(x)` of x in pmap's stacked layout is the device count."""
     return kind.tag == "same" and kind.rows and not kind.changed
+
+
+def literal_axis(node, rank: int | None) -> int | None:
+    """A literal int axis, made non-negative where the rank says how (`-1` of rank 3 is 2);
+    None for anything else, or a negative axis of unknown rank."""
+    if not _literal_int(node):
+        return None
+    axis = ast.literal_eval(node)
+    if axis < 0:
+        if rank is None or axis < -rank:
+            return None
+        axis += rank
+    return axis
+
+
+def joined_rank(kinds: list[Kind]) -> int | None:
+    """The one rank of several stacked values, or None where any is unknown or they differ."""
+    ranks = {kind.rank for kind in kinds}
+    return ranks.pop() if len(ranks) == 1 else None
