@@ -1032,7 +1032,10 @@ def run():
 
 @pytest.mark.parametrize("call, vmapped", [
     ("jax.pmap(jnp.add)(jnp.linspace(0.0, 1.0, n), jnp.linspace(1.0, 2.0, num=n))", True),
-    ("jax.pmap(jnp.add)(jnp.linspace(0.0, 1.0, n), keys[:, 0].astype(jnp.float32))", False),
+    # `[:, 0]` and astype keep the keys' leading axis, the device count
+    ("jax.pmap(jnp.add)(jnp.linspace(0.0, 1.0, n), keys[:, 0].astype(jnp.float32))", True),
+    # row 0 of the keys is one key: its leading axis is not the device count
+    ("jax.pmap(jnp.add)(jnp.linspace(0.0, 1.0, 2), keys[0].astype(jnp.float32))", False),
     ("jax.pmap(jnp.add, axis_name='i')(jnp.linspace(0.0, 1.0, n), jnp.linspace(1.0, 2.0, n))",
      False),  # an axis name: the function might use a collective over it
     ("jax.pmap(jnp.linalg.norm)(jax.random.normal(keys[0], (n, 3)))", True),  # n rows

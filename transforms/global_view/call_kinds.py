@@ -12,7 +12,11 @@ import dataclasses
 from transforms.codes.global_view import CALLERS_UNSEEN, CONSUMER_UNKNOWN, PRODUCER_UNKNOWN
 from transforms.global_view.callers import MODULE_CALLER
 from transforms.global_view.sites import PMAP, Blocker
+from transforms.global_view.stacked_rows import joined_rank, literal_axis
 from transforms.global_view.values import (
+    ELEMENTWISE_FUNCTIONS,
+    SHAPE_KEEPING_METHODS,
+    CONSTANT_FILLS,
     DEVICE_COUNT,
     DEVICES,
     NUMBER,
@@ -27,6 +31,15 @@ from transforms.global_view.values import (
     describe,
     with_origin,
 )
+
+# numpy / jax.numpy functions `_rearranged_rows` reads.
+_ROW_FUNCTIONS = frozenset(f"{module}.{function}" for module in ("numpy", "jax.numpy")
+                           for function in ("swapaxes", "moveaxis", "transpose", "expand_dims",
+                                            "squeeze", "concatenate", "stack"))
+
+# jax transformations whose lambda, called on the spot, is read in place (see
+# `_transformed_lambda_call`).
+_LAMBDA_TRANSFORMS = frozenset({"jax.grad", "jax.jit", "jax.checkpoint", "jax.remat"})
 
 # How deep helpers are followed from a caller (`create_input_iter` -> `prefetch_to_device` ->
 # `device_order` is three): a bound on the work per call, not a rule of the analysis.
@@ -45,6 +58,9 @@ class CallKindsMixin:
         if held is not None:
             return held
         name = self.qualified(func)
+        transformed = self._transformed_lambda_call(call)
+        if transformed is not None:
+            return transformed
         if isinstance(func, ast.Call) and isinstance(func.func, ast.Name) \
                 and func.func.id in self.sites and self.sites[func.func.id].factory:
             for argument in [*func.args, *(k.value for k in func.keywords)]:
@@ -110,7 +126,7 @@ class CallKindsMixin:
                 span = self.module.span(call)
                 for key in [k for k in self.edits if span[0] <= k[0] and k[1] <= span[1]]:
                     del self.edits[key]
-                return ROWS
+                return Kind("same", rank=_filled_rank(call, name), rows=True)
             # A stack or a batch this call makes from plain values may go back to pmap's
             # layout: its leading axis is the device count before the migration merges or
             # unstacks it. Not device_put_sharded, whose rows may be read from a batch merged
@@ -134,6 +150,9 @@ class CallKindsMixin:
             return rebuilt
         if self._reshaped_rows(call, func, name):
             return ROWS
+        kept = self._shape_kept_rows(call, func, name) or self._rearranged_rows(call, func, name)
+        if kept is not None:
+            return kept
         at_base = _at_update_base(func)
         if at_base is not None and self.eval(at_base).rows:
             # `x.at[i].set(v)` of pmap's stacked rows: the same shape, so still the rows
@@ -182,6 +201,132 @@ class CallKindsMixin:
             return Kind("repl", kinds[0].axis, tree=True,
                         origin=frozenset().union(*(k.origin for k in kinds)))
         return None
+
+    def _transformed_lambda_call(self, call: ast.Call) -> Kind | None:
+        """`jax.grad(lambda x: ...)(grid)`, `jax.jit(lambda x: ...)(x)`: a lambda given to a
+        jax transformation and called on the spot is called with the call's arguments, so its
+        body is read with its parameters bound to their kinds (sites called in it included).
+        jit gives what the body gives. grad gives a gradient shaped as its first argument: of
+        pmap's per-device batch, the merged batch's gradient (merging is a reshape, which
+        the gradient goes through as it is), of an unchanged value an unchanged value; of a
+        replicated stack it is not followed (each row's gradient is its own: no longer
+        equal rows). None for any other call."""
+        func = call.func
+        if not (isinstance(func, ast.Call) and len(func.args) == 1 and not func.keywords
+                and isinstance(func.args[0], ast.Lambda)):
+            return None
+        transform = self.qualified(func.func)
+        if transform not in _LAMBDA_TRANSFORMS:
+            return None
+        function = func.args[0]
+        parameters = function.args
+        if parameters.posonlyargs or parameters.vararg or parameters.kwarg \
+                or parameters.kwonlyargs or parameters.defaults or call.keywords \
+                or any(isinstance(a, ast.Starred) for a in call.args) \
+                or len(call.args) != len(parameters.args):
+            return None
+        kinds = [self.eval(argument) for argument in call.args]
+        saved = dict(self.kinds)
+        try:
+            for parameter, kind in zip(parameters.args, kinds):
+                self.kinds[parameter.arg] = kind
+            result = self.eval(function.body)
+        finally:
+            self.kinds = saved
+        if transform != "jax.grad":
+            return result
+        if result.changed:
+            raise Blocker(CONSUMER_UNKNOWN, function.body, f"`jax.grad` of a function that "
+                          f"returns {describe(result)}")
+        first = kinds[0] if kinds else SAME
+        if first.changed and not (first.tag == "merged" and first.axis == 0):
+            raise Blocker(CONSUMER_UNKNOWN, call.args[0], f"the gradient with respect to "
+                          f"{describe(first)}, whose migrated form is not a reshape of it")
+        return dataclasses.replace(first, placed=False) if first.tag == "merged" else first
+
+    def _shape_kept_rows(self, call: ast.Call, func, name: str) -> Kind | None:
+        """`x.block_until_ready()`, `x.astype(t)`, `jnp.tanh(x)`, `jnp.clip(x, 0, 1)` of pmap's
+        stacked rows x: an array of x's shape, so stacked rows of its rank too. Only the array
+        itself may be stacked; the other arguments (bounds, dtypes) are plain numbers."""
+        if any(isinstance(a, ast.Starred) for a in call.args):
+            return None
+        if isinstance(func, ast.Attribute) and func.attr in SHAPE_KEEPING_METHODS:
+            array, others = func.value, [*call.args, *(k.value for k in call.keywords)]
+        elif name in ELEMENTWISE_FUNCTIONS and call.args:
+            array, others = call.args[0], [*call.args[1:], *(k.value for k in call.keywords)]
+        else:
+            return None
+        kind = self.eval(array)
+        if not kind.rows or kind.changed:
+            return None
+        clipped = (func.attr if isinstance(func, ast.Attribute) else name).endswith("clip")
+        for other in others:
+            self._need_same(other)
+            other_kind = self.eval(other)
+            if other_kind.rows or clipped and other_kind.rank != 0 and not (
+                    isinstance(other, ast.Constant) and other.value is None):
+                return None  # bounds of another shape would broadcast
+        return Kind("same", rank=kind.rank, rows=True)
+
+    def _rearranged_rows(self, call: ast.Call, func, name: str) -> Kind | None:
+        """Stacked rows rearranged away from axis 0, which keep the device count as their
+        leading axis: `x.swapaxes(i, j)` / `jnp.swapaxes(x, i, j)` and `jnp.moveaxis(x, i, j)`
+        with neither axis 0, `x.transpose(0, ...)` / `jnp.transpose(x, (0, ...))`,
+        `jnp.expand_dims(x, k)` and `jnp.squeeze(x, k)` with k not 0, and `jnp.concatenate(xs,
+        axis=k)` / `jnp.stack(xs, axis=k)` of stacked rows with k not 0. Axes are literal
+        ints (a negative one only where the rank is known). None for anything else."""
+        if any(isinstance(a, ast.Starred) for a in call.args):
+            return None
+        keywords = {k.arg: k.value for k in call.keywords}
+        if None in keywords:
+            return None
+        method = func.attr if isinstance(func, ast.Attribute) and name not in _ROW_FUNCTIONS \
+            else None
+        function = name.rsplit(".", 1)[-1] if name in _ROW_FUNCTIONS else None
+        if method in ("swapaxes", "transpose") and not keywords:
+            array, axes = func.value, list(call.args)
+        elif function in ("swapaxes", "moveaxis", "transpose", "expand_dims", "squeeze") \
+                and call.args and set(keywords) <= {"axis", "axes", "axis1", "axis2",
+                                                    "source", "destination"}:
+            array, axes = call.args[0], [*call.args[1:], *keywords.values()]
+        elif function in ("concatenate", "stack") and len(call.args) == 1 \
+                and set(keywords) == {"axis"} and isinstance(call.args[0], (ast.List, ast.Tuple)) \
+                and call.args[0].elts and not any(isinstance(e, ast.Starred)
+                                                 for e in call.args[0].elts):
+            kinds = [self.eval(e) for e in call.args[0].elts]
+            if not all(k.rows and not k.changed for k in kinds):
+                return None
+            rank = joined_rank(kinds)
+            axis = literal_axis(keywords["axis"], None if rank is None else
+                                rank + (function == "stack"))
+            if axis is None or axis == 0:
+                return None
+            return Kind("same", rank=None if rank is None else rank + (function == "stack"),
+                        rows=True)
+        else:
+            return None
+        kind = self.eval(array)
+        if not kind.rows or kind.changed:
+            return None
+        if (method or function) == "transpose":
+            if len(axes) == 1 and isinstance(axes[0], (ast.Tuple, ast.List)):
+                axes = list(axes[0].elts)
+            order = [literal_axis(a, kind.rank) for a in axes]
+            if not order or None in order or order[0] != 0 or sorted(order) != list(
+                    range(len(order))) or kind.rank not in (None, len(order)):
+                return None
+            return Kind("same", rank=len(order), rows=True)
+        expanded = function == "expand_dims"
+        if len(axes) != (2 if (method or function) in ("swapaxes", "moveaxis") else 1):
+            return None
+        positions = [literal_axis(a, None if kind.rank is None else kind.rank + expanded)
+                     for a in axes]
+        if None in positions or 0 in positions:
+            return None
+        rank = kind.rank
+        if rank is not None and function in ("expand_dims", "squeeze"):
+            rank += 1 if expanded else -1
+        return Kind("same", rank=rank, rows=True)
 
     def _reshaped_rows(self, call: ast.Call, func, name: str) -> bool:
         """`jnp.reshape(x, (x.shape[0], 1, x.shape[1]))`, `x.reshape(x.shape[0], -1)` of pmap's
@@ -583,3 +728,14 @@ def _bound_in(function: ast.FunctionDef) -> set[str]:
         a.arg for a in ast.walk(function.args) if isinstance(a, ast.arg)} | {
         n.name for n in ast.walk(function) if isinstance(
             n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not function}
+
+
+def _filled_rank(call: ast.Call, name: str) -> int | None:
+    """The rank of a fill kept in pmap's stacked layout, `np.zeros((n, a, b))` or `jnp.full(n,
+    v)` (a producer only with the device count, or a tuple led by it, as its shape)."""
+    if name not in CONSTANT_FILLS or not call.args:
+        return None
+    shape = call.args[0]
+    if isinstance(shape, ast.Tuple):
+        return None if any(isinstance(e, ast.Starred) for e in shape.elts) else len(shape.elts)
+    return 1

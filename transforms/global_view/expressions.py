@@ -8,6 +8,12 @@ import ast
 
 from transforms.codes.global_view import CALLERS_UNSEEN, CONSUMER_UNKNOWN
 from transforms.global_view.sites import Blocker, dotted
+from transforms.global_view.stacked_rows import (
+    basic_index,
+    broadcast_rows,
+    indexed_rows,
+    shape_lead,
+)
 from transforms.global_view.values import (
     ARRAY_ATTRIBUTES,
     NUMBER,
@@ -231,6 +237,13 @@ class ExpressionsMixin:
             self._need_same(index)
             if kind.rows and isinstance(index, ast.Constant) and isinstance(index.value, str):
                 return ROWS  # a leaf of a dict of stacked rows (a string key is no device row)
+            elements = basic_index(index)
+            if elements is not None and (kind.rows or kind.rank is not None):
+                return indexed_rows(kind, elements) or SAME  # `x[:, None]`, `x[..., 0]`
+            if isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
+                    and isinstance(index, ast.Constant) and index.value == 0 \
+                    and type(index.value) is int and shape_lead(self.eval(node.value.value)):
+                return Kind("devcount")  # `x.shape[0]` of pmap's stacked rows
             return SAME
         if kind.tag == "devices" and isinstance(index, ast.Constant) and type(index.value) is int:
             # One device of the list (`jax.local_devices()[0].platform`): a plain Device,
@@ -302,7 +315,10 @@ class ExpressionsMixin:
                 and isinstance(node.right, (ast.Tuple, ast.List)):
             return Kind("same", leads=True)  # `tuple(batch_dims) + (FEATURES,)`: still led
         if not left.changed and not right.changed:
-            for kind, other in ((left, right), (right, left)):  # stacked rows, a number
+            broadcast = broadcast_rows(node.op, left, right)  # stacked rows, a number
+            if broadcast is not None:
+                return broadcast
+            for kind, other in ((left, right), (right, left)):  # any other operator
                 if kind.rows and _number(other):
                     return ROWS
             return NUMBER if _number(left) and _number(right) else SAME

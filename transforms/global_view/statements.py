@@ -10,7 +10,7 @@ import ast
 from transforms.codes.global_view import CALLERS_UNSEEN, CONSUMER_UNKNOWN
 from transforms.global_view.interpreter import StatementInterpreter
 from transforms.global_view.sites import Blocker
-from transforms.global_view.values import SAME, Kind, describe, list_of
+from transforms.global_view.values import SAME, Kind, describe, list_of, origins
 
 
 class StatementsMixin(StatementInterpreter):
@@ -132,9 +132,11 @@ class StatementsMixin(StatementInterpreter):
             pass
         elif isinstance(target, (ast.Subscript, ast.Attribute)):
             if kind.changed or self.eval(target.value).changed:
+                # the stored value's producers may keep pmap's layout instead (the fallback
+                # reads the target's names only: a container's, not the value's)
                 raise Blocker(CONSUMER_UNKNOWN, target,
                               "a per-device value stored into a container "
-                              "or attribute")
+                              "or attribute", origins=origins(kind))
         else:
             raise Blocker(CONSUMER_UNKNOWN, target,
                           "an assignment target the global style does not model")

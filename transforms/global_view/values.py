@@ -38,6 +38,16 @@ REDUCTIONS = {f"{m}.{f}" for m in ("numpy", "jax.numpy")
 # Functions that give back the very tree they are given (waiting on its arrays first): the
 # result has the argument's layout, whatever it is.
 IDENTITIES = {"jax.block_until_ready"}
+# Array methods and numpy / jax.numpy functions of one array that give an array of its shape
+# (elementwise, or a copy): applied to pmap's stacked rows, they keep the leading device axis.
+SHAPE_KEEPING_METHODS = frozenset({"block_until_ready", "astype", "copy", "clip", "round",
+                                   "conj", "conjugate", "real", "imag"})
+ELEMENTWISE_FUNCTIONS = frozenset(
+    f"{module}.{function}" for module in ("numpy", "jax.numpy")
+    for function in ("sin", "cos", "tan", "tanh", "sinh", "cosh", "arcsin", "arccos", "arctan",
+                     "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "square", "abs",
+                     "absolute", "negative", "sign", "floor", "ceil", "round", "clip",
+                     "reciprocal", "isnan", "isfinite", "logical_not", "copy"))
 DEVICE_COUNT = {"jax.local_device_count", "jax.device_count"}
 DEVICES = {"jax.local_devices", "jax.devices"}
 REPLICATE = {"jax.device_put_replicated", "flax.jax_utils.replicate"}

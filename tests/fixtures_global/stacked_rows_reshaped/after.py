@@ -1,7 +1,8 @@
 """A replicated prompt reshaped with its own leading axis (flax lm1b's
-`jnp.reshape(prompt, (prompt.shape[0], 1, prompt.shape[1]))`): the reshape keeps the device
-axis, so the prompt keeps pmap's stacked layout through it and the step squeezes its row, as
-it does for the per-device keys beside it."""
+`jnp.reshape(prompt, (prompt.shape[0], 1, prompt.shape[1]))`): `.shape[0]` of a value in
+pmap's stacked layout is the device count, so the reshape to (n, 1, L) is a per-device batch of
+one row each, merged as any (n, rows, ...) reshape is; the per-device keys beside it keep pmap's
+stacked layout, and the result's (n, -1) reshape merges too."""
 # pmap-migrate-test: original needs legacy jax
 import functools
 
@@ -20,7 +21,6 @@ def _mesh(axis_name):
 
 
 def _predict_step(prompt, key):
-    prompt = jax.tree.map(lambda y: jnp.squeeze(y, 0), prompt)
     key = jax.tree.map(lambda y: jnp.squeeze(y, 0), key)
     noise = jax.random.normal(key, prompt.shape)
     return jax.tree.map(lambda y: jnp.expand_dims(y, 0), prompt * 2.0 + noise)
@@ -42,7 +42,7 @@ def run():
     keys = jax.random.split(jax.random.PRNGKey(0), n)
     prompt = jnp.array(np.arange(5, dtype=np.float32))
     prompt = _device_put_replicated(prompt, jax.local_devices())
-    prompt = jnp.reshape(prompt, (prompt.shape[0], 1, prompt.shape[1]))
+    prompt = jnp.reshape(prompt, (prompt.shape[0], prompt.shape[1]))
     predicted = predict_step(prompt, keys)
-    flat = predicted.reshape(predicted.shape[0], -1)
+    flat = predicted.reshape(-1)
     return {"predicted": np.asarray(predicted), "flat": np.asarray(flat)}

@@ -1,7 +1,8 @@
 """A replicated prompt reshaped with its own leading axis (flax lm1b's
-`jnp.reshape(prompt, (prompt.shape[0], 1, prompt.shape[1]))`): the reshape keeps the device
-axis, so the prompt keeps pmap's stacked layout through it and the step squeezes its row, as
-it does for the per-device keys beside it."""
+`jnp.reshape(prompt, (prompt.shape[0], 1, prompt.shape[1]))`): `.shape[0]` of a value in
+pmap's stacked layout is the device count, so the reshape to (n, 1, L) is a per-device batch of
+one row each, merged as any (n, rows, ...) reshape is; the per-device keys beside it keep pmap's
+stacked layout, and the result's (n, -1) reshape merges too."""
 # pmap-migrate-test: original needs legacy jax
 import functools
 

@@ -1,0 +1,257 @@
+"""numpy semantics as data in the global style (issue 41, item 1): which indexing, broadcasting
+arithmetic, shape-keeping calls and shape reads keep pmap's stacked layout (the device count as
+the leading axis) of a value, so that a site given it goes global (PM600) instead of keeping
+pmap's calling contract. Small programs of our own; two of them run on 8 fake devices."""
+
+from __future__ import annotations
+
+import ast
+import sys
+
+import pytest
+
+from conftest import LEGACY_PYTHON, legacy_python_or_skip
+from equivalence.check import compare_runs
+from equivalence.runner import run_entry
+from transforms.contract_names import pmap_contract_code
+from transforms.global_view.stacked_rows import basic_index, broadcast_rows, indexed_rows
+from transforms.global_view.values import Kind
+from transforms.pipeline import migrate_source
+
+# Broadcasting: `rows * column[:, None, None]` keeps the (n, 3, 4) leading axis (pmap
+# cookbook's `rhs`): the fill is kept stacked, the arange(n) column indexed with `:` first.
+BROADCAST = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def dense(a, b):
+    return jnp.tanh(jnp.dot(a, b))
+
+
+def run():
+    n = jax.local_device_count()
+    lhs = jnp.ones((n, 2, 3)) * 0.25
+    rhs = jnp.ones((n, 3, 4)) * jnp.arange(1.0, n + 1.0)[:, None, None]
+    return {"out": np.asarray(jax.pmap(dense)(lhs, rhs))}
+'''
+
+# `x[..., 0]` of a step's stacked result, passed to a helper that sizes a fill by
+# `x.shape[0]` (lorenz_ode's `plot_on_devices`); `.block_until_ready()` keeps the rows.
+SHAPE_READ = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def integrate(path, scale):
+    return jnp.cumsum(path, axis=0) * scale
+
+
+def on_devices(all_xs, width):
+    count = all_xs.shape[0]
+    canvases = jnp.zeros((count, width))
+
+    @jax.pmap
+    def draw(canvas, xs):
+        return canvas + jnp.sum(xs) * jnp.arange(width)
+
+    return draw(canvases, all_xs)
+
+
+def run():
+    n = jax.local_device_count()
+    paths = jnp.zeros((n, 5, 3))
+    start = jax.random.uniform(jax.random.PRNGKey(1), shape=(n, 3))
+    paths = paths.at[:, 0].set(start)
+    paths = jax.pmap(integrate)(paths, 0.5 * jnp.ones(n)).block_until_ready()
+    small = on_devices(paths[..., 0], 4)
+    large = on_devices(jnp.tanh(paths[..., 2]).astype(jnp.float32), 6)
+    return {"paths": np.asarray(paths), "small": np.asarray(small), "large": np.asarray(large)}
+'''
+
+# A site called inside a lambda given to jax.grad (pmap cookbook's `grad_of_outer`): the lambda
+# is read with its parameter bound to the argument's kind; the gradient is shaped as `grid`.
+GRAD_OF_SITE = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def run():
+    n = jax.local_device_count()
+    grid = jnp.arange(n * 2.0).reshape((n, 2)) / (4.0 * n)
+
+    @jax.pmap
+    def outer(x):
+        return jnp.sin(x) * jnp.tanh(x).sum()
+
+    out = {}
+    out["outer"] = np.asarray(outer(grid))
+    out["grad_of_outer"] = np.asarray(jax.grad(lambda x: jnp.sum(outer(x)))(grid))
+    out["jit_of_outer"] = np.asarray(jax.jit(lambda x: outer(x) * 2.0)(grid))
+    return out
+'''
+
+# Stacked rows rearranged away from axis 0: swapaxes, concatenate and stack along other axes,
+# transpose keeping axis 0 first, expand_dims.
+REARRANGED = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def step(a, b, c, d):
+    return jnp.sum(a) + jnp.sum(b * 2.0) - jnp.sum(c) + jnp.sum(d)
+
+
+def run():
+    n = jax.local_device_count()
+    keys = jax.random.split(jax.random.PRNGKey(0), n)
+    grid = jnp.ones((n, 3, 4)) * jnp.arange(1.0, n + 1.0)[:, None, None]
+    grid = jnp.tanh(grid * 1.0)[:, None]
+    a = jnp.swapaxes(grid, 1, 3)
+    b = jnp.concatenate([a, a * 2.0], axis=-1)
+    c = jnp.expand_dims(grid.transpose(0, 1, 3, 2), 2)
+    d = jnp.stack([keys[:, 0], keys[:, 1]], axis=1).astype(jnp.float32)
+    return {"out": np.asarray(jax.pmap(step)(a, b, c, d))}
+'''
+
+
+def _migrate(source: str):
+    result = migrate_source(source.encode(), style="global")
+    return result, {f.code for f in result.findings}
+
+
+@pytest.mark.parametrize("source", [BROADCAST, SHAPE_READ, GRAD_OF_SITE, REARRANGED],
+                         ids=["broadcast", "shape_read", "grad_of_site", "rearranged"])
+def test_the_rows_facts_take_the_sites_global(source):
+    result, codes = _migrate(source)
+    assert "PM600" in codes and "PM612" not in codes and "PM604" not in codes
+    assert pmap_contract_code(result.source) == []
+
+
+def test_a_fill_sized_by_shape_zero_of_rows_is_replicated():
+    """`x.shape[0]` of stacked rows is the device count, so the fill it sizes is a replicated
+    stack: written without the device axis and placed with P()."""
+    result, _ = _migrate(SHAPE_READ)
+    text = result.source.decode()
+    assert "jnp.zeros((width,))" in text and "jnp.zeros((count, width))" not in text
+
+
+@pytest.mark.parametrize("rhs", [
+    "jnp.ones((n, 3, 4))[None] * 2.0",  # leading axis 1, then n
+    "jnp.ones((n, 3, 4)) * jnp.arange(1.0, n + 1.0)[1:, None, None]",  # n - 1 rows
+    "jnp.ones((n, 3, 4)) * jnp.arange(1.0, n + 1.0)[0]",  # one number: fine, but
+    # a value of as many axes whose leading one is unknown could broadcast it away (n = 1)
+    "jnp.ones((n, 3, 4)) * jnp.ones((2, 3, 4))",
+    "jnp.ones((n, 3, 4)) @ jnp.ones((n, 4, 4))[:, None]",  # not elementwise
+])
+def test_indexing_or_broadcasting_that_loses_the_leading_axis_keeps_the_contract(rhs):
+    source = BROADCAST.replace(
+        "jnp.ones((n, 3, 4)) * jnp.arange(1.0, n + 1.0)[:, None, None]", rhs)
+    result, codes = _migrate(source)
+    if "[0]" in rhs:  # a number times the stack: the stack's rows, still the device count
+        assert "PM600" in codes and "PM612" not in codes
+        return
+    assert "PM612" in codes and pmap_contract_code(result.source)
+
+
+def test_the_gradient_for_a_replicated_stack_is_not_taken_as_replicated():
+    """Each row of a stack's gradient is that row's own: merging it as one replicated value
+    would sum them. The stack keeps pmap's layout (or the site its contract)."""
+    source = GRAD_OF_SITE.replace("jnp.arange(n * 2.0).reshape((n, 2)) / (4.0 * n)",
+                                  "jnp.stack([jnp.arange(2.0)] * n)")
+    result, codes = _migrate(source)
+    text = result.source.decode()
+    assert "jnp.stack([jnp.arange(2.0)] * n)" in text
+
+
+@pytest.mark.parametrize("line, moved", [
+    ("a = jnp.swapaxes(grid, 0, 3)", "a = jnp.swapaxes(grid, 1, 3)"),
+    ("a = grid.swapaxes(1, -4)", "a = jnp.swapaxes(grid, 1, 3)"),  # -4 of rank 4 is axis 0
+    ("b = jnp.concatenate([a, a * 2.0], axis=0)", "b = jnp.concatenate([a, a * 2.0], axis=-1)"),
+    ("b = jnp.concatenate([a, a * 2.0])", "b = jnp.concatenate([a, a * 2.0], axis=-1)"),
+    ("c = jnp.expand_dims(grid.transpose(1, 0, 3, 2), 2)",
+     "c = jnp.expand_dims(grid.transpose(0, 1, 3, 2), 2)"),
+    ("c = jnp.expand_dims(grid, 0)", "c = jnp.expand_dims(grid.transpose(0, 1, 3, 2), 2)"),
+    ("d = jnp.stack([keys[:, 0], keys[:, 1]]).astype(jnp.float32)",
+     "d = jnp.stack([keys[:, 0], keys[:, 1]], axis=1).astype(jnp.float32)"),
+])
+def test_rearranging_axis_zero_keeps_the_contract(line, moved):
+    """Moving, joining along or inserting before axis 0 makes another leading axis."""
+    result, codes = _migrate(REARRANGED.replace(moved, line))
+    assert "PM612" in codes and "PM600" not in codes
+
+
+def _index(text: str) -> list | None:
+    return basic_index(ast.parse(f"x[{text}]", mode="eval").body.slice)
+
+
+@pytest.mark.parametrize("index, rank, result_rank", [
+    (":, None, None", 1, 3),
+    (":", None, None),
+    (":, 0", 3, 2),
+    ("..., 0", 3, 2),
+    ("..., 0", None, None),  # an x of rank 1 leaves no axis: pmap of it raises anyway
+    ("..., 0, :", None, None),
+    ("..., None", 2, 3),
+])
+def test_indexing_that_keeps_the_device_axis(index, rank, result_rank):
+    kind = indexed_rows(Kind("same", rank=rank, rows=True), _index(index))
+    assert kind == Kind("same", rank=result_rank, rows=True)
+
+
+@pytest.mark.parametrize("index, rank", [
+    ("0", 2), ("1:", 2), ("None", 2), ("::2", 2),
+    ("..., None", None),  # x of rank 0 after the Ellipsis... a None could lead: (1,)
+    ("..., 1:", None),  # were x of rank 1, this slices the device axis
+    ("..., 0, 0", 1),  # an IndexError in the original
+])
+def test_indexing_that_loses_or_may_lose_the_device_axis(index, rank):
+    kind = indexed_rows(Kind("same", rank=rank, rows=True), _index(index))
+    assert kind is None or not kind.rows
+
+
+def test_a_plain_value_of_known_rank_keeps_a_rank_through_indexing():
+    """Row 0 of `arange(n)` is a number, which a stack may be multiplied by."""
+    assert indexed_rows(Kind("same", rank=1, rows=True), _index("0")) == Kind("same", rank=0)
+    assert indexed_rows(Kind("same", rank=2), _index("None, 0")) == Kind("same", rank=2)
+
+
+@pytest.mark.parametrize("index", ["i", ":, i", "[0, 1]", ":, x > 0", "..., ..."])
+def test_only_basic_indices_of_literals_are_read(index):
+    """A name may hold an array (advanced indexing can move axes to the front)."""
+    assert _index(index) is None
+
+
+def test_broadcasting_keeps_the_leading_axis_of_the_highest_rank_only():
+    rows3 = Kind("same", rank=3, rows=True)
+    assert broadcast_rows(ast.Mult(), rows3, Kind("same", rank=2)) == rows3
+    assert broadcast_rows(ast.Add(), Kind("same", rank=1), rows3) == rows3
+    assert broadcast_rows(ast.Sub(), rows3, rows3) == rows3
+    assert broadcast_rows(ast.Mult(), rows3, Kind("same", rank=3)) is None
+    assert broadcast_rows(ast.Mult(), Kind("same", rows=True), Kind("same", rank=1)) is None
+    assert broadcast_rows(ast.Mult(), rows3, Kind("same", rank=4)) is None
+    assert broadcast_rows(ast.MatMult(), rows3, Kind("same", rank=0)) is None
+    assert broadcast_rows(ast.Mult(), Kind("same", rows=True), Kind("devcount")) == \
+        Kind("same", rows=True)
+
+
+@pytest.mark.equivalence
+@pytest.mark.parametrize("source", [BROADCAST, SHAPE_READ, GRAD_OF_SITE, REARRANGED],
+                         ids=["broadcast", "shape_read", "grad_of_site", "rearranged"])
+def test_the_migrated_programs_compute_the_same(source, tmp_path):
+    """Original on legacy JAX (pmap), migration on this one, 8 fake devices, compared through
+    the layout map the migration records."""
+    python = legacy_python_or_skip() if LEGACY_PYTHON else sys.executable
+    result = migrate_source(source.encode(), style="global")
+    (tmp_path / "orig").mkdir()
+    (tmp_path / "new").mkdir()
+    (tmp_path / "orig" / "case.py").write_text(source)
+    (tmp_path / "new" / "case.py").write_bytes(result.source)
+    layouts = {f.function: f.outputs for f in result.layouts}
+    original = run_entry(tmp_path / "orig", "case:run", devices=8, python=python)
+    migrated = run_entry(tmp_path / "new", "case:run", devices=8)
+    assert original.ok, original.error
+    assert migrated.ok, migrated.error
+    report = compare_runs("case:run", 8, original, migrated, same_jax=False,
+                          layouts=layouts.get("run", ()))
+    assert report.verdict == "equivalent", report.differences
