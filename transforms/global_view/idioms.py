@@ -285,9 +285,21 @@ class IdiomsMixin:
             raise Blocker(PRODUCER_UNKNOWN, call,
                           "device_put_sharded onto a device list that is not "
                           "all local devices")
+        if isinstance(pieces, ast.Call) and isinstance(pieces.func, ast.Name) \
+                and pieces.func.id == "list" and "list" not in self.module.table.bound_otherwise \
+                and len(pieces.args) == 1 and not pieces.keywords:
+            # `list(x)` of an array is its rows along the leading axis, as
+            # `[x[i] for i in range(n)]`: of a per-device batch, the batch itself, merged.
+            kind = self.eval(pieces.args[0])
+            if kind.tag != "merged":
+                raise Blocker(PRODUCER_UNKNOWN, pieces.args[0],
+                              f"`{ast.unparse(pieces)}`: `{ast.unparse(pieces.args[0])}` is "
+                              "not a per-device batch the tool can merge")
+            self._edit(call, self.placed_batch(self.render(pieces.args[0])))
+            return dataclasses.replace(kind, placed=self.batches_placed)
         if not (isinstance(pieces, ast.ListComp) and len(pieces.generators) == 1):
             raise Blocker(PRODUCER_UNKNOWN, pieces, "device_put_sharded of something other than "
-                          "`[... x[i] ... for i in range(n)]`")
+                          "`[... x[i] ... for i in range(n)]` or `list(x)`")
         generator = pieces.generators[0]
         iterated = generator.iter
         if not (isinstance(generator.target, ast.Name) and not generator.ifs

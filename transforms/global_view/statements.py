@@ -70,7 +70,7 @@ class StatementsMixin(StatementInterpreter):
         """What each iteration starts with: the target bound (evaluating the iterable
         anew), or the while test."""
         if isinstance(s, ast.While):
-            return lambda: self._same(s.test)
+            return lambda: self._test(s.test)
 
         def head():
             iterated = self.eval(s.iter)
@@ -84,6 +84,9 @@ class StatementsMixin(StatementInterpreter):
         return head
 
     def _test(self, node) -> None:
+        if isinstance(node, ast.Name) and self.kinds.get(node.id, SAME).tag in (
+                "list", "empty_list"):
+            return  # `while queue:`: a list's truth is its length, a host value
         self._same(node)
 
     def _known_test(self, test) -> bool | None:
