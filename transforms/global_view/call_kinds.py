@@ -371,13 +371,15 @@ class CallKindsMixin:
         generator = _is_generator(helper)
         if generator:
             own = {id(s.value) for s in ast.walk(helper) if isinstance(s, ast.Expr)}
-            odd = next((n for n in ast.walk(helper) if isinstance(n, ast.YieldFrom) or (
-                isinstance(n, ast.Yield) and (id(n) not in own or n.value is None))), None)
+            odd = next((n for n in ast.walk(helper) if isinstance(n, ast.YieldFrom) and id(
+                n) not in own or (isinstance(n, ast.Yield) and (id(n) not in own
+                                                                or n.value is None))), None)
             if odd is not None:
                 raise Blocker(CONSUMER_UNKNOWN, odd,
                               f"`{name}` is a generator given the device count or "
                               "per-device values, and this yield is not a `yield value` "
-                              "statement, so what it hands out is not followed")
+                              "or `yield from iterable` statement, so what it hands out is "
+                              "not followed")
         # A step passed by name (`evaluate(p_eval_step=p_eval_step, ...)`): the helper's
         # calls of that parameter are calls of the step, read there as here.
         passed_values = [*zip(named, call.args if given is None else ()), *keywords.items()]

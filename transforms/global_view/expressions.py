@@ -414,6 +414,10 @@ class ExpressionsMixin:
             # `[np.asarray(l) for l in losses]`, `[(shard(x), shard(y)) for ...]`: a list of
             # them, its length known where it runs once over each element of a display
             return list_of(kinds[0], None if node.generators[0].ifs else length)
+        if isinstance(node, ast.GeneratorExp) and len(node.generators) == 1 \
+                and not node.generators[0].ifs and kinds[0].changed:
+            # `(shard(elem) for elem in data)`: an iterator whose elements have that kind
+            return Kind("iterator", element=kinds[0])
         if any(k.changed for k in kinds):
             raise Blocker(CONSUMER_UNKNOWN, node, "a comprehension that builds per-device values")
         return SAME

@@ -160,6 +160,10 @@ class StatementsMixin(StatementInterpreter):
                 raise Blocker(CONSUMER_UNKNOWN, call,
                               f"`{name}` is not a list made in this function")
             return
+        if isinstance(value, ast.YieldFrom) and self.depth:
+            # `yield from it` hands out the elements of `it`, one by one
+            self.yields.append((value, self._element_of(value.value)))
+            return
         if isinstance(value, ast.Yield) and self.depth and value.value is not None:
             yielded = value.value  # a tuple literal stays a tuple: `x, y = next(batches)`
             kind = self._tuple_fields(yielded) if isinstance(yielded, ast.Tuple) else self.eval(yielded)
