@@ -173,3 +173,44 @@ def test_a_local_def_called_from_a_lambda_is_not_followed():
         b"    fill(size)\n", b"    fill(size)\n    again = lambda: fill(1)\n")
     _, codes, _ = _migrate(source)
     assert "PM600" not in codes
+
+
+_RETURNS = b'''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+step = jax.pmap(lambda w, x: w + jax.lax.pmean(x, "i"), axis_name="i")
+
+
+def train(steps):
+    n = jax.local_device_count()
+    w = jax.device_put_replicated(jnp.zeros(3), jax.local_devices())
+    for _ in range(steps):
+        w = step(w, np.ones((n, 3), np.float32))
+    return w
+
+
+def run():
+    w = train(2)
+    READ
+'''
+
+
+def test_a_caller_returning_global_values_is_read_where_they_go():
+    """`train` alone returns a global `w` to `run`, which reads pmap's stacked rows: refused.
+    Decided again inside `run`, the read `w[0]` becomes the value itself."""
+    text, codes, _ = _migrate(_RETURNS.replace(b"READ", b"return {'w': np.asarray(w[0])}"))
+    assert _global(text, codes)
+    assert "np.asarray(w)" in text
+
+
+def test_the_function_it_returns_to_may_still_refuse():
+    """Where `run` cannot read what `train` returns (here it hands the stack to a function
+    the analysis does not follow), `train` is decided again as a caller of its own and refused
+    for what it returns, as before; nothing is rewritten for the global layout."""
+    text, codes, findings = _migrate(_RETURNS.replace(
+        b"READ", b"return {'w': np.asarray(jax.vmap(jnp.sin)(w))}"))
+    assert "PM600" not in codes
+    assert any("returns values in the global layout to callers in this module" in f.message
+               for f in findings)
