@@ -6,6 +6,8 @@ producer_prefetch_nested_defs and caller_returns_trained_state run the whole for
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from transforms.global_view.contract_text import CONTRACT_NAMES
 from transforms.pipeline import migrate_source
 
@@ -214,3 +216,13 @@ def test_the_function_it_returns_to_may_still_refuse():
     assert "PM600" not in codes
     assert any("returns values in the global layout to callers in this module" in f.message
                for f in findings)
+
+
+def test_a_value_of_another_layout_stored_into_a_tree_is_refused():
+    """A replicated mean stored into a copy of per-device (stacked) statistics would leave a
+    tree of two layouts, which no spec describes: the caller keeps refusing the store."""
+    source = (Path(__file__).parent / "data" / "store_into_stacked_tree.py").read_bytes()
+    text, codes, findings = _migrate(source)
+    assert any("stored into a container" in f.message for f in findings) or \
+        any("pmap_mean" in f.message and f.code == "PM604" for f in findings)
+    assert 'new_model_state["batch_stats"] = pmap_mean(' in text
