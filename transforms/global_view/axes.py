@@ -49,8 +49,11 @@ def plan_axes(analysis, default_axis: str) -> AxisPlan:
         return AxisPlan(axis, {key: axis for key in analysis.specs})
     calls = _site_calls(analysis)
     named = [sites[key].axis_name for _, key in calls if sites[key].axis_name is not None]
-    main = _main_axis(named)
-    first = {}
+    # Only through helpers (a chain of folded callers): their calls choose the main axis,
+    # and each helper of another axis names its own mesh (`_helpers_under_their_axis`).
+    main = _main_axis(named or [sites[key].axis_name for _, key in _helper_site_calls(analysis)
+                                if sites[key].axis_name is not None])
+    first = {main: 0}
     for name in named:
         first.setdefault(name, len(first))
     module = analysis.module
@@ -79,7 +82,7 @@ def _helpers_under_their_axis(analysis, main: str, site_axes: dict) -> None:
     for them names `_mesh("x")` and P("x") itself, since the caller's `mesh` is not in scope
     there."""
     module, sites = analysis.module, analysis.all_sites
-    for name in sorted(analysis.helpers):
+    for name in sorted(analysis.helpers | _followed_helpers(analysis)):
         helper = module.functions[name]
         called = {key for key in analysis.specs for node in ast.walk(helper)
                   if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
@@ -94,6 +97,30 @@ def _helpers_under_their_axis(analysis, main: str, site_axes: dict) -> None:
                 analysis.edits[(first, last)] = text.replace(AXIS_PLACEHOLDER, axis).replace(
                     MESH_PLACEHOLDER, f"{module.mesh_function}({axis})")
         site_axes.update((key, sites[key].axis_name) for key in called)
+
+
+def _followed_helpers(analysis) -> set[str]:
+    """The module functions the analysis followed at any depth, each rewritten once for
+    every call (call_kinds.py `_helper_call`)."""
+    return {name for name in analysis.helper_edits if name in analysis.module.functions}
+
+
+def _helper_site_calls(analysis) -> list[tuple[ast.Call, str]]:
+    """(call, site key) of the calls of sites by name in the helpers the analysis followed, at
+    any depth: helper by helper, the outer first (a helper is recorded once its own
+    helpers are, so that is the reverse of `helper_edits`), each in source order."""
+    sites = analysis.all_sites
+    found = []
+    for name in [n for n in reversed(analysis.helper_edits) if n in analysis.module.functions]:
+        calls = []
+        for node in ast.walk(analysis.module.functions[name]):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                key = next((k for k in analysis.specs if sites[k].name == node.func.id
+                            and sites[k].owner in (None, name) and not sites[k].inline), None)
+                if key is not None:
+                    calls.append((node, key))
+        found += sorted(calls, key=lambda c: (c[0].lineno, c[0].col_offset))
+    return found
 
 
 def _main_axis(named: list[str]) -> str:

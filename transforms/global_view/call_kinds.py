@@ -61,6 +61,10 @@ class CallKindsMixin:
         transformed = self._transformed_lambda_call(call)
         if transformed is not None:
             return transformed
+        local = self.local_function(func) if isinstance(func, ast.Name) \
+            and func.id not in self.sites and func.id not in self.made_by_factory else None
+        if local is not None:
+            return self.local_call(call, local)
         if isinstance(func, ast.Call) and isinstance(func.func, ast.Name) \
                 and func.func.id in self.sites and self.sites[func.func.id].factory:
             for argument in [*func.args, *(k.value for k in func.keywords)]:
@@ -115,6 +119,11 @@ class CallKindsMixin:
                 return Kind("devices")  # `list(jax.devices())`: the same devices, in their order
             if kind.leads:
                 return kind  # `tuple(batch_dims)`: the same shape
+        if name == "collections.deque" and not call.args and not call.keywords:
+            return Kind("empty_list")  # a queue: the list it is, appended to and popped from
+        popped = self._popped(call)
+        if popped is not None:
+            return popped
         iterated = self._iterator_call(call, name)
         if iterated is not None:
             return iterated
@@ -175,6 +184,21 @@ class CallKindsMixin:
         # A pmap kept with its calling contract maps every argument on axis 0: given stacked
         # rows, its results have the device count as leading axis too.
         return ROWS if rows and self._contract_pmap(func) else SAME
+
+    def _popped(self, call: ast.Call) -> Kind | None:
+        """`xs.pop()`, `xs.pop(0)`, `queue.popleft()` of a list (or deque) this function
+        builds: one of its elements. None for any other call."""
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                and (func.attr == "pop" and len(call.args) <= 1
+                     or func.attr == "popleft" and not call.args) and not call.keywords):
+            return None
+        kind = self.kinds.get(func.value.id)
+        if kind is None or kind.tag not in ("list", "empty_list"):
+            return None
+        for argument in call.args:
+            self._need_same(argument)
+        return kind.element if kind.tag == "list" else SAME
 
     def _rebuilt_tree(self, call: ast.Call, func, name: str) -> Kind | None:
         """`dict(state, stats=s)`, `state.replace(batch_stats=s)` (flax's struct dataclasses,
@@ -374,6 +398,12 @@ class CallKindsMixin:
             elements = [self._element_of(a) for a in call.args]
         elif self._builtin(func, name, "enumerate") and len(call.args) == 1:
             elements = [NUMBER, self._element_of(call.args[0])]
+        elif name == "itertools.islice" and 2 <= len(call.args) <= 4:
+            # the first elements of an iterator: of the same kind
+            for bound in call.args[1:]:
+                self._need_same(bound)
+            element = self._element_of(call.args[0])
+            return Kind("iterator", element=element) if element.changed else None
         elif self._builtin(func, name, "map") and len(call.args) == 2:
             element = self._element_of(call.args[1])
             mapped = self._mapped(call, call.args[0], element)
@@ -486,13 +516,15 @@ class CallKindsMixin:
         generator = _is_generator(helper)
         if generator:
             own = {id(s.value) for s in ast.walk(helper) if isinstance(s, ast.Expr)}
-            odd = next((n for n in ast.walk(helper) if isinstance(n, ast.YieldFrom) or (
-                isinstance(n, ast.Yield) and (id(n) not in own or n.value is None))), None)
+            odd = next((n for n in ast.walk(helper) if isinstance(n, ast.YieldFrom) and id(
+                n) not in own or (isinstance(n, ast.Yield) and (id(n) not in own
+                                                                or n.value is None))), None)
             if odd is not None:
                 raise Blocker(CONSUMER_UNKNOWN, odd,
                               f"`{name}` is a generator given the device count or "
                               "per-device values, and this yield is not a `yield value` "
-                              "statement, so what it hands out is not followed")
+                              "or `yield from iterable` statement, so what it hands out is "
+                              "not followed")
         # A step passed by name (`evaluate(p_eval_step=p_eval_step, ...)`): the helper's
         # calls of that parameter are calls of the step, read there as here.
         passed_values = [*zip(named, call.args if given is None else ()), *keywords.items()]

@@ -129,7 +129,8 @@ def used_in_other_modules(module, sites, blocked: dict[str, Blocker]) -> dict[st
 
 def fold_callers(tree: ast.Module, sites: dict[str, Site], callers: dict[str, set[str]],
                  kept: frozenset[str] = frozenset(),
-                 top_level: ast.FunctionDef | None = None) -> dict[str, set[str]]:
+                 top_level: ast.FunctionDef | None = None,
+                 returning: frozenset[str] = frozenset()) -> dict[str, set[str]]:
     """Callers read inside the callers that call them: a module function with parameters that
     calls module sites (flax imagenet's `sync_batch_stats(state)`, a pmapped mean of
     `state.batch_stats`) and is used only by calls from other callers, which follow it as a
@@ -138,7 +139,9 @@ def fold_callers(tree: ast.Module, sites: dict[str, Site], callers: dict[str, se
     functions with their sites (`callers` is updated in place). `kept`: functions to leave
     callers of their own (the fixpoint's second try, fixpoint.py). `top_level`: the module's
     top-level code as a function (`top_level_function`), a host like any caller (a notebook's
-    `accuracy = get_accuracy(params_repl)`)."""
+    `accuracy = get_accuracy(params_repl)`). `returning`: functions that, as callers of their
+    own, return global values to their hosts: folded into hosts that call no site too, which
+    then read what they return (fixpoint.py)."""
     functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
     if top_level is not None:
         functions[MODULE_CALLER] = top_level
@@ -163,17 +166,43 @@ def fold_callers(tree: ast.Module, sites: dict[str, Site], callers: dict[str, se
                 and not sites[k].inline}
 
     candidates = {name for name, called in callers.items() if foldable(name, called)}
-    folded: dict[str, set[str]] = {}
-    for name in sorted(candidates):
-        hosts = [enclosing.get(id(use)) for use in loads[name]]
-        if any(host is None or host in candidates or host in kept for host in hosts):
-            continue  # a use outside module functions, or in another folded one: no chains
+
+    def hosts_of(name: str) -> list[str | None]:
+        return [enclosing.get(id(use)) for use in loads[name]]
+
+    def may_fold(name: str) -> bool:
+        """What one candidate alone asks of its hosts (chains aside)."""
+        hosts = hosts_of(name)
+        if any(host is None or host in kept for host in hosts):
+            return False  # a use outside module functions
         if any(host not in callers for host in hosts) \
-                and not _feeds_its_sites(functions[name], {sites[k].name for k in callers[name]}):
-            continue  # alone it knows what its sites get: the caller it is stays one
-        if any(isinstance(n, ast.Name) and n.id in own_names(name)
-               for host in set(hosts) for n in ast.walk(functions[host])):
-            continue  # a host's own name would be read as the site it builds
+                and not _feeds_its_sites(functions[name], {sites[k].name for k in callers[name]}) \
+                and name not in returning:
+            return False  # alone it knows what its sites get: the caller it is stays one
+        return not any(isinstance(n, ast.Name) and n.id in own_names(name)
+                       for host in set(hosts) for n in ast.walk(functions[host]))
+        # (a host's own name would be read as the site it builds)
+
+    able = {name for name in candidates if may_fold(name)}
+    folding_hosts = {name: {h for h in hosts_of(name) if h in able} for name in able}
+
+    def above(name: str) -> set[str]:  # the folding functions it is read in, transitively
+        found, stack = set(), list(folding_hosts[name])
+        while stack:
+            host = stack.pop()
+            if host not in found:
+                found.add(host)
+                stack.extend(folding_hosts[host])
+        return found
+
+    # Recursion among them: none of those folds (whose body would be read in which?).
+    able -= {name for name in able if name in above(name)}
+    # A chain folds from the inside out (`sync_batch_stats` into `train_and_evaluate`, that
+    # into `run`): each one's sites join its hosts' before those are folded in turn.
+    order = sorted(able, key=lambda name: (-len(above(name) & able), name))
+    folded: dict[str, set[str]] = {}
+    for name in order:
+        hosts = hosts_of(name)
         folded[name] = callers.pop(name)
         for host in set(hosts):  # a function that calls it is a caller of its sites
             callers[host] = callers.get(host, set()) | folded[name]

@@ -30,6 +30,7 @@ from transforms.global_view.expressions import ExpressionsMixin
 from transforms.global_view.idioms import IdiomsMixin
 from transforms.global_view.instances import InstancesMixin
 from transforms.global_view.layout import OutputLayout
+from transforms.global_view.local_functions import LocalFunctionsMixin
 from transforms.global_view.lowering import LoweringMixin
 from transforms.global_view.site_calls import SiteCallsMixin
 from transforms.global_view.site_discovery import stored_factory_calls, unpacked_factory_calls
@@ -62,9 +63,9 @@ class CallerResult:
 
 
 
-class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKindsMixin,
-                     SiteCallsMixin, LoweringMixin, ArgumentSpecsMixin, IdiomsMixin,
-                     ConsumersMixin):
+class CallerAnalysis(LocalFunctionsMixin, StatementsMixin, InstancesMixin, ExpressionsMixin,
+                     CallKindsMixin, SiteCallsMixin, LoweringMixin, ArgumentSpecsMixin,
+                     IdiomsMixin, ConsumersMixin):
     """One module-level function that calls global sites.
 
     The class is put together from mixins, one concern each, that share this object's state.
@@ -80,7 +81,8 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
     - argument_specs.py: _argument_spec, the in_specs of one argument of a site's call;
     - idioms.py: producer(call, name) -> Kind | None, placed_batch(text);
     - consumers.py: _consumer(call, name) -> Kind | None;
-    - instances.py: _analyse_body (the entry point of run) and the calls through instances.
+    - instances.py: _analyse_body (the entry point of run) and the calls through instances;
+    - local_functions.py: a def nested here and only called, read at each call.
     The public hooks site_call, producer and placed_batch are what MultiProcessCallerAnalysis
     (multiprocess.py) overrides.
     """
@@ -318,6 +320,8 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
         if old.tag == new.tag == "repl" and old.axis == new.axis:  # one may be a sequence
             return Kind("repl", old.axis, tree=old.tree or new.tree,
                         origin=old.origin | new.origin)
+        if old.tag == new.tag == "iterator":  # `it = prefetch(it)` on one path only
+            return Kind("iterator", element=self._join(old.element, new.element, name, node))
         if old.tag == new.tag == "list" and old.element == new.element:  # lengths differ
             return Kind("list", element=old.element)
         if old.tag == "empty_list" and new.tag in ("list", "same"):

@@ -54,6 +54,23 @@ class ExpressionsMixin:
                 return False
         return False
 
+    def _none_default(self, node) -> ast.expr | None:
+        """Of `x if p is None else p` (or `p if p is not None else x`), where `p` is a
+        parameter every call leaves None (`_still_none`): `x`, the value it takes. The same
+        default as `p or x`, written out. None for any other expression."""
+        if not (isinstance(node, ast.IfExp) and isinstance(node.test, ast.Compare)
+                and len(node.test.ops) == 1 and isinstance(node.test.comparators[0], ast.Constant)
+                and node.test.comparators[0].value is None):
+            return None
+        tested, op = node.test.left, node.test.ops[0]
+        if not isinstance(tested, ast.Name):
+            return None
+        default, kept = (node.body, node.orelse) if isinstance(op, ast.Is) else (
+            (node.orelse, node.body) if isinstance(op, ast.IsNot) else (None, None))
+        if default is None or not (isinstance(kept, ast.Name) and kept.id == tested.id):
+            return None
+        return default if self._still_none(tested) else None
+
     def named_function(self, node) -> tuple[ast.stmt, ast.arguments, list, ast.AST] | None:
         """The function behind a name this function reads once and binds once, in its own
         body: `f = lambda x: ...`, or an undecorated def whose body ends in a return. A
@@ -190,6 +207,9 @@ class ExpressionsMixin:
         if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) \
                 and len(node.values) == 2 and self._still_none(node.values[0]):
             return self.eval(node.values[1])  # `devices = devices or jax.local_devices()`
+        default = self._none_default(node)
+        if default is not None:  # `devices = jax.local_devices() if devices is None else devices`
+            return self.eval(default)
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.expr) and self.eval(child).changed:
                 raise Blocker(CONSUMER_UNKNOWN, child, f"{describe(self.eval(child))} in a "
@@ -410,6 +430,10 @@ class ExpressionsMixin:
             # `[np.asarray(l) for l in losses]`, `[(shard(x), shard(y)) for ...]`: a list of
             # them, its length known where it runs once over each element of a display
             return list_of(kinds[0], None if node.generators[0].ifs else length)
+        if isinstance(node, ast.GeneratorExp) and len(node.generators) == 1 \
+                and not node.generators[0].ifs and kinds[0].changed:
+            # `(shard(elem) for elem in data)`: an iterator whose elements have that kind
+            return Kind("iterator", element=kinds[0])
         if any(k.changed for k in kinds):
             raise Blocker(CONSUMER_UNKNOWN, node, "a comprehension that builds per-device values")
         return SAME

@@ -52,14 +52,18 @@ class Decision:
 
 def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analysis: type,
            barrier_pmaps: set[int], demote: bool = False,
-           unfolded: frozenset[str] = frozenset()) -> Decision:
+           unfolded: frozenset[str] = frozenset(),
+           returning: frozenset[str] = frozenset()) -> Decision:
     """Run each caller's analysis (`analysis`: CallerAnalysis or its multi-process form) until
     no site or caller is blocked anew. `demote`: a blocker one site's call raises keeps that
     site off global layouts and the caller is analysed again without it (the site then keeps
     pmap's calling contract, contract.py, and takes the caller's values as they are).
     A function folded into its callers (callers.py) whose sites did not all go global is
     decided again as a caller of its own (`unfolded`), as it was before folding: read inside
-    its callers it could only have held them back."""
+    its callers it could only have held them back. A caller that returns values in the global
+    layout to a function of this module that calls no site (flax imagenet's
+    `train_and_evaluate`, returning the trained state to `run`) is decided again folded into
+    that function (`returning`), which then reads what it returns."""
     tree, imported = module.tree, module.imported
     by_name = {s.key: s for s in sites}
     faithful = {name: b for b in blockers for name in b.names}
@@ -70,11 +74,12 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
     # module's callers, whose values it would then be written for.
     exported = frozenset(name for name in module.functions if module.elsewhere(name))
     module.folded = fold_callers(tree, by_name, callers, unfolded | exported,
-                                 module.functions.get(MODULE_CALLER))
+                                 module.functions.get(MODULE_CALLER), returning - unfolded)
     module.callers = set(callers)
     results: dict[str, CallerResult] = {}
     analysed: dict[str, set[str]] = {}  # caller -> the sites its result was analysed with
     blocked_callers: dict[str, Blocker] = {}
+    returns_blocked: set[str] = set()  # callers blocked for returning global values
     functions = module.functions
     called_names = called_function_names(tree)
     followed = {**callers, **module.folded}  # a folded caller's pmaps are its hosts' sites
@@ -121,6 +126,7 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
                                       f"`{faithful_call.id}`, which keeps pmap code in the "
                                       "faithful style; it would run under this function's mesh")
                     if result.returns_changed and caller in called_names:
+                        returns_blocked.add(caller)
                         raise Blocker(CONSUMER_UNKNOWN, functions[caller],
                                       f"`{caller}` returns values "
                                       "in the global layout to callers in this module")
@@ -161,10 +167,16 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
             if stale:
                 results.pop(caller)
                 changed = True
+    # First the callers that returned global values, folded: what folded into them may have
+    # failed only for that.
+    retry = frozenset(returns_blocked) - returning - unfolded
+    if retry:
+        return decide(module, sites, blockers, analysis, barrier_pmaps, demote, unfolded,
+                      returning | retry)
     failed = {name for name, keys in module.folded.items() if keys & set(blocked)}
     if failed:
         return decide(module, sites, blockers, analysis, barrier_pmaps, demote,
-                      unfolded | failed)
+                      unfolded | failed, returning)
     return Decision(callers, results, blocked)
 
 

@@ -23,6 +23,7 @@ from transforms.global_view.values import (
     SHARD_PRNG_KEY,
     TREE_MAP,
     Kind,
+    describe,
     is_minus_one,
     operand_text,
     placed,
@@ -76,6 +77,9 @@ class IdiomsMixin:
             sharded = self._sharded_leaves(call.args[0], call.args[1])
             if sharded is not None:
                 return sharded
+            leaves = self._module_function_on_leaves(call)
+            if leaves is not None:
+                return leaves
         if name in CONSTANT_FILLS and call.args and not any(k.arg == "shape" for k in call.keywords):
             shape = call.args[0]
             rest = None
@@ -203,6 +207,25 @@ class IdiomsMixin:
             return None
         return kind
 
+    def _module_function_on_leaves(self, call: ast.Call) -> Kind | None:
+        """`tree_map(f, tree)` of a module function `f` that makes per-device values
+        (big_vision's `shard_and_put`) over a plain tree: `f` followed as a helper given one
+        leaf, as `map(f, xs)` follows it given one element; each leaf becomes what it
+        returns, and so the tree (a batch of batches is one batch). None where `f` is no
+        such function, or makes nothing per-device."""
+        function, tree = call.args
+        if not (isinstance(function, ast.Name) and function.id in self.module.functions
+                and function.id not in self.sites and self._produces(function.id)) \
+                or self.eval(tree).changed:
+            return None
+        kind = self._helper_call(call, self.module.functions[function.id], [SAME])
+        if kind.tag in ("merged", "repl"):
+            return kind
+        if kind.changed:
+            raise Blocker(PRODUCER_UNKNOWN, call, f"`{function.id}` gives each leaf "
+                          f"{describe(kind)}, which a tree of them does not keep")
+        return None
+
     def _leaf_function(self, function) -> tuple[str, list, ast.AST] | None:
         """(parameter, statements before the return, returned value) of a one-parameter
         lambda, or of a function this one names once (`shard_leaf = lambda x: ...`, or a def
@@ -285,9 +308,21 @@ class IdiomsMixin:
             raise Blocker(PRODUCER_UNKNOWN, call,
                           "device_put_sharded onto a device list that is not "
                           "all local devices")
+        if isinstance(pieces, ast.Call) and isinstance(pieces.func, ast.Name) \
+                and pieces.func.id == "list" and "list" not in self.module.table.bound_otherwise \
+                and len(pieces.args) == 1 and not pieces.keywords:
+            # `list(x)` of an array is its rows along the leading axis, as
+            # `[x[i] for i in range(n)]`: of a per-device batch, the batch itself, merged.
+            kind = self.eval(pieces.args[0])
+            if kind.tag != "merged":
+                raise Blocker(PRODUCER_UNKNOWN, pieces.args[0],
+                              f"`{ast.unparse(pieces)}`: `{ast.unparse(pieces.args[0])}` is "
+                              "not a per-device batch the tool can merge")
+            self._edit(call, self.placed_batch(self.render(pieces.args[0])))
+            return dataclasses.replace(kind, placed=self.batches_placed)
         if not (isinstance(pieces, ast.ListComp) and len(pieces.generators) == 1):
             raise Blocker(PRODUCER_UNKNOWN, pieces, "device_put_sharded of something other than "
-                          "`[... x[i] ... for i in range(n)]`")
+                          "`[... x[i] ... for i in range(n)]` or `list(x)`")
         generator = pieces.generators[0]
         iterated = generator.iter
         if not (isinstance(generator.target, ast.Name) and not generator.ifs

@@ -70,7 +70,7 @@ class StatementsMixin(StatementInterpreter):
         """What each iteration starts with: the target bound (evaluating the iterable
         anew), or the while test."""
         if isinstance(s, ast.While):
-            return lambda: self._same(s.test)
+            return lambda: self._test(s.test)
 
         def head():
             iterated = self.eval(s.iter)
@@ -84,6 +84,10 @@ class StatementsMixin(StatementInterpreter):
         return head
 
     def _test(self, node) -> None:
+        if self.eval(node).tag in ("list", "empty_list"):
+            # `while queue:`, `if tree_leaves(state.model_state):`: a list's truth is its
+            # length, a host value, the same whatever the layout of its elements
+            return
         self._same(node)
 
     def _known_test(self, test) -> bool | None:
@@ -130,6 +134,8 @@ class StatementsMixin(StatementInterpreter):
                 raise Blocker(CONSUMER_UNKNOWN, target, f"unpacking {describe(kind)}")
         elif isinstance(target, ast.Attribute) and self._instance_store(target, kind, value):
             pass
+        elif self._stored_in_its_layout(target, kind):
+            pass
         elif isinstance(target, (ast.Subscript, ast.Attribute)):
             if kind.changed or self.eval(target.value).changed:
                 # the stored value's producers may keep pmap's layout instead (the fallback
@@ -140,6 +146,24 @@ class StatementsMixin(StatementInterpreter):
         else:
             raise Blocker(CONSUMER_UNKNOWN, target,
                           "an assignment target the global style does not model")
+
+    def _stored_in_its_layout(self, target, kind: Kind) -> bool:
+        """`tree["key"] = value` where `tree` (a name) and `value` have one layout: both
+        replicated on the same axis, or both pmap's stacked rows. The tree keeps it, whatever
+        else holds it (scenic's `new_model_state["batch_stats"] = pmap_mean(...)` into
+        `dict(train_state.model_state)`)."""
+        if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+                and isinstance(target.slice, ast.Constant)
+                and isinstance(target.slice.value, str)):
+            return False
+        tree = self.kinds.get(target.value.id)
+        if tree is None:
+            return False
+        if tree.tag == kind.tag == "repl" and tree.axis == kind.axis:
+            self.kinds[target.value.id] = Kind("repl", tree.axis, tree=True,
+                                               origin=tree.origin | kind.origin)
+            return True
+        return tree.rows and kind.rows and not tree.changed and not kind.changed
 
     def _expression_statement(self, value) -> None:
         call = value
@@ -158,6 +182,10 @@ class StatementsMixin(StatementInterpreter):
             elif element.changed:
                 raise Blocker(CONSUMER_UNKNOWN, call,
                               f"`{name}` is not a list made in this function")
+            return
+        if isinstance(value, ast.YieldFrom) and self.depth:
+            # `yield from it` hands out the elements of `it`, one by one
+            self.yields.append((value, self._element_of(value.value)))
             return
         if isinstance(value, ast.Yield) and self.depth and value.value is not None:
             yielded = value.value  # a tuple literal stays a tuple: `x, y = next(batches)`
