@@ -52,6 +52,37 @@ def top_level_function(tree: ast.Module, sites) -> ast.FunctionDef | None:
     return function
 
 
+def mark_reads_before_binding(tree: ast.Module, sites) -> None:
+    """Top-level code runs in order (a script's statements, a notebook's cells): a read of a
+    module-level site's name in a statement above the one that binds the site runs before
+    the site exists, so it means the name's earlier binding (the plain def a later cell
+    rebinds to a pmap), not the site. Sets each such site's `read_before` to those reads;
+    reads inside defs, lambdas and classes run when they are called and are left alone."""
+    position = {id(statement): index for index, statement in enumerate(tree.body)}
+    for site in sites:
+        index = position.get(id(site.statement))
+        if index is None or site.owner is not None or site.holder or site.inline:
+            continue
+        site.read_before = frozenset(
+            id(node) for statement in tree.body[:index]
+            if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            for node in walk_own_scope(statement)
+            if isinstance(node, ast.Name) and node.id == site.name
+            and isinstance(node.ctx, ast.Load))
+
+
+def walk_own_scope(node):
+    """`ast.walk` that does not enter defs, lambdas or classes (their statements run
+    elsewhere), though it yields those nodes themselves."""
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        yield current
+        if not isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                    ast.ClassDef)):
+            pending.extend(ast.iter_child_nodes(current))
+
+
 def find_callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, Blocker],
                  top_level: ast.FunctionDef | None = None):
     """Module-level function -> the sites it calls; sites referenced any other way blocked.
@@ -81,8 +112,9 @@ def find_callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, B
     for statement in tree.body:
         site_here = defined_by.get(id(statement))
         for node in ast.walk(statement):
-            if not (isinstance(node, ast.Name) and node.id in sites):
-                continue
+            if not (isinstance(node, ast.Name) and node.id in sites) \
+                    or id(node) in sites[node.id].read_before:
+                continue  # not a site's name, or read before the site is bound
             name = node.id
             if site_here is not None and site_here.name == name and (
                     isinstance(node.ctx, ast.Store) or inside(node, site_here.statement)):

@@ -166,6 +166,15 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
     # by the last blocker's site (single-process modules), unless that blocker names no site.
     report_first_cause = False
 
+    def site_read(self, node: ast.AST) -> Site | None:
+        """The site a name node reads by its name, if any: not one of the top-level reads
+        that run before the site is bound (`Site.read_before`), which mean the name's earlier
+        binding."""
+        if not isinstance(node, ast.Name):
+            return None
+        site = self.sites.get(node.id)
+        return None if site is None or id(node) in site.read_before else site
+
     # -- driver ---------------------------------------------------------------------------
     def run(self) -> CallerResult:
         """The caller's edits. A consumer the analysis cannot follow sends the producers of the
