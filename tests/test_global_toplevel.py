@@ -46,6 +46,15 @@ INLINE = (
     "result = np.asarray(y)\n",
 )
 
+# A function whose body is not read (`jnp.tanh`) mapped over a batch: it sees one device's
+# row under pmap, so the batch keeps pmap's stacked layout and it runs as jax.vmap over each
+# device's block (was PM602, kept on the contract).
+OPAQUE_INLINE = (
+    "x = np.arange(n * 4, dtype=np.float32).reshape(n, 4) / 10\n"
+    "y = jax.pmap(jnp.tanh)(x)\n"
+    "result = np.asarray(y)\n",
+)
+
 LAMBDA_LOOP = (
     "w = jnp.stack([jnp.ones(3)] * n)\n"
     "xs = np.ones((n, 5, 3), np.float32)\n"
@@ -70,6 +79,7 @@ MAIN_BLOCK = (
 )
 
 PROGRAMS = {"rebound": REBOUND, "try_built": TRY_BUILT, "inline": INLINE,
+            "opaque_inline": OPAQUE_INLINE,
             "lambda_loop": LAMBDA_LOOP, "main_block": MAIN_BLOCK}
 
 
@@ -119,7 +129,7 @@ def test_a_try_built_pmap_bound_twice_is_not_a_site():
 
 
 @pytest.mark.equivalence
-@pytest.mark.parametrize("name", ["rebound", "try_built", "main_block"])
+@pytest.mark.parametrize("name", ["rebound", "try_built", "opaque_inline", "main_block"])
 def test_top_level_programs_compute_the_same_on_8_devices(name, tmp_path):
     write_notebook(tmp_path / "project" / "nb.ipynb", HEADER, *PROGRAMS[name])
     legacy = ["--reference-python", legacy_python_or_skip()] if "device_put_replicated" in \

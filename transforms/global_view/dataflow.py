@@ -19,7 +19,7 @@ import dataclasses
 import symtable
 from typing import TYPE_CHECKING
 
-from transforms.codes.global_view import CONSUMER_UNKNOWN
+from transforms.codes.global_view import CONSUMER_UNKNOWN, OPTIONS
 from transforms.global_view.argument_specs import ArgumentSpecsMixin
 from transforms.global_view.axes import plan_axes
 from transforms.global_view.call_kinds import CallKindsMixin
@@ -195,7 +195,9 @@ class CallerAnalysis(StatementsMixin, InstancesMixin, ExpressionsMixin, CallKind
                         raise first from None
                     raise
                 keep |= more
-                if blocker.code == CONSUMER_UNKNOWN and blocker.node is not None:
+                # what asked for them: a consumer not followed, or a function whose body is not
+                # read (site_calls.py), which sees one device's row
+                if blocker.code in (CONSUMER_UNKNOWN, OPTIONS) and blocker.node is not None:
                     reasons.update({producer: f"line {blocker.node.lineno}: {blocker.message}"
                                     for producer in more})
 
