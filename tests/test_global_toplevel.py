@@ -138,3 +138,21 @@ def test_top_level_programs_compute_the_same_on_8_devices(name, tmp_path):
                          "--style", "global", *legacy, tmp_path=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     assert [r["verdict"] for r in results] == ["equivalent"], results
+
+
+def test_a_function_reading_a_name_bound_above_the_pmap_too_keeps_the_contract():
+    """`g` calls `f` and runs above the rebinding, so it calls the plain `f` with the caller's
+    values as they are: read as the pmap's caller, `x` would be merged under it (a wrong
+    rewrite before this rule)."""
+    cells = ("def f(x):\n    return x.sum(axis=1)\n\n\ndef g(x):\n    return f(x)\n",
+             "x = np.arange(n * 4, dtype=np.float32).reshape(n, 4)\na = g(x)\n",
+             "f = jax.pmap(lambda v: v + 1)\nresult = f(x)\n")
+    result = _global(cells)
+    assert [f.code for f in result.findings if f.code.startswith("PM60")] == ["PM603"]
+    assert "x = np.arange(n * 4, dtype=np.float32).reshape(n, 4)" in result.source.decode()
+
+
+def test_a_def_below_the_pmap_rebinds_its_name():
+    cells = (*LAMBDA_LOOP, "def step(w, x):\n    return w\n", "w = step(w, xs)\n")
+    findings = [f for f in _global(cells).findings if f.code == "PM603"]
+    assert findings and "bound again" in findings[0].message

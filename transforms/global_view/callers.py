@@ -129,11 +129,60 @@ def find_callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, B
                 blocked[name] = Blocker(CALLERS_UNSEEN, node, f"`{name}` is referenced outside a "
                                         "module-level function (or rebound): not every caller "
                                         "can be followed")
+    for name, blocker in _rebinding_blockers(tree, sites).items():
+        blocked.setdefault(name, blocker)
     for name, site in sites.items():
         if name not in blocked and not any(name in c for c in callers.values()):
             blocked[name] = Blocker(CALLERS_UNSEEN, site.node, f"`{name}` has no caller in this "
                                     "module, so the layouts of its arguments are unknown")
     return callers, blocked
+
+
+def _rebinding_blockers(tree: ast.Module, sites: dict[str, Site]) -> dict[str, Blocker]:
+    """Module-level sites whose name another module-level statement binds too (a def, a
+    class, an import, an assignment; not the def a `step = jax.pmap(step)` rewrite renames):
+    below the site, the reads after it mean that binding; above it, a function that reads
+    the name may be called before the site is bound and then calls the earlier binding,
+    which reads the caller's values as they were (top-level reads above the site are
+    `Site.read_before`, resolved in order)."""
+    inside_scopes = {n.id for scope in ast.walk(tree)
+                     if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                           ast.ClassDef))
+                     for n in ast.walk(scope) if n is not scope and isinstance(n, ast.Name)
+                     and isinstance(n.ctx, ast.Load)}
+    found = {}
+    for name, site in sites.items():
+        index = next((i for i, s in enumerate(tree.body) if s is site.statement), None)
+        if index is None:
+            continue
+        for position, statement in enumerate(tree.body):
+            binding = next((n for n in walk_own_scope(statement)
+                            if n is not site.statement and n is not site.rebinds
+                            and _binds_name(n, name)), None)
+            if binding is None or position == index:
+                continue
+            if position > index:
+                found[name] = Blocker(CALLERS_UNSEEN, binding, f"`{name}` is bound again at "
+                                      f"line {binding.lineno}, below the pmap: the reads after "
+                                      "that mean the new binding")
+            elif name in inside_scopes:
+                found[name] = Blocker(CALLERS_UNSEEN, site.node, f"`{name}` is bound at line "
+                                      f"{binding.lineno} too, above the pmap, and a function "
+                                      "reads it: called before the pmap is bound, it would call "
+                                      "that earlier binding (not every caller can be followed)")
+            if name in found:
+                break
+    return found
+
+
+def _binds_name(node: ast.AST, name: str) -> bool:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name == name
+    if isinstance(node, ast.Name):
+        return node.id == name and not isinstance(node.ctx, ast.Load)
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return any((a.asname or a.name.split(".")[0]) == name for a in node.names)
+    return False
 
 
 def used_in_other_modules(module, sites, blocked: dict[str, Blocker]) -> dict[str, Blocker]:
