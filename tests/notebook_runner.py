@@ -16,6 +16,7 @@ magic (`%%time`, `%%capture`, ...) or line magic (`%time x = f()`) runs its code
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import traceback
@@ -49,6 +50,10 @@ class _Shell:
         self.namespace = namespace
 
     def _run(self, code: str, scoped: bool) -> None:
+        # a cell magic's body is a cell of its own to IPython: its magics and `!` lines too
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        code = TransformerManager().transform_cell(code)
         exec(compile(code, "<magic>", "exec"), dict(self.namespace) if scoped else self.namespace)
 
     def run_line_magic(self, name: str, line: str, *_):
@@ -82,7 +87,13 @@ def _cells(path: str, namespace: dict) -> list[str]:
 
 
 def run(path: str) -> dict:
+    """Run `path` from its own folder, on the import path first, as a kernel started beside
+    a notebook (or `python file.py`) is: the modules and packages next to it import."""
     namespace: dict = {"__name__": "__main__"}
+    path = os.path.abspath(path)
+    folder, cwd = os.path.dirname(path), os.getcwd()
+    sys.path.insert(0, folder)
+    os.chdir(folder)
     try:
         if path.endswith(".ipynb"):
             for number, code in enumerate(_cells(path, namespace)):
@@ -92,6 +103,9 @@ def run(path: str) -> dict:
                 exec(compile(f.read(), path, "exec"), namespace)
     except BaseException:  # noqa: BLE001 - reported per path, the next one still runs
         return {"error": "".join(traceback.format_exc().splitlines(True)[-6:]), "result": None}
+    finally:
+        os.chdir(cwd)
+        sys.path.remove(folder)
     result = namespace.get("result")
     if result is not None:
         import numpy as np

@@ -1,8 +1,8 @@
 """Every name a line the migration writes reads is bound before that line runs
 (tests/bound_names.py, a static check with `ast`): in every fixture's reviewed after.py, in
-every corpus program migrated in the global style, in every test notebook and late-import
-module migrated in either style (a notebook's cells read top to bottom as one module), and in
-generated notebooks whose imports come in any cell. tests/test_run_top_to_bottom.py runs the
+every corpus program migrated in the global style, in every test notebook, corpus/real
+notebook and late-import module migrated in either style (a notebook's cells read top to
+bottom as one module), and in generated notebooks whose imports come in any cell. tests/test_run_top_to_bottom.py runs the
 notebooks and modules themselves."""
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ FIXTURES = sorted(fixture_cases() + [p.parent for p in (TESTS / "fixtures_global
 CORPUS_PROGRAMS = sorted([*CORPUS.glob("*.py"), *(CORPUS / "real").glob("*.py"),
                           *(CORPUS / "real").glob("*/*.py")])  # and the package modules
 NOTEBOOKS = sorted((TESTS / "notebooks").glob("*.ipynb"))
+REAL_NOTEBOOKS = sorted([*(CORPUS / "real").glob("*.ipynb"), *(CORPUS / "real").glob("*/*.ipynb")])
 LATE_IMPORT_MODULES = sorted((TESTS / "data" / "late_imports").glob("*.py"))
 STYLES = ("faithful", "global")
 
@@ -78,6 +79,18 @@ def test_corpus_in_the_global_style_binds_what_it_reads(program):
 def test_notebooks_bind_what_they_read(notebook, style):
     data = notebook.read_bytes()
     new = migrate_notebook(data, MigrationOptions(style=style)).source
+    assert unbound_reads(notebook_as_module(data), notebook_as_module(new)) == []
+
+
+@pytest.mark.parametrize("style", STYLES)
+@pytest.mark.parametrize("notebook", REAL_NOTEBOOKS,
+                         ids=lambda p: p.relative_to(CORPUS).as_posix())
+def test_corpus_notebooks_bind_what_they_read(notebook, style):
+    """corpus/real's notebooks, each read alone (test_run_top_to_bottom.py runs them
+    migrated with the modules beside them)."""
+    data = notebook.read_bytes()
+    new = migrate_notebook(data, MigrationOptions(style=style)).source
+    assert new != data
     assert unbound_reads(notebook_as_module(data), notebook_as_module(new)) == []
 
 

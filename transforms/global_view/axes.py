@@ -140,10 +140,10 @@ def _site_calls(analysis, every: bool = False) -> list[tuple[ast.Call, str]]:
         if not isinstance(node, ast.Call):
             continue
         func, site = node.func, None
-        if isinstance(func, ast.Call) and isinstance(func.func, ast.Name) \
-                and func.func.id in analysis.sites and analysis.sites[func.func.id].factory:
+        if isinstance(func, ast.Call) and analysis.site_read(func.func) is not None \
+                and analysis.sites[func.func.id].factory:
             site = analysis.sites[func.func.id]
-        elif isinstance(func, ast.Name) and func.id in analysis.sites:
+        elif analysis.site_read(func) is not None:
             site = analysis.sites[func.id]
         elif id(func) in analysis.inline:
             site = analysis.inline[id(func)]

@@ -65,8 +65,8 @@ class CallKindsMixin:
             and func.id not in self.sites and func.id not in self.made_by_factory else None
         if local is not None:
             return self.local_call(call, local)
-        if isinstance(func, ast.Call) and isinstance(func.func, ast.Name) \
-                and func.func.id in self.sites and self.sites[func.func.id].factory:
+        if isinstance(func, ast.Call) and self.site_read(func.func) is not None \
+                and self.sites[func.func.id].factory:
             for argument in [*func.args, *(k.value for k in func.keywords)]:
                 kind = self.eval(argument.value if isinstance(argument, ast.Starred) else argument)
                 if kind.changed:
@@ -76,7 +76,7 @@ class CallKindsMixin:
             return self.site_call(call, self.sites[func.func.id])
         if isinstance(func, ast.Name) and func.id in self.made_by_factory:
             return self.site_call(call, self.made_by_factory[func.id])  # `made(x)`
-        if isinstance(func, ast.Name) and func.id in self.sites:
+        if self.site_read(func) is not None:
             if self.sites[func.id].factory and id(call) in self.factory_builds:
                 for argument in [*call.args, *(k.value for k in call.keywords)]:
                     kind = self.eval(argument.value if isinstance(argument, ast.Starred)
@@ -149,7 +149,7 @@ class CallKindsMixin:
             return consumed
         values = [*call.args, *(k.value for k in call.keywords)]
         if isinstance(func, ast.Name) and func.id in self.module.functions and (any(
-                isinstance(a, ast.Name) and a.id in self.sites for a in values) or any(
+                self.site_read(a) is not None for a in values) or any(
                 self.eval(a).tag not in ("same",) or self.eval(a).leads for a in values
                 if not isinstance(a, ast.Starred)) or self._produces(func.id)
                 or func.id in self.module.folded or self._reads_top_level_values(func.id)):
@@ -529,7 +529,7 @@ class CallKindsMixin:
         # calls of that parameter are calls of the step, read there as here.
         passed_values = [*zip(named, call.args if given is None else ()), *keywords.items()]
         stepped = {p: self.sites[v.id] for p, v in passed_values
-                   if isinstance(v, ast.Name) and v.id in self.sites}
+                   if self.site_read(v) is not None}
         for site in stepped.values():
             if site.donate or site.factory or shared:
                 raise Blocker(CONSUMER_UNKNOWN, call, f"{site.label} is passed to `{name}`, "

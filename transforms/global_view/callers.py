@@ -56,6 +56,37 @@ def top_level_function(tree: ast.Module, sites) -> ast.FunctionDef | None:
     return function
 
 
+def mark_reads_before_binding(tree: ast.Module, sites) -> None:
+    """Top-level code runs in order (a script's statements, a notebook's cells): a read of a
+    module-level site's name in a statement above the one that binds the site runs before
+    the site exists, so it means the name's earlier binding (the plain def a later cell
+    rebinds to a pmap), not the site. Sets each such site's `read_before` to those reads;
+    reads inside defs, lambdas and classes run when they are called and are left alone."""
+    position = {id(statement): index for index, statement in enumerate(tree.body)}
+    for site in sites:
+        index = position.get(id(site.statement))
+        if index is None or site.owner is not None or site.holder or site.inline:
+            continue
+        site.read_before = frozenset(
+            id(node) for statement in tree.body[:index]
+            if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            for node in walk_own_scope(statement)
+            if isinstance(node, ast.Name) and node.id == site.name
+            and isinstance(node.ctx, ast.Load))
+
+
+def walk_own_scope(node):
+    """`ast.walk` that does not enter defs, lambdas or classes (their statements run
+    elsewhere), though it yields those nodes themselves."""
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        yield current
+        if not isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                    ast.ClassDef)):
+            pending.extend(ast.iter_child_nodes(current))
+
+
 def find_callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, Blocker],
                  top_level: ast.FunctionDef | None = None):
     """Module-level function -> the sites it calls; sites referenced any other way blocked.
@@ -85,8 +116,9 @@ def find_callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, B
     for statement in tree.body:
         site_here = defined_by.get(id(statement))
         for node in ast.walk(statement):
-            if not (isinstance(node, ast.Name) and node.id in sites):
-                continue
+            if not (isinstance(node, ast.Name) and node.id in sites) \
+                    or id(node) in sites[node.id].read_before:
+                continue  # not a site's name, or read before the site is bound
             name = node.id
             if site_here is not None and site_here.name == name and (
                     isinstance(node.ctx, ast.Store) or inside(node, site_here.statement)):
@@ -101,11 +133,60 @@ def find_callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, B
                 blocked[name] = Blocker(CALLERS_UNSEEN, node, f"`{name}` is referenced outside a "
                                         "module-level function (or rebound): not every caller "
                                         "can be followed")
+    for name, blocker in _rebinding_blockers(tree, sites).items():
+        blocked.setdefault(name, blocker)
     for name, site in sites.items():
         if name not in blocked and not any(name in c for c in callers.values()):
             blocked[name] = Blocker(CALLERS_UNSEEN, site.node, f"`{name}` {_NO_CALLER_HERE}, "
                                     "so the layouts of its arguments are unknown")
     return callers, blocked
+
+
+def _rebinding_blockers(tree: ast.Module, sites: dict[str, Site]) -> dict[str, Blocker]:
+    """Module-level sites whose name another module-level statement binds too (a def, a
+    class, an import, an assignment; not the def a `step = jax.pmap(step)` rewrite renames):
+    below the site, the reads after it mean that binding; above it, a function that reads
+    the name may be called before the site is bound and then calls the earlier binding,
+    which reads the caller's values as they were (top-level reads above the site are
+    `Site.read_before`, resolved in order)."""
+    inside_scopes = {n.id for scope in ast.walk(tree)
+                     if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                           ast.ClassDef))
+                     for n in ast.walk(scope) if n is not scope and isinstance(n, ast.Name)
+                     and isinstance(n.ctx, ast.Load)}
+    found = {}
+    for name, site in sites.items():
+        index = next((i for i, s in enumerate(tree.body) if s is site.statement), None)
+        if index is None:
+            continue
+        for position, statement in enumerate(tree.body):
+            binding = next((n for n in walk_own_scope(statement)
+                            if n is not site.statement and n is not site.rebinds
+                            and _binds_name(n, name)), None)
+            if binding is None or position == index:
+                continue
+            if position > index:
+                found[name] = Blocker(CALLERS_UNSEEN, binding, f"`{name}` is bound again at "
+                                      f"line {binding.lineno}, below the pmap: the reads after "
+                                      "that mean the new binding")
+            elif name in inside_scopes:
+                found[name] = Blocker(CALLERS_UNSEEN, site.node, f"`{name}` is bound at line "
+                                      f"{binding.lineno} too, above the pmap, and a function "
+                                      "reads it: called before the pmap is bound, it would call "
+                                      "that earlier binding (not every caller can be followed)")
+            if name in found:
+                break
+    return found
+
+
+def _binds_name(node: ast.AST, name: str) -> bool:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name == name
+    if isinstance(node, ast.Name):
+        return node.id == name and not isinstance(node.ctx, ast.Load)
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return any((a.asname or a.name.split(".")[0]) == name for a in node.names)
+    return False
 
 
 def used_in_other_modules(module, sites, blocked: dict[str, Blocker]) -> dict[str, Blocker]:

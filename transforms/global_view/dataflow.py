@@ -19,7 +19,7 @@ import dataclasses
 import symtable
 from typing import TYPE_CHECKING
 
-from transforms.codes.global_view import CONSUMER_UNKNOWN
+from transforms.codes.global_view import CONSUMER_UNKNOWN, OPTIONS
 from transforms.global_view.argument_specs import ArgumentSpecsMixin
 from transforms.global_view.axes import plan_axes
 from transforms.global_view.call_kinds import CallKindsMixin
@@ -174,6 +174,15 @@ class CallerAnalysis(LocalFunctionsMixin, StatementsMixin, InstancesMixin, Expre
     # by the last blocker's site (single-process modules), unless that blocker names no site.
     report_first_cause = False
 
+    def site_read(self, node: ast.AST) -> Site | None:
+        """The site a name node reads by its name, if any: not one of the top-level reads
+        that run before the site is bound (`Site.read_before`), which mean the name's earlier
+        binding."""
+        if not isinstance(node, ast.Name):
+            return None
+        site = self.sites.get(node.id)
+        return None if site is None or id(node) in site.read_before else site
+
     # -- driver ---------------------------------------------------------------------------
     def run(self) -> CallerResult:
         """The caller's edits. A consumer the analysis cannot follow sends the producers of the
@@ -194,7 +203,9 @@ class CallerAnalysis(LocalFunctionsMixin, StatementsMixin, InstancesMixin, Expre
                         raise first from None
                     raise
                 keep |= more
-                if blocker.code == CONSUMER_UNKNOWN and blocker.node is not None:
+                # what asked for them: a consumer not followed, or a function whose body is not
+                # read (site_calls.py), which sees one device's row
+                if blocker.code in (CONSUMER_UNKNOWN, OPTIONS) and blocker.node is not None:
                     reasons.update({producer: f"line {blocker.node.lineno}: {blocker.message}"
                                     for producer in more})
 

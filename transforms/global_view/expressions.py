@@ -149,7 +149,7 @@ class ExpressionsMixin:
         if isinstance(node, ast.Constant):
             return Kind("same", rank=0) if type(node.value) in (int, float, bool) else SAME
         if isinstance(node, ast.Name):
-            if node.id in self.sites:
+            if self.site_read(node) is not None:
                 # Only this site falls back (to pmap's contract, which any use keeps).
                 raise Blocker(CALLERS_UNSEEN, node, f"`{node.id}` used as a value, not called",
                               site=self.sites[node.id].key)

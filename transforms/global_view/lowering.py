@@ -66,7 +66,7 @@ class LoweringMixin:
     def _lowered_site(self, func) -> Site | None:
         """The site of `site.lower` (a site of this function called by name, not a factory)."""
         if isinstance(func, ast.Attribute) and func.attr == "lower" \
-                and isinstance(func.value, ast.Name) and func.value.id in self.sites \
+                and self.site_read(func.value) is not None \
                 and not self.sites[func.value.id].factory:
             return self.sites[func.value.id]
         return None

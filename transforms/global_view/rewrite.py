@@ -32,7 +32,11 @@ from transforms.codes.global_view import (
     UNAVAILABLE,
 )
 from transforms.faithful.multiprocess import first_evidence
-from transforms.global_view.callers import MODULE_CALLER, top_level_function
+from transforms.global_view.callers import (
+    MODULE_CALLER,
+    mark_reads_before_binding,
+    top_level_function,
+)
 from transforms.global_view.contract import contract_sites
 from transforms.global_view.dataflow import CallerAnalysis
 from transforms.global_view.fixpoint import decide
@@ -135,6 +139,8 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
     findings = [blocker_finding(b) for b in blockers]
     module.sites = {s.key: s for s in sites}
     code = top_level_function(tree, sites) if top_level else None
+    if code is not None:
+        mark_reads_before_binding(tree, sites)
     if code is not None:
         module.functions[MODULE_CALLER] = code
     # One site's blocker sends only that site to pmap's contract (single-process modules).

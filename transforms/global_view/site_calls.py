@@ -132,10 +132,15 @@ class SiteCallsMixin:
                           "rows (jax.vmap over each device's block) and also over a batch, "
                           "per-device numbers, static arguments or an out_axes tree")
         if site.opaque and (scalars or batch):
+            # A function whose body is not read sees what pmap gave it: one device's row. So
+            # the batches' producers may go back to pmap's stacked layout (the caller's
+            # analysis tries again with them kept stacked), and it runs as jax.vmap over them.
+            origins = frozenset().union(*(kind.origin for _, kind, _ in seen
+                                          if kind.tag == "merged"))
             raise Blocker(OPTIONS, call, f"{site.label} maps a function whose body is not read "
                           "(not a lambda, a module-level def or functools.partial of one) over "
                           "a batch or per-device numbers: it can run only as jax.vmap over "
-                          "stacked rows, or on replicated values")
+                          "stacked rows, or on replicated values", origins=origins)
         if scalars:
             if site.out_tree is not None:
                 raise Blocker(OPTIONS, site.node, f"{site.label} has out_axes and takes one "

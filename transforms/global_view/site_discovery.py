@@ -15,7 +15,7 @@ import ast
 import dataclasses
 
 from transforms.codes.global_view import OPTIONS, PMAP_AS_VALUE
-from transforms.global_view.callers import top_level_function
+from transforms.global_view.callers import top_level_function, walk_own_scope
 from transforms.global_view.classes import find_class_sites
 from transforms.global_view.site_options import (
     assigned_site,
@@ -136,8 +136,11 @@ def _claimed_by(blocker: Blocker) -> set[int]:
 
 
 def _top_level_inline_sites(tree: ast.Module, imported, functions, constants) -> list[Site]:
-    """`jax.pmap(f)(x)` in the module's top-level code, outside any def, lambda or class
-    there: sites of that code, the caller `callers.top_level_function` reads."""
+    """The sites of the module's top-level code, the caller `callers.top_level_function`
+    reads, outside any def, lambda or class there: `jax.pmap(f)(x)`, and `p = jax.pmap(f)`
+    inside a compound statement (a `try:`, an `if`, a loop: a module statement of its own is
+    `_site_of`'s) where `p` is bound once in the module and read only by that code, as a
+    function's local site is read only by its function."""
     code = top_level_function(tree, ())
     if code is None:
         return []
@@ -145,8 +148,15 @@ def _top_level_inline_sites(tree: ast.Module, imported, functions, constants) ->
               if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
                                     ast.ClassDef))
               for n in ast.walk(scope) if n is not scope}
+    own = {id(n) for statement in code.body for n in walk_own_scope(statement)}
+    elsewhere = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in own}
+    elsewhere |= {n.name for n in ast.walk(tree)
+                  if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    statements = {id(statement) for statement in tree.body}
     return [site for site in _local_sites(code, imported, functions, constants)[0]
-            if site.inline and id(site.statement) not in nested]
+            if id(site.statement) not in nested and (
+                site.inline or (not site.decorated and id(site.statement) not in statements
+                                and site.name not in elsewhere))]
 
 
 def _nearest_first(body: list[ast.stmt], index: int):
@@ -312,7 +322,7 @@ def _factory_site(function: ast.FunctionDef, imported, functions, constants) -> 
     others = [n for n in ast.walk(function) if isinstance(n, (ast.Name, ast.Attribute))
               and dotted(n, imported) == PMAP and n is not pmapped.func]
     if others or any(isinstance(n, ast.Return) for s in function.body[:-1]
-                     for n in _walk_own_scope(s)):
+                     for n in walk_own_scope(s)):
         return None  # an early return (a nested def's own returns are its own)
     # the mapped function may be a def nested in the factory, bound once there (a closure)
     stores = [n.id for n in ast.walk(function) if isinstance(n, ast.Name)
@@ -387,18 +397,6 @@ def unpacked_factory_calls(function: ast.FunctionDef) -> dict[str, tuple[ast.Cal
     in the tuple, the tuple's length). A factory that returns its pmap in a tuple is called
     this way (site_discovery's factories, dataflow.py)."""
     return stored_factory_calls(function, unpacked=True)
-
-
-def _walk_own_scope(node):
-    """`ast.walk` that does not enter defs, lambdas or classes (their statements run
-    elsewhere), though it yields those nodes themselves."""
-    pending = [node]
-    while pending:
-        current = pending.pop()
-        yield current
-        if not isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
-                                    ast.ClassDef)):
-            pending.extend(ast.iter_child_nodes(current))
 
 
 def _local_sites(function: ast.FunctionDef, imported, functions, constants):

@@ -81,6 +81,10 @@ class Site:
     # keyword (flax's `p_train_step(state, batch, dropout_rng=rngs)`): the last entries of
     # `params`, in f's order, each mapped on axis 0 as pmap maps keyword arguments
     keyword_params: tuple[str, ...] = ()
+    # Top-level reads of `name` that run before the statement binding the site (a notebook
+    # cell above it): they mean the name's earlier binding, not the site (node ids;
+    # callers.mark_reads_before_binding)
+    read_before: frozenset[int] = frozenset()
 
     @property
     def called_params(self) -> list[str]:

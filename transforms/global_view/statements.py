@@ -215,7 +215,7 @@ class StatementsMixin(StatementInterpreter):
                               f"the global style does not follow (a {type(node).__name__})",
                               site=self.inline[id(child.func)].key)
             if isinstance(child, ast.Name):
-                if child.id in self.sites:
+                if self.site_read(child) is not None:
                     raise Blocker(CALLERS_UNSEEN, child, f"`{child.id}` used in a construct the "
                                   "global style does not follow", site=self.sites[child.id].key)
                 if self.kinds.get(child.id, SAME).changed:

@@ -2,8 +2,8 @@
 name): called where it is built, with no options (so it names no axis and uses no
 collective), it runs as `jax.vmap(f)` over each device's (1, ...) block of stacked rows, or on
 replicated values as they are (out_specs P(): every device computes the same). Given a batch,
-it cannot (vmap would map over the batch's rows): that site keeps pmap's calling contract
-(PM612) and its caller keeps pmap's layout."""
+it sees one device's row under pmap, so the batch keeps pmap's stacked layout (its reshape is
+left as written, PM611) and the function runs as jax.vmap over each device's block."""
 # pmap-migrate-test: original needs legacy jax
 import functools
 
@@ -11,7 +11,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
-from _pmap_helpers import _per_device_shard_map
 
 
 @functools.cache
@@ -60,6 +59,7 @@ def run():
 def batch_max():
     n = jax.local_device_count()
     batch = np.arange(n * 4.0).reshape(n, 4)
-    return {"max": np.asarray(jax.jit(
-        _per_device_shard_map(jnp.max, "devices", in_specs=P("devices"), out_specs=P("devices"))
-    )(batch))}
+    return {"max": np.asarray(jax.jit(jax.shard_map(
+        jax.vmap(jnp.max),
+        mesh=_mesh("devices"), in_specs=(P("devices"),), out_specs=P("devices"), check_vma=False,
+    ))(batch))}

@@ -2,8 +2,8 @@
 name): called where it is built, with no options (so it names no axis and uses no
 collective), it runs as `jax.vmap(f)` over each device's (1, ...) block of stacked rows, or on
 replicated values as they are (out_specs P(): every device computes the same). Given a batch,
-it cannot (vmap would map over the batch's rows): that site keeps pmap's calling contract
-(PM612) and its caller keeps pmap's layout."""
+it sees one device's row under pmap, so the batch keeps pmap's stacked layout (its reshape is
+left as written, PM611) and the function runs as jax.vmap over each device's block."""
 # pmap-migrate-test: original needs legacy jax
 import jax
 import jax.numpy as jnp
