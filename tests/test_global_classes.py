@@ -5,8 +5,14 @@ test_global_view.py; these cases vary one thing each on a small trainer."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
+from conftest import original_python
+from equivalence.check import compare_runs
+from equivalence.runner import run_entry
+from transforms.contract_names import pmap_contract_code
 from transforms.pipeline import migrate_source
 
 TRAINER = '''import jax
@@ -197,3 +203,101 @@ def test_a_stack_appended_to_an_alias_of_a_list_attribute_is_refused():
     assert "PM600" not in found, found
     assert "PM600" in _findings(source.replace("history.append(self.w)",
                                                "history.append(float(self.w[0][0]))"))
+
+
+# -- a held pmap built in a method other than `__init__` ----------------------------------------
+# Experiment frameworks build their steps when training starts (jaxline's `_initialize_train`):
+# an attribute assigned once, by a statement of a method's own body, is the class's held pmap
+# whichever method builds it, since every `self.step(...)` reaches that one pmap.
+LAZY_TRAINER = TRAINER.replace(
+    '        self.step = jax.pmap(self._step, axis_name="batch")\n', "").replace(
+    "    def init(self, n):\n        self.w = jnp.zeros((n, 3))\n",
+    "    def init(self, n):\n        self.w = jnp.zeros((n, 3))\n"
+    '        self.step = jax.pmap(self._step, axis_name="batch", donate_argnums=(0,))\n').replace(
+    "    x = np.ones((n, 4, 3), np.float32)", "    x = np.arange(n * 12, dtype=np.float32).reshape(n, 4, 3)")
+
+
+def _equivalent_on_8_devices(source: str, tmp_path) -> None:
+    """The original and its global migration run on 8 fake devices give the same outputs,
+    compared through the layout map the migration records."""
+    migration = migrate_source(source.encode(), style="global")
+    for side, text in (("orig", source.encode()), ("new", migration.source)):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "case.py").write_bytes(text)
+    python = original_python(source.encode())
+    original = run_entry(tmp_path / "orig", "case:run", devices=8, python=python)
+    migrated = run_entry(tmp_path / "new", "case:run", devices=8)
+    assert original.ok, original.error
+    assert migrated.ok, migrated.error
+    layouts = {f.function: f.outputs for f in migration.layouts}
+    report = compare_runs("case:run", 8, original, migrated, same_jax=python == sys.executable,
+                          layouts=layouts.get("run", ()))
+    assert report.verdict == "equivalent", report.differences
+
+
+def test_a_pmap_built_in_another_method_goes_global():
+    assert LAZY_TRAINER != TRAINER and "def __init__(self, lr):\n        self.lr = lr\n" \
+        "        self.w = None\n" in LAZY_TRAINER
+    found = _findings(LAZY_TRAINER)
+    assert "PM600" in found and "PM609" not in found, found
+    text = _migrated(LAZY_TRAINER)
+    assert pmap_contract_code(text) == [], pmap_contract_code(text)
+    assert "        self.step = jax.jit(jax.shard_map(" in text and "jnp.zeros((3,))" in text
+
+
+@pytest.mark.equivalence
+def test_a_pmap_built_in_another_method_computes_the_same(tmp_path):
+    _equivalent_on_8_devices(LAZY_TRAINER, tmp_path)
+
+
+_NESTED_IN_METHOD = TRAINER.replace(
+    '        self.step = jax.pmap(self._step, axis_name="batch")\n', "").replace(
+    "    def init(self, n):\n        self.w = jnp.zeros((n, 3))\n",
+    "    def init(self, n):\n        self.w = jnp.zeros((n, 3))\n"
+    "        scale = np.float32(0.5)\n\n"
+    "        def step(w, x):\n"
+    '            return w - scale * jax.lax.pmean(jnp.mean(x, axis=0), "batch")\n\n'
+    '        self.step = jax.pmap(step, axis_name="batch")\n').replace(
+    "    x = np.ones((n, 4, 3), np.float32)", "    x = np.arange(n * 12, dtype=np.float32).reshape(n, 4, 3)")
+
+
+def test_a_def_nested_in_the_building_method_goes_global():
+    found = _findings(_NESTED_IN_METHOD)
+    assert "PM600" in found and "PM609" not in found, found
+    assert pmap_contract_code(_migrated(_NESTED_IN_METHOD)) == []
+
+
+@pytest.mark.equivalence
+def test_a_def_nested_in_the_building_method_computes_the_same(tmp_path):
+    _equivalent_on_8_devices(_NESTED_IN_METHOD, tmp_path)
+
+
+def test_a_nested_def_closing_over_a_changed_local_of_its_method_stays_faithful():
+    """`offset` is a replicated stack the migration unstacks; the mapped def reads `offset[0]`
+    as its row, so it is refused where the building method closes over it."""
+    source = _NESTED_IN_METHOD.replace(
+        "        scale = np.float32(0.5)\n", "        scale = jnp.stack([jnp.ones(())] * n)\n"
+    ).replace("return w - scale *", "return w - scale[0] *")
+    assert source != _NESTED_IN_METHOD
+    found = _findings(source)
+    assert "PM600" not in found, found
+    assert any("`scale`" in m for m in found.get("PM605", []) + found.get("PM609", [])), found
+
+
+@pytest.mark.parametrize("edit, words", [
+    # built in an `if` of the method: whether it is built is not the method's to say
+    (("        self.step = jax.pmap(self._step, axis_name=\"batch\", donate_argnums=(0,))\n",
+      "        if n > 1:\n"
+      "            self.step = jax.pmap(self._step, axis_name=\"batch\", donate_argnums=(0,))\n"),
+     "statement of one of its methods' bodies"),
+    # built in two methods: which pmap `self.step` reaches is not known
+    (("    def fit(self, x):\n", "    def rebuild(self):\n"
+      "        self.step = jax.pmap(self._step, axis_name=\"batch\")\n\n    def fit(self, x):\n"),
+     "assigned again"),
+])
+def test_a_pmap_built_in_a_method_otherwise_stays_faithful(edit, words):
+    source = LAZY_TRAINER.replace(*edit)
+    assert source != LAZY_TRAINER
+    found = _findings(source)
+    assert "PM600" not in found, found
+    assert any(words in m for m in found.get("PM609", [])), found

@@ -1,17 +1,20 @@
 """Pmaps held by a class, for the global style: `self.step = jax.pmap(...)` (or a module
-factory's returned pmap, `self.step = make_step(lr)`) in a class's `__init__`, called as
-`self.step(...)` from its methods on state kept on `self` or handed back to module code.
+factory's returned pmap, `self.step = make_step(lr)`) in a class's `__init__` or any other of
+its methods (built when that method runs, as experiment frameworks build theirs in
+`_initialize_train`), called as `self.step(...)` from its methods on state kept on `self` or
+handed back to module code.
 
 Such a site goes global only when every use is in sight, because the class's methods then
 take and give global arrays:
 - the class is defined at module level, has no base classes, decorators or decorated
   methods, and nothing in the module subclasses it;
-- the attribute is assigned once in the module, in `__init__`, and only ever called as
-  `self.<attribute>(...)` in the class's own methods;
+- the attribute is assigned once in the module, by a statement of a method's own body (not
+  in an `if` or loop of it), and only ever called as `self.<attribute>(...)` in the class's
+  own methods;
 - the class is instantiated in one module-level function only (that function builds the mesh
   and runs under it), and its instances never escape it (not passed, stored or returned);
-- the mapped function is a lambda, a module-level def, a def nested in `__init__` or in the
-  factory, or a plain method bound as `self.<method>` whose body reads only attributes of
+- the mapped function is a lambda, a module-level def, a def nested in the building method
+  or in the factory, or a plain method bound as `self.<method>` whose body reads only attributes of
   `self` that the migration leaves as they are.
 A site that donates goes global only if donation_classes.py proves, following values through
 the instance's attributes and methods, that no value pmap donated a copy of is read after the
@@ -128,24 +131,23 @@ def _held_site(cls: ast.ClassDef, statement, value, factory, tree, imported, fun
     where = value if factory is None else _returned_pmap(factory, imported)
     where = pmap_call(where, imported) or where
     if statement is None:
+        inside = next((m.name for m in cls.body if isinstance(m, ast.FunctionDef)
+                       and any(n is value for n in ast.walk(m))), None)
         raise Blocker(CLASS_HELD, where,
-                      f"this pmap is used in the class `{cls.name}` other than as "
-                      "`self.<name> = jax.pmap(...)` in its `__init__`: kept in the faithful "
-                      "style")
-    init = next((m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"),
-                None)
+                      f"this pmap is used in the class `{cls.name}`"
+                      + (f" (in `{inside}`)" if inside else "") + " other than as "
+                      "`self.<name> = jax.pmap(...)` in one of its methods (a decorator, called "
+                      "where it is built, or used as a value): kept in the faithful style")
+    method = _building_method(cls, statement)
     target = statement.targets[0] if len(statement.targets) == 1 else None
-    self_name = init.args.args[0].arg if init is not None and init.args.args else None
-    if init is None or not any(s is statement for s in init.body) or not (
-            isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
-            and target.value.id == self_name):
-        method = next((m.name for m in cls.body if isinstance(m, ast.FunctionDef)
-                       and any(n is statement for n in ast.walk(m))), None)
+    self_name = method.args.args[0].arg if method is not None and method.args.args else None
+    if method is None or not (isinstance(target, ast.Attribute)
+                              and isinstance(target.value, ast.Name)
+                              and target.value.id == self_name):
         raise Blocker(CLASS_HELD, where, f"this pmap is held by `{cls.name}` other than by a "
-                      "`self.<name> = ...` statement of its `__init__` body"
-                      + (f" (it is built in `{method}`, line {statement.lineno})" if method
-                         and method != "__init__" else "")
-                      + ", so its uses cannot all be followed: kept in the faithful style")
+                      "`self.<name> = ...` statement of one of its methods' bodies ("
+                      + _how_built(cls, statement, target)
+                      + "), so its uses cannot all be followed: kept in the faithful style")
     attribute = target.attr
     _class_shape(cls, tree, where)
     _single_assignment(attribute, statement, tree, cls, where)
@@ -153,7 +155,7 @@ def _held_site(cls: ast.ClassDef, statement, value, factory, tree, imported, fun
     if factory is not None:
         site = _factory_held(factory, value, tree, imported, functions, constants)
     else:
-        site = _init_held(cls, init, value, imported, functions, constants)
+        site = _method_held(cls, method, value, imported, functions, constants)
     if site.static:
         raise Blocker(OPTIONS, site.node, "static_broadcasted_argnums on a pmap held by a class")
     site.holder, site.attribute, site.name = cls.name, attribute, attribute
@@ -225,13 +227,35 @@ def _called_through_self(cls: ast.ClassDef, attribute: str, tree: ast.Module, wh
                           "used as a value), so not every call can be followed")
 
 
-def _init_held(cls, init, value, imported, functions, constants) -> Site:
-    """`self.x = jax.pmap(f, ...)` in `__init__`: f a lambda, a module def, a def nested in
-    `__init__`, or a bound plain method `self.m`."""
+def _how_built(cls: ast.ClassDef, statement, target) -> str:
+    """Where and how a pmap the class holds other than as a method's `self.x = ...` is built."""
+    inside = next((m for m in cls.body if isinstance(m, ast.FunctionDef)
+                   and any(n is statement for n in ast.walk(m))), None)
+    where = f"at line {statement.lineno}" if inside is None else \
+        f"in `{inside.name}` (line {statement.lineno})"
+    me = inside.args.args[0].arg if inside is not None and inside.args.args else None
+    if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+            and target.value.id == me):
+        what = ast.unparse(target) if target is not None else "several targets"
+        return f"it is bound to `{what}` {where}, not to an attribute of `{me or 'self'}`"
+    return f"it is assigned {where} inside a block (an `if`, loop, `with` or `try`) or a " \
+        "nested def, so whether it is built is not known from the method's calls"
+
+
+def _building_method(cls: ast.ClassDef, statement) -> ast.FunctionDef | None:
+    """The plain method of `cls` whose own body (not a nested block) holds `statement`."""
+    return next((m for m in cls.body if isinstance(m, ast.FunctionDef)
+                 and any(s is statement for s in m.body)), None)
+
+
+def _method_held(cls, method, value, imported, functions, constants) -> Site:
+    """`self.x = jax.pmap(f, ...)` in a method's body (`__init__` or any other: the attribute
+    is assigned once, so every call of `self.x` reaches this pmap, built when that method ran):
+    f a lambda, a module def, a def nested in that method, or a bound plain method `self.m`."""
     call = pmap_call(value, imported)
     function, positional, keywords = pmap_call_options(call, imported)
-    me = init.args.args[0].arg
-    nested = {s.name: s for s in init.body if isinstance(s, ast.FunctionDef)}
+    me = method.args.args[0].arg
+    nested = {s.name: s for s in method.body if isinstance(s, ast.FunctionDef)}
     methods = {m.name: m for m in cls.body if isinstance(m, ast.FunctionDef)}
     if isinstance(function, ast.Attribute) and isinstance(function.value, ast.Name) \
             and function.value.id == me and function.attr in methods:
@@ -250,10 +274,10 @@ def _init_held(cls, init, value, imported, functions, constants) -> Site:
         site.body, site.function_node = method, function
         site.bound_self = me
     elif isinstance(function, ast.Name) and function.id in nested \
-            and _bound_once(init, function.id):
+            and _bound_once(method, function.id):
         site = make_site(function.id, call, value, nested[function.id], positional, keywords,
                          False, constants)
-        site.function_node, site.enclosing = function, init
+        site.function_node, site.enclosing = function, method
     else:
         site = assigned_site(ast.unparse(function) if function else "pmap", call, value,
                              imported, functions, constants)

@@ -203,11 +203,13 @@ class InstancesMixin:
                           "does not take")
         for name, value in given.items():
             parameters[name] = self.eval(value)
-        builds = {id(s.value) for s in method.body if isinstance(s, ast.Assign)
-                  and len(s.targets) == 1 and isinstance(s.targets[0], ast.Attribute)
-                  and isinstance(s.targets[0].value, ast.Name)
-                  and s.targets[0].value.id == names[0]
-                  and s.targets[0].attr in held.sites} if method.name == "__init__" else set()
+        # The held sites this method builds (`__init__` or another method: classes.py; each
+        # attribute is assigned once in the module).
+        built = {s.targets[0].attr: s.value for s in method.body if isinstance(s, ast.Assign)
+                 and len(s.targets) == 1 and isinstance(s.targets[0], ast.Attribute)
+                 and isinstance(s.targets[0].value, ast.Name)
+                 and s.targets[0].value.id == names[0] and s.targets[0].attr in held.sites}
+        builds = {id(value) for value in built.values()}
         analysis = type(self)(method, self.all_sites, self.module, parameters, self.depth + 1)
         analysis.sites, analysis.inline, analysis.local_builds = {}, {}, builds
         analysis.instances = self.instances
@@ -216,8 +218,8 @@ class InstancesMixin:
             analysis.run_helper()
             self.instances.site_calls.update(analysis.site_calls)
             self.instances.produced.update(analysis.produced)
-            if builds:
-                analysis._check_closures(held, method)
+            if built:
+                analysis._check_closures(held, method, set(built))
         finally:
             self.instances.active.discard(key)
         previous = self.instances.method_edits.setdefault(key, analysis.edits)
@@ -290,19 +292,20 @@ class InstancesMixin:
                               f"not provably {what}: under the caller's mesh over all devices "
                               "it would run on different devices")
 
-    def _check_closures(self, held: HeldClass, init: ast.FunctionDef) -> None:
-        """A def nested in `__init__` and mapped by a held pmap sees `__init__`'s locals as they
-        end up: none of them may be a value whose layout the migration changes."""
+    def _check_closures(self, held: HeldClass, method: ast.FunctionDef, attributes) -> None:
+        """A function the held pmaps `attributes`, built in `method`, map (a lambda or a def
+        nested in `method`) sees that method's locals as they end up: none of them may be a
+        value whose layout the migration changes."""
         for site in held.sites.values():
-            if site.factory or site.bound_self:
+            if site.factory or site.bound_self or site.attribute not in attributes:
                 continue  # a factory's locals are not edited; `self` reads: _held_site_call
-            seen = [site.function_node, *([site.body] if site.enclosing is init else [])]
+            seen = [site.function_node, *([site.body] if site.enclosing is method else [])]
             for node in (n for part in seen if part is not None for n in ast.walk(part)):
                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) \
                         and self.kinds.get(node.id, SAME).changed:
                     raise Blocker(CLASS_HELD, node,
                                   f"`{node.id}` ({describe(self.kinds[node.id])}) "
-                                  f"of `__init__` is closed over by the function {site.label} "
+                                  f"of `{method.name}` is closed over by the function {site.label} "
                                   "maps")
 
 
