@@ -301,3 +301,86 @@ def test_a_pmap_built_in_a_method_otherwise_stays_faithful(edit, words):
     found = _findings(source)
     assert "PM600" not in found, found
     assert any(words in m for m in found.get("PM609", [])), found
+
+
+# -- a method of an object, called in a mapped body --------------------------------------------
+# The replication proof (replication.py) reads a body's calls; `obj.apply(w)` may run any method
+# of that name the module's classes define, so it is device-dependent when one of them reads the
+# device (`jax.lax.axis_index`), even when its arguments are the same on every device.
+SHIFTED = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class Shift:
+    def apply(self, w):
+        return w + jax.lax.axis_index("batch")
+
+
+class Trainer:
+    def __init__(self):
+        self.shift = Shift()
+        self.step = jax.pmap(self._step, axis_name="batch")
+        self.w = None
+
+    def _step(self, w, x):
+        return self.shift.apply(w) + 0 * jax.lax.pmean(x, "batch")
+
+    def init(self, n):
+        self.w = jnp.zeros((n, 3))
+
+    def fit(self, x):
+        self.w = self.step(self.w, x)
+        return self.w
+
+
+def run():
+    n = jax.local_device_count()
+    trainer = Trainer()
+    trainer.init(n)
+    w = trainer.fit(np.ones((n, 3), np.float32))
+    return {"w": np.asarray(w)}
+'''
+
+
+def test_a_method_that_reads_the_device_makes_its_result_per_device():
+    """Before: out_specs=P() on `self.shift.apply(w)`, so every device got device 0's row."""
+    found = _findings(SHIFTED)
+    assert "PM600" not in found, found
+    assert "out_specs=P()" not in _migrated(SHIFTED)
+    # the same call of a method that does not read the device is replicated as before
+    plain = SHIFTED.replace('w + jax.lax.axis_index("batch")', "w + 1.0")
+    assert "PM600" in _findings(plain), _findings(plain)
+
+
+@pytest.mark.equivalence
+@pytest.mark.parametrize("reads_device", [True, False])
+def test_a_method_called_in_a_mapped_body_computes_the_same(reads_device, tmp_path):
+    source = SHIFTED if reads_device else SHIFTED.replace(
+        'w + jax.lax.axis_index("batch")', "w + 1.0")
+    _equivalent_on_8_devices(source, tmp_path)
+
+
+def test_a_module_object_whose_call_reads_the_device_is_per_device():
+    """The same for a lambda site closing over a module-level object: `OBJ(w)` runs its
+    class's `__call__`."""
+    source = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class Shift:
+    def __call__(self, w):
+        return w + jax.lax.axis_index("i")
+
+
+SHIFT = Shift()
+step = jax.pmap(lambda w: SHIFT(w), axis_name="i")
+
+
+def run():
+    n = jax.local_device_count()
+    return {"w": np.asarray(step(jnp.zeros((n, 3))))}
+'''
+    assert "out_specs=P()" not in _migrated(source)
+    assert "out_specs=P()" in _migrated(source.replace('w + jax.lax.axis_index("i")', "w + 1.0"))

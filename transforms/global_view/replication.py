@@ -48,6 +48,14 @@ class BodyAnalysis:
             self.functions = {**self.functions, **{s.name: s for s in site.enclosing.body
                                                    if isinstance(s, ast.FunctionDef)}}
         self._function_varies: dict[str, bool] = {}
+        # The methods of the module's classes by name: a call `obj.name(...)` may run any of
+        # them (the object's class is not tracked), so it is device-dependent when one is.
+        self.methods: dict[str, list[ast.FunctionDef]] = {}
+        for cls in (n for n in ast.walk(module) if isinstance(n, ast.ClassDef)):
+            for member in cls.body:
+                if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    self.methods.setdefault(member.name, []).append(member)
+        self._method_varies: dict[str, bool] = {}
 
     def first_varying_output(self, replicated_params: set[str]) -> ast.AST | None:
         """None when every result is replicated given those parameters are; else the
@@ -168,6 +176,8 @@ class BodyAnalysis:
                 return True
             if self._is_reduction(node):
                 return False
+            if self._calls_varying_method(node, bound):
+                return True
         if isinstance(node, ast.Name):
             if node.id in bound:
                 return False
@@ -204,6 +214,27 @@ class BodyAnalysis:
             return self.site.axis_name is not None and \
                 self.constants.get(ast.unparse(axis)) == self.site.axis_name
         return isinstance(axis, ast.Constant) and axis.value == self.site.axis_name is not None
+
+    def _calls_varying_method(self, call: ast.Call, bound: frozenset[str]) -> bool:
+        """`obj.name(...)` (or `obj(...)`, its `__call__`) where a class of the module defines
+        a method of that name whose code reads the device (`jax.lax.axis_index`, ...): the
+        object's class is not known, so the call is device-dependent even when its arguments
+        are not (a held class's `self.shift.apply(w)`)."""
+        func = call.func
+        if isinstance(func, ast.Attribute):
+            if dotted(func, self.imported):
+                return False  # a module's function (jax.lax.psum): its own rules
+            name = func.attr
+        elif isinstance(func, ast.Name) and func.id not in self.functions \
+                and func.id not in self.imported and func.id not in bound:
+            name = "__call__"
+        else:
+            return False
+        if name not in self._method_varies:
+            self._method_varies[name] = True  # recursion: assume the worst
+            self._method_varies[name] = any(self._def_varies(m, set())
+                                            for m in self.methods.get(name, ()))
+        return self._method_varies[name]
 
     def _global_varies(self, name: ast.Name) -> bool:
         """A module-level name: an import from an unknown module, or a module function that
