@@ -384,3 +384,155 @@ def run():
 '''
     assert "out_specs=P()" not in _migrated(source)
     assert "out_specs=P()" in _migrated(source.replace('w + jax.lax.axis_index("i")', "w + 1.0"))
+
+
+# -- base classes in the module ----------------------------------------------------------------
+# A class whose base classes are defined in the module (single inheritance, as an experiment
+# framework's `Experiment(AbstractExperiment)`) is followed as its instances run it: the methods
+# it inherits, a method overriding the base's of its name, and `super().name(...)` running the
+# base's method on the same instance.
+BASED = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class AbstractExperiment:
+    def __init__(self, lr):
+        self.lr = lr
+        self.w = None
+
+    def train_loop(self, x, steps):
+        for _ in range(steps):
+            self.w = self.step(self.w, x)
+        return self.w
+
+
+class Experiment(AbstractExperiment):
+    def __init__(self, lr, n):
+        super().__init__(lr)
+        self.n = n
+
+    def _train_fn(self, w, x):
+        grad = jax.lax.pmean(jnp.mean(x, axis=0), "batch")
+        return w - self.lr * grad
+
+    def _initialize_train(self):
+        self.w = jnp.zeros((self.n, 3))
+        self.train_fn = jax.pmap(self._train_fn, axis_name="batch", donate_argnums=(0,))
+
+    def step(self, w, x):
+        return self.train_fn(w, x)
+
+
+def run():
+    n = jax.local_device_count()
+    experiment = Experiment(0.1, n)
+    experiment._initialize_train()
+    x = np.arange(n * 12, dtype=np.float32).reshape(n, 4, 3)
+    w = experiment.train_loop(x, 3)
+    return {"w": np.asarray(w[0])}
+'''
+
+# The base's `__init__` stores a replicated stack, which only `super().__init__` runs, and a
+# base method reads its row 0: both are edited for the instance's global layout.
+BASED_INIT_STORES = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class AbstractExperiment:
+    def __init__(self, lr, n):
+        self.lr = lr
+        self.w = jnp.stack([jnp.zeros(3)] * n)
+
+    def train_loop(self, x, steps):
+        for _ in range(steps):
+            self.w = self.step(self.w, x)
+        return self.w
+
+    def first(self):
+        return self.w[0]
+
+
+class Experiment(AbstractExperiment):
+    def __init__(self, lr, n):
+        super().__init__(lr, n)
+        self.n = n
+
+    def _train_fn(self, w, x):
+        grad = jax.lax.pmean(jnp.mean(x, axis=0), "batch")
+        return w - self.lr * grad
+
+    def _initialize_train(self):
+        self.train_fn = jax.pmap(self._train_fn, axis_name="batch", donate_argnums=(0,))
+
+    def step(self, w, x):
+        return self.train_fn(w, x)
+
+
+def run():
+    n = jax.local_device_count()
+    experiment = Experiment(0.1, n)
+    experiment._initialize_train()
+    x = np.arange(n * 12, dtype=np.float32).reshape(n, 4, 3)
+    w = experiment.train_loop(x, 3)
+    return {"w": np.asarray(w[0]), "f": np.asarray(experiment.first())}
+'''
+
+
+@pytest.mark.parametrize("source", [BASED, BASED_INIT_STORES], ids=["based", "init_stores"])
+def test_a_class_with_a_base_in_the_module_goes_global(source):
+    found = _findings(source)
+    assert "PM600" in found and "PM609" not in found, found
+    assert pmap_contract_code(_migrated(source)) == []
+
+
+def test_the_base_init_super_runs_is_followed():
+    text = _migrated(BASED_INIT_STORES)
+    assert "jnp.stack" not in text and "        return self.w\n" in text
+
+
+@pytest.mark.equivalence
+@pytest.mark.parametrize("source", [BASED, BASED_INIT_STORES], ids=["based", "init_stores"])
+def test_a_class_with_a_base_in_the_module_computes_the_same(source, tmp_path):
+    _equivalent_on_8_devices(source, tmp_path)
+
+
+@pytest.mark.parametrize("edit, words", [
+    # the base is instantiated too: its methods' edits would run for that instance
+    (("    experiment = Experiment(0.1, n)\n",
+      "    experiment = Experiment(0.1, n)\n    AbstractExperiment(0.2)\n"), "is used at line"),
+    # a second subclass of the base
+    (("def run():", "class Other(AbstractExperiment):\n    pass\n\n\ndef run():"),
+     "is used at line"),
+    # a base the module imports
+    (("class AbstractExperiment:", "from collections import UserDict\n\n\n"
+      "class AbstractExperiment(UserDict):"), "not one class defined at this module's top level"),
+    # two bases
+    (("class Experiment(AbstractExperiment):", "class Mixin:\n    pass\n\n\n"
+      "class Experiment(AbstractExperiment, Mixin):"), "and others"),
+    # super() kept as a value
+    (("        super().__init__(lr)\n", "        parent = super()\n        parent.__init__(lr)\n"),
+     "other than as `super().method(...)`"),
+    # a base method that is decorated
+    (("    def train_loop(self, x, steps):", "    @staticmethod\n    def helper():\n"
+      "        return 1\n\n    def train_loop(self, x, steps):"), "decorated"),
+    # super() reaching no method of the bases (object's)
+    (("        self.n = n\n", "        self.n = n\n        super().reset()\n"),
+     "reaches no method of its base classes"),
+])
+def test_a_class_whose_bases_are_not_all_followed_stays_faithful(edit, words):
+    source = BASED.replace(*edit)
+    assert source != BASED
+    found = _findings(source)
+    assert "PM600" not in found, found
+    assert any(words in m for m in found.get("PM609", [])), found
+
+
+def test_a_donated_value_a_base_method_reads_keeps_the_class_faithful():
+    source = BASED.replace("            self.w = self.step(self.w, x)\n",
+                           "            old = self.w\n            self.w = self.step(self.w, x)\n"
+                           "            self.seen = old + 1\n")
+    found = _findings(source)
+    assert "PM600" not in found, found
+    assert any("`old` is read after" in m for m in found.get("PM609", [])), found

@@ -6,8 +6,10 @@ handed back to module code.
 
 Such a site goes global only when every use is in sight, because the class's methods then
 take and give global arrays:
-- the class is defined at module level, has no base classes, decorators or decorated
-  methods, and nothing in the module subclasses it;
+- the class is defined at module level, has no decorators or decorated methods, and nothing
+  in the module subclasses it; its bases, if any, are a single-inheritance chain of module-level
+  classes used nowhere else, whose methods it inherits (class_view: one class as its instances
+  run it, `super().name(...)` resolved to the base's method);
 - the attribute is assigned once in the module, by a statement of a method's own body (not
   in an `if` or loop of it), and only ever called as `self.<attribute>(...)` in the class's
   own methods;
@@ -150,6 +152,7 @@ def _held_site(cls: ast.ClassDef, statement, value, factory, tree, imported, fun
                       + "), so its uses cannot all be followed: kept in the faithful style")
     attribute = target.attr
     _class_shape(cls, tree, where)
+    cls = class_view(cls, tree)  # with the methods it inherits from bases in the module
     _single_assignment(attribute, statement, tree, cls, where)
     _called_through_self(cls, attribute, tree, where)
     if factory is not None:
@@ -162,12 +165,123 @@ def _held_site(cls: ast.ClassDef, statement, value, factory, tree, imported, fun
     return site
 
 
+# -- base classes in the module ----------------------------------------------------------------
+def _base_chain(cls: ast.ClassDef, tree: ast.Module, where=None) -> list[ast.ClassDef]:
+    """`cls` and the classes it inherits from, root first: single inheritance from classes
+    defined at the module's top level, none with a metaclass or decorators. A Blocker at
+    `where` otherwise (a base in another module, several bases, ...)."""
+    classes = {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)}
+    chain, current = [], cls
+    while True:
+        if current.keywords or current.decorator_list:
+            raise Blocker(CLASS_HELD, where or current,
+                          f"`{current.name}` has a metaclass or decorators: methods it "
+                          "inherits or that others override are not seen, so its pmaps stay "
+                          "faithful")
+        chain.insert(0, current)
+        if not current.bases:
+            return chain
+        base = current.bases[0]
+        if len(current.bases) > 1 or not isinstance(base, ast.Name) \
+                or base.id not in classes or classes[base.id] in chain:
+            raise Blocker(CLASS_HELD, where or current,
+                          f"`{current.name}` inherits from `{ast.unparse(base)}`"
+                          + (" and others" if len(current.bases) > 1 else "")
+                          + ", which is not one class defined at this module's top level: "
+                          "the methods it inherits are not seen, so its pmaps stay faithful")
+        current = classes[base.id]
+
+
+def class_view(cls: ast.ClassDef, tree: ast.Module) -> ast.ClassDef:
+    """`cls` as its instances see it: a class with no bases is itself; a class with base
+    classes in the module (`_base_chain`) is one synthetic class of the same name whose body
+    holds the statements of its bases and its own, a method overriding the base's of its name
+    (Python's method resolution for single inheritance). `view.chain`: the classes whose code
+    its instances run, root first (walk them, not the view, to see every method, overridden
+    ones too); `view.supers[id(method)]` maps the names `super().name(...)` reaches from
+    `method` to the base methods it runs."""
+    if not cls.bases:
+        return cls  # no `chain` / `supers`: read them with getattr, as chain_members does
+    chain = _base_chain(cls, tree)
+    members: dict[str, ast.stmt] = {}
+    others: list[ast.stmt] = []
+    supers = {}
+    for current in chain:
+        visible = {n: m for n, m in members.items() if isinstance(m, ast.FunctionDef)}
+        for member in current.body:
+            if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                members.pop(member.name, None)
+                members[member.name] = member
+                supers[id(member)] = visible
+            else:
+                others.append(member)
+    view = ast.ClassDef(name=cls.name, bases=[], keywords=[], body=others + list(members.values()),
+                        decorator_list=[], type_params=[])
+    ast.copy_location(view, cls)
+    view.end_lineno, view.end_col_offset = cls.end_lineno, cls.end_col_offset
+    view.chain, view.supers = chain, supers
+    return view
+
+
+def view_of(cls: ast.ClassDef, tree: ast.Module) -> ast.ClassDef:
+    """class_view, or the class alone where its bases are not followed (they are not in the
+    module, ...): what of its code is in sight."""
+    try:
+        return class_view(cls, tree)
+    except Blocker:
+        return cls
+
+
+def chain_members(view: ast.ClassDef) -> list[ast.stmt]:
+    """Every statement of the bodies of the classes `view` runs (class_view's chain)."""
+    return [member for current in getattr(view, "chain", [view]) for member in current.body]
+
+
+def super_method(view: ast.ClassDef, method: ast.FunctionDef, call: ast.Call):
+    """The base method `super().name(...)` (`call`) runs from `method`, or None when the call
+    is not such a call; a Blocker when it is one that the class's bases do not resolve."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and is_super_call(func.value)):
+        return None
+    found = getattr(view, "supers", {}).get(id(method), {}).get(func.attr)
+    if found is None:
+        raise Blocker(CLASS_HELD, call, f"`{ast.unparse(func)}(...)` (line {call.lineno}) "
+                      f"in `{view.name}.{method.name}` reaches no method of its base classes "
+                      "in the module that the global style follows")
+    return found
+
+
+def is_super_call(node) -> bool:
+    """`super()` with no arguments, the builtin (not a name the module binds)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+        and node.func.id == "super" and not node.args and not node.keywords
+
+
 def _class_shape(cls: ast.ClassDef, tree: ast.Module, where) -> None:
-    if cls.bases or cls.keywords or cls.decorator_list:
-        raise Blocker(CLASS_HELD, where,
-                      f"`{cls.name}` has base classes, a metaclass or decorators: "
-                      "methods it inherits or that others override are not seen, so its "
-                      "pmaps stay faithful")
+    """The class (with the bases it inherits from in the module) is one the global style
+    follows: plain methods, `super()` only as `super().method(...)`, not subclassed."""
+    chain = _base_chain(cls, tree, where)
+    bases = {id(c.bases[0]) for c in chain[1:]}
+    for base in chain[:-1]:
+        use = next((n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == base.name
+                    and id(n) not in bases), None)
+        if use is not None:
+            raise Blocker(CLASS_HELD, where,
+                          f"`{base.name}`, a base of `{cls.name}`, is used at line {use.lineno} "
+                          f"other than as the base `{cls.name}` inherits from: its methods, "
+                          f"which the migration edits for `{cls.name}`'s instances, would run "
+                          "for others too")
+    view = class_view(cls, tree)
+    code = [n for member in chain_members(view) for n in ast.walk(member)]
+    supers = {id(n.func.value.func) for n in code if isinstance(n, ast.Call)
+              and isinstance(n.func, ast.Attribute) and is_super_call(n.func.value)}
+    for node in code:
+        if isinstance(node, ast.Name) and node.id in ("super", "__class__") \
+                and id(node) not in supers:
+            raise Blocker(CLASS_HELD, where,
+                          f"`{node.id}` at line {node.lineno} is used other than as "
+                          f"`super().method(...)` in a method of `{cls.name}`: what it "
+                          "reaches is not followed")
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and any(
                 isinstance(b, ast.Name) and b.id == cls.name for b in node.bases):
@@ -175,7 +289,7 @@ def _class_shape(cls: ast.ClassDef, tree: ast.Module, where) -> None:
                           f"`{cls.name}`, which holds this pmap, is subclassed by "
                           f"`{node.name}` (line {node.lineno}), whose methods may call it with "
                           "other layouts")
-    for member in cls.body:
+    for member in chain_members(view):
         if isinstance(member, (ast.AsyncFunctionDef, ast.ClassDef)) or (
                 isinstance(member, ast.FunctionDef) and member.decorator_list):
             raise Blocker(CLASS_HELD, where,
@@ -209,7 +323,7 @@ def _single_assignment(attribute: str, statement, tree: ast.Module, cls, where) 
 def _called_through_self(cls: ast.ClassDef, attribute: str, tree: ast.Module, where) -> None:
     """Every load of `.attribute` anywhere is `self.attribute(...)` in a method of `cls`."""
     calls = set()
-    for member in cls.body:
+    for member in chain_members(cls):
         if isinstance(member, ast.FunctionDef) and member.args.args:
             me = member.args.args[0].arg
             for node in ast.walk(member):

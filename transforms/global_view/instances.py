@@ -20,7 +20,7 @@ from transforms.codes.global_view import (
     PRODUCER_UNKNOWN,
     UNAVAILABLE,
 )
-from transforms.global_view.classes import HeldClass
+from transforms.global_view.classes import HeldClass, class_view, is_super_call, super_method
 from transforms.global_view.sites import Blocker, Site
 from transforms.global_view.values import SAME, Kind, describe
 
@@ -81,8 +81,8 @@ class InstancesMixin:
         held = {a: s for s in self.all_sites.values() if s.holder == name for a in [s.attribute]}
         if not held or self.instances is None:
             return None
-        node = next(s for s in self.module.tree.body
-                    if isinstance(s, ast.ClassDef) and s.name == name)
+        node = class_view(next(s for s in self.module.tree.body
+                               if isinstance(s, ast.ClassDef) and s.name == name), self.module.tree)
         methods = {m.name: m for m in node.body if isinstance(m, ast.FunctionDef)}
         return HeldClass(node, held, methods)
 
@@ -119,6 +119,13 @@ class InstancesMixin:
             if init is not None:
                 self._method_call(call, held, init, instance)
             return instance
+        if isinstance(func, ast.Attribute) and is_super_call(func.value) \
+                and isinstance(self.function, ast.FunctionDef) and self.function.args.args:
+            me = self.kinds.get(self.function.args.args[0].arg, SAME)
+            held = self._held_class(me.holder) if me.tag == "instance" else None
+            if held is not None:  # `super().__init__(...)` in a method: the base's method
+                return self._method_call(call, held, super_method(held.node, self.function, call),
+                                         me)
         if isinstance(func, ast.Attribute):
             held = self._instance_of(func.value)
             if held is not None:
@@ -182,7 +189,7 @@ class InstancesMixin:
                      instance: Kind) -> Kind:
         """A method followed like a helper, with its arguments' kinds; its edits must be the
         same for every call (one text serves them all)."""
-        key = (held.name, method.name)
+        key = (held.name, method.name, id(method))  # a base's method of the same name differs
         arguments = method.args
         if key in self.instances.active or self.depth >= 4:
             raise Blocker(CLASS_HELD, call,
