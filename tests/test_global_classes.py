@@ -505,6 +505,9 @@ def test_a_class_with_a_base_in_the_module_computes_the_same(source, tmp_path):
     # a second subclass of the base
     (("def run():", "class Other(AbstractExperiment):\n    pass\n\n\ndef run():"),
      "is used at line"),
+    # a base defined twice: which definition the subclass inherits from depends on the order
+    (("class Experiment(AbstractExperiment):", "class AbstractExperiment:\n    pass\n\n\n"
+      "class Experiment(AbstractExperiment):"), "not one class defined at this module's top level"),
     # a base the module imports
     (("class AbstractExperiment:", "from collections import UserDict\n\n\n"
       "class AbstractExperiment(UserDict):"), "not one class defined at this module's top level"),

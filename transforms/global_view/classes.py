@@ -170,7 +170,9 @@ def _base_chain(cls: ast.ClassDef, tree: ast.Module, where=None) -> list[ast.Cla
     """`cls` and the classes it inherits from, root first: single inheritance from classes
     defined at the module's top level, none with a metaclass or decorators. A Blocker at
     `where` otherwise (a base in another module, several bases, ...)."""
-    classes = {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)}
+    defined = [s.name for s in tree.body if isinstance(s, ast.ClassDef)]
+    classes = {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)
+               and defined.count(s.name) == 1}  # a name defined twice: which one is a base?
     chain, current = [], cls
     while True:
         if current.keywords or current.decorator_list:
