@@ -539,3 +539,86 @@ def test_a_donated_value_a_base_method_reads_keeps_the_class_faithful():
     found = _findings(source)
     assert "PM600" not in found, found
     assert any("`old` is read after" in m for m in found.get("PM609", [])), found
+
+
+# -- a mapped method that uses the class's other methods ---------------------------------------
+# `self._loss(w, x)` and `jax.value_and_grad(self._loss)` in the mapped method: the methods it
+# runs through `self` are traced with it, under the same rule (they read plain attributes and
+# use plain methods; nothing else of `self`), and the attributes they read keep their layout.
+SELF_CALLS = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class Trainer:
+    def __init__(self, lr):
+        self.lr = lr
+        self.scale = 0.5
+        self.step = jax.pmap(self._step, axis_name="batch")
+        self.w = None
+
+    def _loss(self, w, x):
+        return self.scale * jnp.mean((x @ w) ** 2)
+
+    def _step(self, w, x):
+        loss, grad = jax.value_and_grad(self._loss)(w, x)
+        grad = jax.lax.pmean(grad, "batch")
+        return w - self.lr * grad, jax.lax.pmean(self._loss(w, x) + 0 * loss, "batch")
+
+    def init(self, n):
+        self.w = jnp.stack([jnp.ones(3)] * n)
+
+    def fit(self, x):
+        losses = []
+        for _ in range(2):
+            self.w, loss = self.step(self.w, x)
+            losses.append(loss)
+        return self.w, losses
+
+
+def run():
+    n = jax.local_device_count()
+    trainer = Trainer(0.1)
+    trainer.init(n)
+    x = np.arange(n * 12, dtype=np.float32).reshape(n, 4, 3) / 10
+    w, losses = trainer.fit(x)
+    return {"w": np.asarray(w[0]), "loss": np.asarray([l[0] for l in losses])}
+'''
+
+
+def test_a_mapped_method_that_uses_other_methods_goes_global():
+    found = _findings(SELF_CALLS)
+    assert "PM600" in found and "PM609" not in found, found
+    assert pmap_contract_code(_migrated(SELF_CALLS)) == []
+
+
+@pytest.mark.equivalence
+def test_a_mapped_method_that_uses_other_methods_computes_the_same(tmp_path):
+    _equivalent_on_8_devices(SELF_CALLS, tmp_path)
+
+
+def test_a_method_passed_to_a_transform_that_reads_the_device_is_per_device():
+    """`jax.grad(self._tilt)` of a method reading `axis_index`: the update differs per device,
+    so it is not given out_specs=P()."""
+    source = SELF_CALLS.replace(
+        '        return w - self.lr * grad, jax.lax.pmean(self._loss(w, x) + 0 * loss, "batch")',
+        '        return w - self.lr * grad - jax.grad(self._tilt)(w), jax.lax.pmean(loss, "batch")'
+        '\n\n    def _tilt(self, w):\n        return jnp.sum(w) * jax.lax.axis_index("batch")')
+    assert source != SELF_CALLS
+    assert "out_specs=P()" not in _migrated(source)
+
+
+@pytest.mark.parametrize("edit, words", [
+    # a method the mapped method runs stores on `self` inside the trace
+    (("    def _loss(self, w, x):\n", "    def _loss(self, w, x):\n        self.seen = x\n"),
+     "uses `self` other than to read a plain attribute or use a plain method"),
+    # it reads an attribute whose layout the migration changes
+    (("jnp.mean((x @ w) ** 2)", "jnp.mean((x @ w) ** 2) + 0 * jnp.sum(self.w[0])"),
+     "whose layout the migration changes"),
+])
+def test_a_method_the_mapped_method_runs_is_held_to_its_rule(edit, words):
+    source = SELF_CALLS.replace(*edit)
+    assert source != SELF_CALLS
+    found = _findings(source)
+    assert "PM600" not in found, found
+    assert any(words in m for m in found.get("PM609", [])), found

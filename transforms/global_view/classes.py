@@ -403,18 +403,43 @@ def _method_held(cls, method, value, imported, functions, constants) -> Site:
 
 def _reads_plain_attributes(method: ast.FunctionDef, cls: ast.ClassDef, where) -> None:
     """A bound method mapped by pmap sees `self` as a closure: it may read attributes of it
-    (checked against the attributes' kinds at the calls) but not call methods or pass `self`."""
-    me = method.args.args[0].arg
-    methods = {m.name for m in cls.body if isinstance(m, ast.FunctionDef)}
-    reads = {id(n.value) for n in ast.walk(method) if isinstance(n, ast.Attribute)
-             and isinstance(n.value, ast.Name) and n.value.id == me
-             and isinstance(n.ctx, ast.Load) and n.attr not in methods}
-    for node in ast.walk(method):
-        if isinstance(node, ast.Name) and node.id == me and id(node) not in reads \
-                and node is not method.args.args[0]:
-            raise Blocker(CLASS_HELD, node, f"the method `{method.name}` that pmap maps uses "
-                          f"`{me}` other than to read a plain attribute (line {node.lineno}): "
-                          "what it reaches through it is not followed")
+    (checked against the attributes' kinds at the calls) and use the class's other plain
+    methods through it (`self._loss_fn(...)`, `jax.grad(self._loss_fn)`), which run inside
+    the trace under the same rule (reached_methods); not store on `self` or pass it on."""
+    reached_methods(method, cls)
+
+
+def reached_methods(method: ast.FunctionDef, cls: ast.ClassDef) -> list[ast.FunctionDef]:
+    """`method` and the plain methods of `cls` (a class_view) it uses through its `self`,
+    transitively: each may use its `self` only as `self.attribute` (a load) or `self.m` of a
+    plain method m; a Blocker naming the first other use."""
+    methods = {m.name: m for m in cls.body if isinstance(m, ast.FunctionDef)
+               and not m.name.startswith("__")}
+    reached, pending = [], [method]
+    while pending:
+        current = pending.pop()
+        if any(current is m for m in reached):
+            continue
+        reached.append(current)
+        if not current.args.args or current.args.posonlyargs:
+            raise Blocker(CLASS_HELD, current, f"the method `{current.name}` that pmap's mapped "
+                          "method uses has no plain `self` parameter")
+        me = current.args.args[0].arg
+        uses = set()
+        for node in ast.walk(current):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id == me and isinstance(node.ctx, ast.Load):
+                uses.add(id(node.value))
+                if node.attr in methods:
+                    pending.append(methods[node.attr])
+        for node in ast.walk(current):
+            if isinstance(node, ast.Name) and node.id == me and id(node) not in uses \
+                    and node is not current.args.args[0]:
+                raise Blocker(CLASS_HELD, node, f"the method `{current.name}`, which pmap's "
+                              f"mapped method `{method.name}` runs, uses `{me}` other than to "
+                              f"read a plain attribute or use a plain method (line "
+                              f"{node.lineno}): what it reaches through it is not followed")
+    return reached
 
 
 def _bound_once(function: ast.FunctionDef, name: str) -> bool:

@@ -41,7 +41,13 @@ import dataclasses
 
 from transforms.codes.global_view import CLASS_HELD, DONATED_COPY_READ
 from transforms.global_view import donation
-from transforms.global_view.classes import chain_members, class_view, is_super_call, super_method
+from transforms.global_view.classes import (
+    chain_members,
+    class_view,
+    is_super_call,
+    reached_methods,
+    super_method,
+)
 from transforms.global_view.donation import (
     DonatedReads,
     ends_early,
@@ -272,10 +278,13 @@ class InstanceDonatedReads(DonatedReads):
             return super()._call(call)
         site = self.site_calls.get(id(call))
         if site is not None:
-            if site.bound_self:  # the mapped method reads attributes as it runs
-                for node in ast.walk(site.body):
+            # the mapped method (and the methods it runs through self) reads attributes
+            cls = self.classes[holder]
+            for method in reached_methods(site.body, cls) if site.bound_self else ():
+                me = method.args.args[0].arg
+                for node in ast.walk(method):
                     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                            and node.value.id == site.bound_self:
+                            and node.value.id == me:
                         self._read(call, f"{holder}.{node.attr}")
             return self._site_call(call, site)
         return self._follow(call, self.classes[holder], func.attr, func.value.id)

@@ -20,7 +20,13 @@ from transforms.codes.global_view import (
     PRODUCER_UNKNOWN,
     UNAVAILABLE,
 )
-from transforms.global_view.classes import HeldClass, class_view, is_super_call, super_method
+from transforms.global_view.classes import (
+    HeldClass,
+    class_view,
+    is_super_call,
+    reached_methods,
+    super_method,
+)
 from transforms.global_view.sites import Blocker, Site
 from transforms.global_view.values import SAME, Kind, describe
 
@@ -256,10 +262,11 @@ class InstancesMixin:
         """`self.step(...)`: the site's call; a bound method's body may read only attributes
         whose layout the migration leaves as it is."""
 
-        if site.bound_self:
-            for node in ast.walk(site.body):
+        for method in reached_methods(site.body, held.node) if site.bound_self else ():
+            me = method.args.args[0].arg  # the mapped method and those it runs through self
+            for node in ast.walk(method):
                 if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                        and node.value.id == site.bound_self:
+                        and node.value.id == me and node.attr not in held.methods:
                     key = (held.name, node.attr)
                     self.instances.read.add(key)
                     kind = self.instances.attributes.get(key, SAME)
