@@ -622,3 +622,78 @@ def test_a_method_the_mapped_method_runs_is_held_to_its_rule(edit, words):
     found = _findings(source)
     assert "PM600" not in found, found
     assert any(words in m for m in found.get("PM609", [])), found
+
+
+# -- properties ----------------------------------------------------------------------------------
+# `@property def train_inputs(self)` (kfac's experiment): reading the attribute runs the method,
+# so it is followed where it is read, like a call of it with no arguments; `x is None` reads
+# whether x is None, whatever x's layout (the property's lazy initialisation).
+PROPERTIES = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class Experiment:
+    def __init__(self, n):
+        self.n = n
+        self._train_input = None
+        self.w = jnp.stack([jnp.zeros(3)] * n)
+        self.step = jax.pmap(self._step, axis_name="batch")
+
+    @property
+    def train_inputs(self):
+        if self._train_input is None:
+            self._train_input = np.arange(self.n * 12, dtype=np.float32).reshape(self.n, 4, 3)
+        return self._train_input
+
+    @property
+    def scale(self):
+        return 0.5
+
+    def _step(self, w, x):
+        return w - self.scale * jax.lax.pmean(jnp.mean(x, axis=0), "batch")
+
+    def train(self):
+        for _ in range(2):
+            self.w = self.step(self.w, self.train_inputs)
+        return self.w
+
+
+def run():
+    n = jax.local_device_count()
+    experiment = Experiment(n)
+    w = experiment.train()
+    return {"w": np.asarray(w[0])}
+'''
+
+
+def test_a_class_with_properties_goes_global():
+    found = _findings(PROPERTIES)
+    assert "PM600" in found and "PM609" not in found, found
+    text = _migrated(PROPERTIES)
+    assert pmap_contract_code(text) == [] and ".reshape(self.n * 4, 3)" in text
+
+
+@pytest.mark.equivalence
+def test_a_class_with_properties_computes_the_same(tmp_path):
+    _equivalent_on_8_devices(PROPERTIES, tmp_path)
+
+
+@pytest.mark.parametrize("edit, words", [
+    # a donating pmap: the donated-read check does not follow property reads
+    (('axis_name="batch")', 'axis_name="batch", donate_argnums=(0,))'), "is a property"),
+    # the property's value called
+    (("    w = experiment.train()\n", "    experiment.scale()\n    w = experiment.train()\n"),
+     "calls what the property"),
+    # `property` rebound by the module: the decorator is not the builtin
+    (("class Experiment:", "property = staticmethod\n\n\nclass Experiment:"), "decorated"),
+    # the mapped method reads a property that reads an attribute whose layout changes
+    (("        return 0.5\n", "        return 0.5 + 0 * self.w[0][0]\n"),
+     "whose layout the migration changes"),
+])
+def test_a_property_not_followed_keeps_the_class_faithful(edit, words):
+    source = PROPERTIES.replace(*edit)
+    assert source != PROPERTIES
+    found = _findings(source)
+    assert "PM600" not in found, found
+    assert any(words in m for m in found.get("PM609", [])), found

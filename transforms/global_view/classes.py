@@ -6,8 +6,9 @@ handed back to module code.
 
 Such a site goes global only when every use is in sight, because the class's methods then
 take and give global arrays:
-- the class is defined at module level, has no decorators or decorated methods, and nothing
-  in the module subclasses it; its bases, if any, are a single-inheritance chain of module-level
+- the class is defined at module level, has no decorators or decorated methods other than
+  `@property` ones (instances.py follows them where the attribute is read), and nothing in the
+  module subclasses it; its bases, if any, are a single-inheritance chain of module-level
   classes used nowhere else, whose methods it inherits (class_view: one class as its instances
   run it, `super().name(...)` resolved to the base's method);
 - the attribute is assigned once in the module, by a statement of a method's own body (not
@@ -161,6 +162,11 @@ def _held_site(cls: ast.ClassDef, statement, value, factory, tree, imported, fun
         site = _method_held(cls, method, value, imported, functions, constants)
     if site.static:
         raise Blocker(OPTIONS, site.node, "static_broadcasted_argnums on a pmap held by a class")
+    prop = next((m for m in cls.body if is_property(m)), None)
+    if site.donate and prop is not None:
+        raise Blocker(CLASS_HELD, where, f"this pmap donates, and `{cls.name}.{prop.name}` "
+                      f"(line {prop.lineno}) is a property, whose reads the donated-read check "
+                      "does not follow")
     site.holder, site.attribute, site.name = cls.name, attribute, attribute
     return site
 
@@ -292,6 +298,8 @@ def _class_shape(cls: ast.ClassDef, tree: ast.Module, where) -> None:
                           f"`{node.name}` (line {node.lineno}), whose methods may call it with "
                           "other layouts")
     for member in chain_members(view):
+        if is_property(member) and _property_rebound(tree) is None:
+            continue  # run by reading the attribute: instances.py follows it there
         if isinstance(member, (ast.AsyncFunctionDef, ast.ClassDef)) or (
                 isinstance(member, ast.FunctionDef) and member.decorator_list):
             raise Blocker(CLASS_HELD, where,
@@ -304,6 +312,28 @@ def _class_shape(cls: ast.ClassDef, tree: ast.Module, where) -> None:
                           f"`{cls.name}.{member.name}` (line {member.lineno}) is "
                           "run by Python implicitly (attribute access, operators, iteration, "
                           "...), where the global style cannot follow it")
+
+
+def is_property(member) -> bool:
+    """`@property def name(self): ...`: a method Python runs when the attribute is read (the
+    module does not rebind `property`: _class_shape)."""
+    arguments = member.args if isinstance(member, ast.FunctionDef) else None
+    return arguments is not None and len(member.decorator_list) == 1 \
+        and isinstance(member.decorator_list[0], ast.Name) \
+        and member.decorator_list[0].id == "property" and len(arguments.args) == 1 \
+        and not (arguments.posonlyargs or arguments.vararg or arguments.kwonlyargs
+                 or arguments.kwarg)
+
+
+def _property_rebound(tree: ast.Module) -> ast.AST | None:
+    """Where the module binds the name `property` (a def, class, import or assignment)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == "property" \
+                and not isinstance(node.ctx, ast.Load) \
+                or isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == "property" \
+                or isinstance(node, ast.alias) and (node.asname or node.name) == "property":
+            return node
+    return None
 
 
 def _single_assignment(attribute: str, statement, tree: ast.Module, cls, where) -> None:

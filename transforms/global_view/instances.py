@@ -23,6 +23,7 @@ from transforms.codes.global_view import (
 from transforms.global_view.classes import (
     HeldClass,
     class_view,
+    is_property,
     is_super_call,
     reached_methods,
     super_method,
@@ -137,6 +138,10 @@ class InstancesMixin:
             if held is not None:
                 if func.attr in held.sites:
                     return self._held_site_call(call, held, held.sites[func.attr])
+                if is_property(held.methods.get(func.attr)):
+                    raise Blocker(CLASS_HELD, call, f"`{ast.unparse(func)}(...)` calls what the "
+                                  f"property `{held.name}.{func.attr}` gives, which the global "
+                                  "style does not follow")
                 if func.attr in held.methods:
                     return self._method_call(call, held, held.methods[func.attr],
                                              self.eval(func.value))
@@ -158,6 +163,9 @@ class InstancesMixin:
         held = self._instance_of(node.value)
         if held is None:
             return None
+        if is_property(held.methods.get(node.attr)):  # reading it runs the method
+            read = ast.copy_location(ast.Call(func=node, args=[], keywords=[]), node)
+            return self._method_call(read, held, held.methods[node.attr], self.eval(node.value))
         if node.attr in held.sites or node.attr in held.methods:
             raise Blocker(CLASS_HELD, node, f"`{ast.unparse(node)}` (a method or pmap of "
                           f"`{held.name}`) is used as a value, so its calls are not all seen")
