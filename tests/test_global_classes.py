@@ -487,6 +487,14 @@ def test_a_class_with_a_base_in_the_module_goes_global(source):
     assert pmap_contract_code(_migrated(source)) == []
 
 
+def test_a_base_written_as_inheriting_from_object_is_followed():
+    source = BASED.replace("class AbstractExperiment:", "class AbstractExperiment(object):")
+    found = _findings(source)
+    assert "PM600" in found and "PM609" not in found, found
+    shadowed = source.replace("def run():", "object = dict\n\n\ndef run():")
+    assert "PM600" not in _findings(shadowed)
+
+
 def test_the_base_init_super_runs_is_followed():
     text = _migrated(BASED_INIT_STORES)
     assert "jnp.stack" not in text and "        return self.w\n" in text

@@ -187,7 +187,7 @@ def _base_chain(cls: ast.ClassDef, tree: ast.Module, where=None) -> list[ast.Cla
                           "inherits or that others override are not seen, so its pmaps stay "
                           "faithful")
         chain.insert(0, current)
-        if not current.bases:
+        if not _bases(current):
             return chain
         base = current.bases[0]
         if len(current.bases) > 1 or not isinstance(base, ast.Name) \
@@ -200,6 +200,14 @@ def _base_chain(cls: ast.ClassDef, tree: ast.Module, where=None) -> list[ast.Cla
         current = classes[base.id]
 
 
+def _bases(cls: ast.ClassDef) -> list[ast.expr]:
+    """The class's bases, a lone `object` (the implicit base, written out) left out."""
+    bases = cls.bases
+    if len(bases) == 1 and isinstance(bases[0], ast.Name) and bases[0].id == "object":
+        return []
+    return bases
+
+
 def class_view(cls: ast.ClassDef, tree: ast.Module) -> ast.ClassDef:
     """`cls` as its instances see it: a class with no bases is itself; a class with base
     classes in the module (`_base_chain`) is one synthetic class of the same name whose body
@@ -208,7 +216,7 @@ def class_view(cls: ast.ClassDef, tree: ast.Module) -> ast.ClassDef:
     its instances run, root first (walk them, not the view, to see every method, overridden
     ones too); `view.supers[id(method)]` maps the names `super().name(...)` reaches from
     `method` to the base methods it runs."""
-    if not cls.bases:
+    if not _bases(cls):
         return cls  # no `chain` / `supers`: read them with getattr, as chain_members does
     chain = _base_chain(cls, tree)
     members: dict[str, ast.stmt] = {}
@@ -269,6 +277,9 @@ def _class_shape(cls: ast.ClassDef, tree: ast.Module, where) -> None:
     """The class (with the bases it inherits from in the module) is one the global style
     follows: plain methods, `super()` only as `super().method(...)`, not subclassed."""
     chain = _base_chain(cls, tree, where)
+    if any(c.bases and not _bases(c) for c in chain) and _binds(tree, "object"):
+        raise Blocker(CLASS_HELD, where, f"a class `{cls.name}` inherits from names `object` "
+                      "as its base, which the module binds to something else")
     bases = {id(c.bases[0]) for c in chain[1:]}
     for base in chain[:-1]:
         use = next((n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == base.name
@@ -298,7 +309,7 @@ def _class_shape(cls: ast.ClassDef, tree: ast.Module, where) -> None:
                           f"`{node.name}` (line {node.lineno}), whose methods may call it with "
                           "other layouts")
     for member in chain_members(view):
-        if is_property(member) and _property_rebound(tree) is None:
+        if is_property(member) and not _binds(tree, "property"):
             continue  # run by reading the attribute: instances.py follows it there
         if isinstance(member, (ast.AsyncFunctionDef, ast.ClassDef)) or (
                 isinstance(member, ast.FunctionDef) and member.decorator_list):
@@ -325,15 +336,14 @@ def is_property(member) -> bool:
                  or arguments.kwarg)
 
 
-def _property_rebound(tree: ast.Module) -> ast.AST | None:
-    """Where the module binds the name `property` (a def, class, import or assignment)."""
+def _binds(tree: ast.Module, name: str) -> bool:
+    """The module binds `name` (a def, class, import or assignment), shadowing a builtin."""
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id == "property" \
-                and not isinstance(node.ctx, ast.Load) \
-                or isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == "property" \
-                or isinstance(node, ast.alias) and (node.asname or node.name) == "property":
-            return node
-    return None
+        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load) \
+                or isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name \
+                or isinstance(node, ast.alias) and (node.asname or node.name) == name:
+            return True
+    return False
 
 
 def _single_assignment(attribute: str, statement, tree: ast.Module, cls, where) -> None:
