@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 
 from transforms.codes.global_view import CALLERS_UNSEEN, CLASS_HELD
+from transforms.global_view.classes import chain_members
 from transforms.global_view.sites import PMAP, Blocker, Site, dotted
 
 
@@ -66,7 +67,8 @@ def faithful_class_use(function: ast.FunctionDef, classes: dict[str, ast.ClassDe
                        sites, blocked, faithful_callee) -> ast.Name | None:
     """The first use in `function` of a module class that keeps pmap code in the faithful
     style (its own pmaps, or module functions its methods call): that code would run under the
-    function's mesh. `classes`: the module's classes by name. `faithful_callee(method)` is
+    function's mesh. `classes`: the module's classes by name, as classes.view_of gives them
+    (with the code they inherit from bases in the module). `faithful_callee(method)` is
     callers.py's check of a method's calls."""
     held: dict[str, list[Site]] = {}
     for site in sites:
@@ -80,9 +82,11 @@ def faithful_class_use(function: ast.FunctionDef, classes: dict[str, ast.ClassDe
         global_held = node.id in held and all(s.key not in blocked for s in held[node.id])
         builds = {id(n) for s in held.get(node.id, ()) for n in ast.walk(s.built)} \
             if global_held else set()
-        if any(dotted(n, imported) == PMAP for n in ast.walk(cls)
+        code = [n for member in chain_members(cls) for n in ast.walk(member)]
+        if any(dotted(n, imported) == PMAP for n in code
                if isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in builds):
             return node
-        if any(faithful_callee(m) is not None for m in cls.body if isinstance(m, ast.FunctionDef)):
+        if any(faithful_callee(m) is not None for m in chain_members(cls)
+               if isinstance(m, ast.FunctionDef)):
             return node
     return None

@@ -1,17 +1,23 @@
 """Pmaps held by a class, for the global style: `self.step = jax.pmap(...)` (or a module
-factory's returned pmap, `self.step = make_step(lr)`) in a class's `__init__`, called as
-`self.step(...)` from its methods on state kept on `self` or handed back to module code.
+factory's returned pmap, `self.step = make_step(lr)`) in a class's `__init__` or any other of
+its methods (built when that method runs, as experiment frameworks build theirs in
+`_initialize_train`), called as `self.step(...)` from its methods on state kept on `self` or
+handed back to module code.
 
 Such a site goes global only when every use is in sight, because the class's methods then
 take and give global arrays:
-- the class is defined at module level, has no base classes, decorators or decorated
-  methods, and nothing in the module subclasses it;
-- the attribute is assigned once in the module, in `__init__`, and only ever called as
-  `self.<attribute>(...)` in the class's own methods;
+- the class is defined at module level, has no decorators or decorated methods other than
+  `@property` ones (instances.py follows them where the attribute is read), and nothing in the
+  module subclasses it; its bases, if any, are a single-inheritance chain of module-level
+  classes used nowhere else, whose methods it inherits (class_view: one class as its instances
+  run it, `super().name(...)` resolved to the base's method);
+- the attribute is assigned once in the module, by a statement of a method's own body (not
+  in an `if` or loop of it), and only ever called as `self.<attribute>(...)` in the class's
+  own methods;
 - the class is instantiated in one module-level function only (that function builds the mesh
   and runs under it), and its instances never escape it (not passed, stored or returned);
-- the mapped function is a lambda, a module-level def, a def nested in `__init__` or in the
-  factory, or a plain method bound as `self.<method>` whose body reads only attributes of
+- the mapped function is a lambda, a module-level def, a def nested in the building method
+  or in the factory, or a plain method bound as `self.<method>` whose body reads only attributes of
   `self` that the migration leaves as they are.
 A site that donates goes global only if donation_classes.py proves, following values through
 the instance's attributes and methods, that no value pmap donated a copy of is read after the
@@ -128,44 +134,173 @@ def _held_site(cls: ast.ClassDef, statement, value, factory, tree, imported, fun
     where = value if factory is None else _returned_pmap(factory, imported)
     where = pmap_call(where, imported) or where
     if statement is None:
+        inside = next((m.name for m in cls.body if isinstance(m, ast.FunctionDef)
+                       and any(n is value for n in ast.walk(m))), None)
         raise Blocker(CLASS_HELD, where,
-                      f"this pmap is used in the class `{cls.name}` other than as "
-                      "`self.<name> = jax.pmap(...)` in its `__init__`: kept in the faithful "
-                      "style")
-    init = next((m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"),
-                None)
+                      f"this pmap is used in the class `{cls.name}`"
+                      + (f" (in `{inside}`)" if inside else "") + " other than as "
+                      "`self.<name> = jax.pmap(...)` in one of its methods (a decorator, called "
+                      "where it is built, or used as a value): kept in the faithful style")
+    method = _building_method(cls, statement)
     target = statement.targets[0] if len(statement.targets) == 1 else None
-    self_name = init.args.args[0].arg if init is not None and init.args.args else None
-    if init is None or not any(s is statement for s in init.body) or not (
-            isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
-            and target.value.id == self_name):
-        method = next((m.name for m in cls.body if isinstance(m, ast.FunctionDef)
-                       and any(n is statement for n in ast.walk(m))), None)
+    self_name = method.args.args[0].arg if method is not None and method.args.args else None
+    if method is None or not (isinstance(target, ast.Attribute)
+                              and isinstance(target.value, ast.Name)
+                              and target.value.id == self_name):
         raise Blocker(CLASS_HELD, where, f"this pmap is held by `{cls.name}` other than by a "
-                      "`self.<name> = ...` statement of its `__init__` body"
-                      + (f" (it is built in `{method}`, line {statement.lineno})" if method
-                         and method != "__init__" else "")
-                      + ", so its uses cannot all be followed: kept in the faithful style")
+                      "`self.<name> = ...` statement of one of its methods' bodies ("
+                      + _how_built(cls, statement, target)
+                      + "), so its uses cannot all be followed: kept in the faithful style")
     attribute = target.attr
     _class_shape(cls, tree, where)
+    cls = class_view(cls, tree)  # with the methods it inherits from bases in the module
     _single_assignment(attribute, statement, tree, cls, where)
     _called_through_self(cls, attribute, tree, where)
     if factory is not None:
         site = _factory_held(factory, value, tree, imported, functions, constants)
     else:
-        site = _init_held(cls, init, value, imported, functions, constants)
+        site = _method_held(cls, method, value, imported, functions, constants)
     if site.static:
         raise Blocker(OPTIONS, site.node, "static_broadcasted_argnums on a pmap held by a class")
+    prop = next((m for m in cls.body if is_property(m)), None)
+    if site.donate and prop is not None:
+        raise Blocker(CLASS_HELD, where, f"this pmap donates, and `{cls.name}.{prop.name}` "
+                      f"(line {prop.lineno}) is a property, whose reads the donated-read check "
+                      "does not follow")
     site.holder, site.attribute, site.name = cls.name, attribute, attribute
     return site
 
 
+# -- base classes in the module ----------------------------------------------------------------
+def _base_chain(cls: ast.ClassDef, tree: ast.Module, where=None) -> list[ast.ClassDef]:
+    """`cls` and the classes it inherits from, root first: single inheritance from classes
+    defined at the module's top level, none with a metaclass or decorators. A Blocker at
+    `where` otherwise (a base in another module, several bases, ...)."""
+    defined = [s.name for s in tree.body if isinstance(s, ast.ClassDef)]
+    classes = {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)
+               and defined.count(s.name) == 1}  # a name defined twice: which one is a base?
+    chain, current = [], cls
+    while True:
+        if current.keywords or current.decorator_list:
+            raise Blocker(CLASS_HELD, where or current,
+                          f"`{current.name}` has a metaclass or decorators: methods it "
+                          "inherits or that others override are not seen, so its pmaps stay "
+                          "faithful")
+        chain.insert(0, current)
+        if not _bases(current):
+            return chain
+        base = current.bases[0]
+        if len(current.bases) > 1 or not isinstance(base, ast.Name) \
+                or base.id not in classes or classes[base.id] in chain:
+            raise Blocker(CLASS_HELD, where or current,
+                          f"`{current.name}` inherits from `{ast.unparse(base)}`"
+                          + (" and others" if len(current.bases) > 1 else "")
+                          + ", which is not one class defined at this module's top level: "
+                          "the methods it inherits are not seen, so its pmaps stay faithful")
+        current = classes[base.id]
+
+
+def _bases(cls: ast.ClassDef) -> list[ast.expr]:
+    """The class's bases, a lone `object` (the implicit base, written out) left out."""
+    bases = cls.bases
+    if len(bases) == 1 and isinstance(bases[0], ast.Name) and bases[0].id == "object":
+        return []
+    return bases
+
+
+def class_view(cls: ast.ClassDef, tree: ast.Module) -> ast.ClassDef:
+    """`cls` as its instances see it: a class with no bases is itself; a class with base
+    classes in the module (`_base_chain`) is one synthetic class of the same name whose body
+    holds the statements of its bases and its own, a method overriding the base's of its name
+    (Python's method resolution for single inheritance). `view.chain`: the classes whose code
+    its instances run, root first (walk them, not the view, to see every method, overridden
+    ones too); `view.supers[id(method)]` maps the names `super().name(...)` reaches from
+    `method` to the base methods it runs."""
+    if not _bases(cls):
+        return cls  # no `chain` / `supers`: read them with getattr, as chain_members does
+    chain = _base_chain(cls, tree)
+    members: dict[str, ast.stmt] = {}
+    others: list[ast.stmt] = []
+    supers = {}
+    for current in chain:
+        visible = {n: m for n, m in members.items() if isinstance(m, ast.FunctionDef)}
+        for member in current.body:
+            if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                members.pop(member.name, None)
+                members[member.name] = member
+                supers[id(member)] = visible
+            else:
+                others.append(member)
+    view = ast.ClassDef(name=cls.name, bases=[], keywords=[], body=others + list(members.values()),
+                        decorator_list=[], type_params=[])
+    ast.copy_location(view, cls)
+    view.end_lineno, view.end_col_offset = cls.end_lineno, cls.end_col_offset
+    view.chain, view.supers = chain, supers
+    return view
+
+
+def view_of(cls: ast.ClassDef, tree: ast.Module) -> ast.ClassDef:
+    """class_view, or the class alone where its bases are not followed (they are not in the
+    module, ...): what of its code is in sight."""
+    try:
+        return class_view(cls, tree)
+    except Blocker:
+        return cls
+
+
+def chain_members(view: ast.ClassDef) -> list[ast.stmt]:
+    """Every statement of the bodies of the classes `view` runs (class_view's chain)."""
+    return [member for current in getattr(view, "chain", [view]) for member in current.body]
+
+
+def super_method(view: ast.ClassDef, method: ast.FunctionDef, call: ast.Call):
+    """The base method `super().name(...)` (`call`) runs from `method`, or None when the call
+    is not such a call; a Blocker when it is one that the class's bases do not resolve."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and is_super_call(func.value)):
+        return None
+    found = getattr(view, "supers", {}).get(id(method), {}).get(func.attr)
+    if found is None:
+        raise Blocker(CLASS_HELD, call, f"`{ast.unparse(func)}(...)` (line {call.lineno}) "
+                      f"in `{view.name}.{method.name}` reaches no method of its base classes "
+                      "in the module that the global style follows")
+    return found
+
+
+def is_super_call(node) -> bool:
+    """`super()` with no arguments, the builtin (not a name the module binds)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+        and node.func.id == "super" and not node.args and not node.keywords
+
+
 def _class_shape(cls: ast.ClassDef, tree: ast.Module, where) -> None:
-    if cls.bases or cls.keywords or cls.decorator_list:
-        raise Blocker(CLASS_HELD, where,
-                      f"`{cls.name}` has base classes, a metaclass or decorators: "
-                      "methods it inherits or that others override are not seen, so its "
-                      "pmaps stay faithful")
+    """The class (with the bases it inherits from in the module) is one the global style
+    follows: plain methods, `super()` only as `super().method(...)`, not subclassed."""
+    chain = _base_chain(cls, tree, where)
+    if any(c.bases and not _bases(c) for c in chain) and _binds(tree, "object"):
+        raise Blocker(CLASS_HELD, where, f"a class `{cls.name}` inherits from names `object` "
+                      "as its base, which the module binds to something else")
+    bases = {id(c.bases[0]) for c in chain[1:]}
+    for base in chain[:-1]:
+        use = next((n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == base.name
+                    and id(n) not in bases), None)
+        if use is not None:
+            raise Blocker(CLASS_HELD, where,
+                          f"`{base.name}`, a base of `{cls.name}`, is used at line {use.lineno} "
+                          f"other than as the base `{cls.name}` inherits from: its methods, "
+                          f"which the migration edits for `{cls.name}`'s instances, would run "
+                          "for others too")
+    view = class_view(cls, tree)
+    code = [n for member in chain_members(view) for n in ast.walk(member)]
+    supers = {id(n.func.value.func) for n in code if isinstance(n, ast.Call)
+              and isinstance(n.func, ast.Attribute) and is_super_call(n.func.value)}
+    for node in code:
+        if isinstance(node, ast.Name) and node.id in ("super", "__class__") \
+                and id(node) not in supers:
+            raise Blocker(CLASS_HELD, where,
+                          f"`{node.id}` at line {node.lineno} is used other than as "
+                          f"`super().method(...)` in a method of `{cls.name}`: what it "
+                          "reaches is not followed")
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and any(
                 isinstance(b, ast.Name) and b.id == cls.name for b in node.bases):
@@ -173,7 +308,9 @@ def _class_shape(cls: ast.ClassDef, tree: ast.Module, where) -> None:
                           f"`{cls.name}`, which holds this pmap, is subclassed by "
                           f"`{node.name}` (line {node.lineno}), whose methods may call it with "
                           "other layouts")
-    for member in cls.body:
+    for member in chain_members(view):
+        if is_property(member) and not _binds(tree, "property"):
+            continue  # run by reading the attribute: instances.py follows it there
         if isinstance(member, (ast.AsyncFunctionDef, ast.ClassDef)) or (
                 isinstance(member, ast.FunctionDef) and member.decorator_list):
             raise Blocker(CLASS_HELD, where,
@@ -186,6 +323,27 @@ def _class_shape(cls: ast.ClassDef, tree: ast.Module, where) -> None:
                           f"`{cls.name}.{member.name}` (line {member.lineno}) is "
                           "run by Python implicitly (attribute access, operators, iteration, "
                           "...), where the global style cannot follow it")
+
+
+def is_property(member) -> bool:
+    """`@property def name(self): ...`: a method Python runs when the attribute is read (the
+    module does not rebind `property`: _class_shape)."""
+    arguments = member.args if isinstance(member, ast.FunctionDef) else None
+    return arguments is not None and len(member.decorator_list) == 1 \
+        and isinstance(member.decorator_list[0], ast.Name) \
+        and member.decorator_list[0].id == "property" and len(arguments.args) == 1 \
+        and not (arguments.posonlyargs or arguments.vararg or arguments.kwonlyargs
+                 or arguments.kwarg)
+
+
+def _binds(tree: ast.Module, name: str) -> bool:
+    """The module binds `name` (a def, class, import or assignment), shadowing a builtin."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load) \
+                or isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name \
+                or isinstance(node, ast.alias) and (node.asname or node.name) == name:
+            return True
+    return False
 
 
 def _single_assignment(attribute: str, statement, tree: ast.Module, cls, where) -> None:
@@ -207,7 +365,7 @@ def _single_assignment(attribute: str, statement, tree: ast.Module, cls, where) 
 def _called_through_self(cls: ast.ClassDef, attribute: str, tree: ast.Module, where) -> None:
     """Every load of `.attribute` anywhere is `self.attribute(...)` in a method of `cls`."""
     calls = set()
-    for member in cls.body:
+    for member in chain_members(cls):
         if isinstance(member, ast.FunctionDef) and member.args.args:
             me = member.args.args[0].arg
             for node in ast.walk(member):
@@ -225,13 +383,35 @@ def _called_through_self(cls: ast.ClassDef, attribute: str, tree: ast.Module, wh
                           "used as a value), so not every call can be followed")
 
 
-def _init_held(cls, init, value, imported, functions, constants) -> Site:
-    """`self.x = jax.pmap(f, ...)` in `__init__`: f a lambda, a module def, a def nested in
-    `__init__`, or a bound plain method `self.m`."""
+def _how_built(cls: ast.ClassDef, statement, target) -> str:
+    """Where and how a pmap the class holds other than as a method's `self.x = ...` is built."""
+    inside = next((m for m in cls.body if isinstance(m, ast.FunctionDef)
+                   and any(n is statement for n in ast.walk(m))), None)
+    where = f"at line {statement.lineno}" if inside is None else \
+        f"in `{inside.name}` (line {statement.lineno})"
+    me = inside.args.args[0].arg if inside is not None and inside.args.args else None
+    if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+            and target.value.id == me):
+        what = ast.unparse(target) if target is not None else "several targets"
+        return f"it is bound to `{what}` {where}, not to an attribute of `{me or 'self'}`"
+    return f"it is assigned {where} inside a block (an `if`, loop, `with` or `try`) or a " \
+        "nested def, so whether it is built is not known from the method's calls"
+
+
+def _building_method(cls: ast.ClassDef, statement) -> ast.FunctionDef | None:
+    """The plain method of `cls` whose own body (not a nested block) holds `statement`."""
+    return next((m for m in cls.body if isinstance(m, ast.FunctionDef)
+                 and any(s is statement for s in m.body)), None)
+
+
+def _method_held(cls, method, value, imported, functions, constants) -> Site:
+    """`self.x = jax.pmap(f, ...)` in a method's body (`__init__` or any other: the attribute
+    is assigned once, so every call of `self.x` reaches this pmap, built when that method ran):
+    f a lambda, a module def, a def nested in that method, or a bound plain method `self.m`."""
     call = pmap_call(value, imported)
     function, positional, keywords = pmap_call_options(call, imported)
-    me = init.args.args[0].arg
-    nested = {s.name: s for s in init.body if isinstance(s, ast.FunctionDef)}
+    me = method.args.args[0].arg
+    nested = {s.name: s for s in method.body if isinstance(s, ast.FunctionDef)}
     methods = {m.name: m for m in cls.body if isinstance(m, ast.FunctionDef)}
     if isinstance(function, ast.Attribute) and isinstance(function.value, ast.Name) \
             and function.value.id == me and function.attr in methods:
@@ -250,10 +430,10 @@ def _init_held(cls, init, value, imported, functions, constants) -> Site:
         site.body, site.function_node = method, function
         site.bound_self = me
     elif isinstance(function, ast.Name) and function.id in nested \
-            and _bound_once(init, function.id):
+            and _bound_once(method, function.id):
         site = make_site(function.id, call, value, nested[function.id], positional, keywords,
                          False, constants)
-        site.function_node, site.enclosing = function, init
+        site.function_node, site.enclosing = function, method
     else:
         site = assigned_site(ast.unparse(function) if function else "pmap", call, value,
                              imported, functions, constants)
@@ -263,18 +443,43 @@ def _init_held(cls, init, value, imported, functions, constants) -> Site:
 
 def _reads_plain_attributes(method: ast.FunctionDef, cls: ast.ClassDef, where) -> None:
     """A bound method mapped by pmap sees `self` as a closure: it may read attributes of it
-    (checked against the attributes' kinds at the calls) but not call methods or pass `self`."""
-    me = method.args.args[0].arg
-    methods = {m.name for m in cls.body if isinstance(m, ast.FunctionDef)}
-    reads = {id(n.value) for n in ast.walk(method) if isinstance(n, ast.Attribute)
-             and isinstance(n.value, ast.Name) and n.value.id == me
-             and isinstance(n.ctx, ast.Load) and n.attr not in methods}
-    for node in ast.walk(method):
-        if isinstance(node, ast.Name) and node.id == me and id(node) not in reads \
-                and node is not method.args.args[0]:
-            raise Blocker(CLASS_HELD, node, f"the method `{method.name}` that pmap maps uses "
-                          f"`{me}` other than to read a plain attribute (line {node.lineno}): "
-                          "what it reaches through it is not followed")
+    (checked against the attributes' kinds at the calls) and use the class's other plain
+    methods through it (`self._loss_fn(...)`, `jax.grad(self._loss_fn)`), which run inside
+    the trace under the same rule (reached_methods); not store on `self` or pass it on."""
+    reached_methods(method, cls)
+
+
+def reached_methods(method: ast.FunctionDef, cls: ast.ClassDef) -> list[ast.FunctionDef]:
+    """`method` and the plain methods of `cls` (a class_view) it uses through its `self`,
+    transitively: each may use its `self` only as `self.attribute` (a load) or `self.m` of a
+    plain method m; a Blocker naming the first other use."""
+    methods = {m.name: m for m in cls.body if isinstance(m, ast.FunctionDef)
+               and not m.name.startswith("__")}
+    reached, pending = [], [method]
+    while pending:
+        current = pending.pop()
+        if any(current is m for m in reached):
+            continue
+        reached.append(current)
+        if not current.args.args or current.args.posonlyargs:
+            raise Blocker(CLASS_HELD, current, f"the method `{current.name}` that pmap's mapped "
+                          "method uses has no plain `self` parameter")
+        me = current.args.args[0].arg
+        uses = set()
+        for node in ast.walk(current):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id == me and isinstance(node.ctx, ast.Load):
+                uses.add(id(node.value))
+                if node.attr in methods:
+                    pending.append(methods[node.attr])
+        for node in ast.walk(current):
+            if isinstance(node, ast.Name) and node.id == me and id(node) not in uses \
+                    and node is not current.args.args[0]:
+                raise Blocker(CLASS_HELD, node, f"the method `{current.name}`, which pmap's "
+                              f"mapped method `{method.name}` runs, uses `{me}` other than to "
+                              f"read a plain attribute or use a plain method (line "
+                              f"{node.lineno}): what it reaches through it is not followed")
+    return reached
 
 
 def _bound_once(function: ast.FunctionDef, name: str) -> bool:

@@ -41,6 +41,13 @@ import dataclasses
 
 from transforms.codes.global_view import CLASS_HELD, DONATED_COPY_READ
 from transforms.global_view import donation
+from transforms.global_view.classes import (
+    chain_members,
+    class_view,
+    is_super_call,
+    reached_methods,
+    super_method,
+)
 from transforms.global_view.donation import (
     DonatedReads,
     ends_early,
@@ -59,7 +66,7 @@ def check_donated_reads(analysis) -> None:
         donation.check_donated_reads(analysis)  # no method the caller follows donates
         return
     holders = {s.holder for s in analysis.all_sites.values() if s.holder}
-    classes = {s.name: s for s in analysis.module.tree.body
+    classes = {s.name: class_view(s, analysis.module.tree) for s in analysis.module.tree.body
                if isinstance(s, ast.ClassDef) and s.name in holders}
     walk = InstanceDonatedReads(
         analysis.function, {**instances.site_calls, **analysis.site_calls},
@@ -87,6 +94,7 @@ class InstanceDonatedReads(DonatedReads):
         self.constants: dict[str, int] = {}  # this frame's parameters known to be ints
         self.frames: list[list] = []  # per method being followed: its returns' (tokens, state)
         self.following: list[tuple[str, str]] = []  # (class, method) being followed
+        self.methods: list[ast.FunctionDef] = []  # the methods being followed, innermost last
         self.renamed: list = []  # tokens `_token` renamed "earlier", in order
         self.statement = function  # the statement being walked (for refusals' lines)
         self.constructing: int | None = None  # the `name = Cls(...)` call being bound
@@ -241,7 +249,8 @@ class InstanceDonatedReads(DonatedReads):
             if holder is None and isinstance(func, ast.Name) and func.id in self.classes:
                 holder = func.id
             if holder is not None:
-                read |= {n.attr for n in ast.walk(self.classes[holder])
+                read |= {n.attr for member in chain_members(self.classes[holder])
+                         for n in ast.walk(member)
                          if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)}
         return read
 
@@ -258,15 +267,24 @@ class InstanceDonatedReads(DonatedReads):
         holder = self._instance_name(func)
         if holder is not None:  # `obj(...)`
             return self._follow(call, self.classes[holder], "__call__", func.id)
+        if isinstance(func, ast.Attribute) and is_super_call(func.value) and self.following:
+            # `super().__init__(...)` in a method followed: the base's method, on the instance
+            cls, method = self.classes[self.following[-1][0]], self.methods[-1]
+            base = super_method(cls, method, call)
+            return self._method(call, cls, base.name, self.state.names[method.args.args[0].arg],
+                                base)
         holder = self._instance_name(func.value) if isinstance(func, ast.Attribute) else None
         if holder is None:
             return super()._call(call)
         site = self.site_calls.get(id(call))
         if site is not None:
-            if site.bound_self:  # the mapped method reads attributes as it runs
-                for node in ast.walk(site.body):
+            # the mapped method (and the methods it runs through self) reads attributes
+            cls = self.classes[holder]
+            for method in reached_methods(site.body, cls) if site.bound_self else ():
+                me = method.args.args[0].arg
+                for node in ast.walk(method):
                     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                            and node.value.id == site.bound_self:
+                            and node.value.id == me:
                         self._read(call, f"{holder}.{node.attr}")
             return self._site_call(call, site)
         return self._follow(call, self.classes[holder], func.attr, func.value.id)
@@ -304,11 +322,15 @@ class InstanceDonatedReads(DonatedReads):
         for argument in [*call.args, *(k.value for k in call.keywords)]:
             self._eval(argument)
 
-    def _method(self, call: ast.Call, cls: ast.ClassDef, name: str, instance) -> frozenset:
-        """Walk the method `name` where it is called; its returns' tokens."""
-        method = next(m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == name)
+    def _method(self, call: ast.Call, cls: ast.ClassDef, name: str, instance,
+                method: ast.FunctionDef | None = None) -> frozenset:
+        """Walk the method `name` (or the base's `method` a `super()` call reaches) where it
+        is called; its returns' tokens."""
+        method = method or next(m for m in cls.body if isinstance(m, ast.FunctionDef)
+                                and m.name == name)
         arguments = method.args
-        if (cls.name, name) in self.following or len(self.following) >= 8 \
+        if (cls.name, name) in self.following and method in self.methods \
+                or len(self.following) >= 8 \
                 or arguments.vararg or arguments.kwarg or arguments.kwonlyargs \
                 or arguments.posonlyargs or not arguments.args \
                 or any(isinstance(a, ast.Starred) for a in call.args) \
@@ -352,9 +374,11 @@ class InstanceDonatedReads(DonatedReads):
         self.constants = constants
         self.frames.append([])
         self.following.append((cls.name, name))
+        self.methods.append(method)
         assert set(parameters_of(method)) == set(bound)
         self._block(method.body)
         self.following.pop()
+        self.methods.pop()
         returns = self.frames.pop()
         for declared in self.escaping:  # a global the method sets: read at any later time
             self.closures.append((method, {declared}))

@@ -185,6 +185,13 @@ class ExpressionsMixin:
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(
                 node.ops[0], (ast.Lt, ast.Gt, ast.LtE, ast.GtE, ast.Eq, ast.NotEq)):
             return self._elementwise(node, [node.left, node.comparators[0]])
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 \
+                and isinstance(node.ops[0], (ast.Is, ast.IsNot)) and any(
+                isinstance(side, ast.Constant) and side.value is None
+                for side in (node.left, node.comparators[0])):
+            for side in (node.left, node.comparators[0]):
+                self.eval(side)  # `x is None`: whether x is None, whatever its layout
+            return SAME
         if isinstance(node, ast.Dict):
             return self._dict(node)
         if isinstance(node, (ast.Tuple, ast.List)):

@@ -24,6 +24,7 @@ from transforms.global_view.callers import (
     used_in_other_modules,
 )
 from transforms.global_view.class_uses import faithful_class_use
+from transforms.global_view.classes import view_of
 from transforms.global_view.dataflow import CallerResult
 from transforms.global_view.module_info import ModuleInfo
 from transforms.global_view.site_edits import site_usage
@@ -84,7 +85,7 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
     called_names = called_function_names(tree)
     followed = {**callers, **module.folded}  # a folded caller's pmaps are its hosts' sites
     by_site = callers_by_site(callers)
-    classes = {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)}
+    classes = {s.name: view_of(s, tree) for s in tree.body if isinstance(s, ast.ClassDef)}
     # A caller analysed again with the same live sites gets the same outcome (the analysis
     # reads only the module, constant here): kept, so a pass after a change re-reads only
     # the callers it touched. Not in multi-process modules, whose analyses share state.

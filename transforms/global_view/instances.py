@@ -20,7 +20,14 @@ from transforms.codes.global_view import (
     PRODUCER_UNKNOWN,
     UNAVAILABLE,
 )
-from transforms.global_view.classes import HeldClass
+from transforms.global_view.classes import (
+    HeldClass,
+    class_view,
+    is_property,
+    is_super_call,
+    reached_methods,
+    super_method,
+)
 from transforms.global_view.sites import Blocker, Site
 from transforms.global_view.values import SAME, Kind, describe
 
@@ -81,8 +88,8 @@ class InstancesMixin:
         held = {a: s for s in self.all_sites.values() if s.holder == name for a in [s.attribute]}
         if not held or self.instances is None:
             return None
-        node = next(s for s in self.module.tree.body
-                    if isinstance(s, ast.ClassDef) and s.name == name)
+        node = class_view(next(s for s in self.module.tree.body
+                               if isinstance(s, ast.ClassDef) and s.name == name), self.module.tree)
         methods = {m.name: m for m in node.body if isinstance(m, ast.FunctionDef)}
         return HeldClass(node, held, methods)
 
@@ -119,11 +126,22 @@ class InstancesMixin:
             if init is not None:
                 self._method_call(call, held, init, instance)
             return instance
+        if isinstance(func, ast.Attribute) and is_super_call(func.value) \
+                and isinstance(self.function, ast.FunctionDef) and self.function.args.args:
+            me = self.kinds.get(self.function.args.args[0].arg, SAME)
+            held = self._held_class(me.holder) if me.tag == "instance" else None
+            if held is not None:  # `super().__init__(...)` in a method: the base's method
+                return self._method_call(call, held, super_method(held.node, self.function, call),
+                                         me)
         if isinstance(func, ast.Attribute):
             held = self._instance_of(func.value)
             if held is not None:
                 if func.attr in held.sites:
                     return self._held_site_call(call, held, held.sites[func.attr])
+                if is_property(held.methods.get(func.attr)):
+                    raise Blocker(CLASS_HELD, call, f"`{ast.unparse(func)}(...)` calls what the "
+                                  f"property `{held.name}.{func.attr}` gives, which the global "
+                                  "style does not follow")
                 if func.attr in held.methods:
                     return self._method_call(call, held, held.methods[func.attr],
                                              self.eval(func.value))
@@ -145,6 +163,9 @@ class InstancesMixin:
         held = self._instance_of(node.value)
         if held is None:
             return None
+        if is_property(held.methods.get(node.attr)):  # reading it runs the method
+            read = ast.copy_location(ast.Call(func=node, args=[], keywords=[]), node)
+            return self._method_call(read, held, held.methods[node.attr], self.eval(node.value))
         if node.attr in held.sites or node.attr in held.methods:
             raise Blocker(CLASS_HELD, node, f"`{ast.unparse(node)}` (a method or pmap of "
                           f"`{held.name}`) is used as a value, so its calls are not all seen")
@@ -182,7 +203,7 @@ class InstancesMixin:
                      instance: Kind) -> Kind:
         """A method followed like a helper, with its arguments' kinds; its edits must be the
         same for every call (one text serves them all)."""
-        key = (held.name, method.name)
+        key = (held.name, method.name, id(method))  # a base's method of the same name differs
         arguments = method.args
         if key in self.instances.active or self.depth >= 4:
             raise Blocker(CLASS_HELD, call,
@@ -203,11 +224,13 @@ class InstancesMixin:
                           "does not take")
         for name, value in given.items():
             parameters[name] = self.eval(value)
-        builds = {id(s.value) for s in method.body if isinstance(s, ast.Assign)
-                  and len(s.targets) == 1 and isinstance(s.targets[0], ast.Attribute)
-                  and isinstance(s.targets[0].value, ast.Name)
-                  and s.targets[0].value.id == names[0]
-                  and s.targets[0].attr in held.sites} if method.name == "__init__" else set()
+        # The held sites this method builds (`__init__` or another method: classes.py; each
+        # attribute is assigned once in the module).
+        built = {s.targets[0].attr: s.value for s in method.body if isinstance(s, ast.Assign)
+                 and len(s.targets) == 1 and isinstance(s.targets[0], ast.Attribute)
+                 and isinstance(s.targets[0].value, ast.Name)
+                 and s.targets[0].value.id == names[0] and s.targets[0].attr in held.sites}
+        builds = {id(value) for value in built.values()}
         analysis = type(self)(method, self.all_sites, self.module, parameters, self.depth + 1)
         analysis.sites, analysis.inline, analysis.local_builds = {}, {}, builds
         analysis.instances = self.instances
@@ -216,8 +239,8 @@ class InstancesMixin:
             analysis.run_helper()
             self.instances.site_calls.update(analysis.site_calls)
             self.instances.produced.update(analysis.produced)
-            if builds:
-                analysis._check_closures(held, method)
+            if built:
+                analysis._check_closures(held, method, set(built))
         finally:
             self.instances.active.discard(key)
         previous = self.instances.method_edits.setdefault(key, analysis.edits)
@@ -247,10 +270,11 @@ class InstancesMixin:
         """`self.step(...)`: the site's call; a bound method's body may read only attributes
         whose layout the migration leaves as it is."""
 
-        if site.bound_self:
-            for node in ast.walk(site.body):
+        for method in reached_methods(site.body, held.node) if site.bound_self else ():
+            me = method.args.args[0].arg  # the mapped method and those it runs through self
+            for node in ast.walk(method):
                 if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                        and node.value.id == site.bound_self:
+                        and node.value.id == me and node.attr not in held.methods:
                     key = (held.name, node.attr)
                     self.instances.read.add(key)
                     kind = self.instances.attributes.get(key, SAME)
@@ -290,19 +314,20 @@ class InstancesMixin:
                               f"not provably {what}: under the caller's mesh over all devices "
                               "it would run on different devices")
 
-    def _check_closures(self, held: HeldClass, init: ast.FunctionDef) -> None:
-        """A def nested in `__init__` and mapped by a held pmap sees `__init__`'s locals as they
-        end up: none of them may be a value whose layout the migration changes."""
+    def _check_closures(self, held: HeldClass, method: ast.FunctionDef, attributes) -> None:
+        """A function the held pmaps `attributes`, built in `method`, map (a lambda or a def
+        nested in `method`) sees that method's locals as they end up: none of them may be a
+        value whose layout the migration changes."""
         for site in held.sites.values():
-            if site.factory or site.bound_self:
+            if site.factory or site.bound_self or site.attribute not in attributes:
                 continue  # a factory's locals are not edited; `self` reads: _held_site_call
-            seen = [site.function_node, *([site.body] if site.enclosing is init else [])]
+            seen = [site.function_node, *([site.body] if site.enclosing is method else [])]
             for node in (n for part in seen if part is not None for n in ast.walk(part)):
                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) \
                         and self.kinds.get(node.id, SAME).changed:
                     raise Blocker(CLASS_HELD, node,
                                   f"`{node.id}` ({describe(self.kinds[node.id])}) "
-                                  f"of `__init__` is closed over by the function {site.label} "
+                                  f"of `{method.name}` is closed over by the function {site.label} "
                                   "maps")
 
 

@@ -48,6 +48,14 @@ class BodyAnalysis:
             self.functions = {**self.functions, **{s.name: s for s in site.enclosing.body
                                                    if isinstance(s, ast.FunctionDef)}}
         self._function_varies: dict[str, bool] = {}
+        # The methods of the module's classes by name: `obj.name(...)` may run any of them (the
+        # object's class is not tracked), so it is device-dependent when one is.
+        self.methods: dict[str, list[ast.FunctionDef]] = {}
+        for cls in (n for n in ast.walk(module) if isinstance(n, ast.ClassDef)):
+            for member in cls.body:
+                if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    self.methods.setdefault(member.name, []).append(member)
+        self._methods_varying: dict[str, bool] = {}
 
     def first_varying_output(self, replicated_params: set[str]) -> ast.AST | None:
         """None when every result is replicated given those parameters are; else the
@@ -168,6 +176,8 @@ class BodyAnalysis:
                 return True
             if self._is_reduction(node):
                 return False
+            if self._calls_varying_method(node, bound):
+                return True
         if isinstance(node, ast.Name):
             if node.id in bound:
                 return False
@@ -177,6 +187,8 @@ class BodyAnalysis:
         if isinstance(node, ast.Attribute):
             if node.attr in VARYING_PRIMITIVES:
                 return True
+            if not dotted(node, self.imported) and self._method_varies(node.attr):
+                return True  # `obj.name`, called or passed on (`jax.grad(self._loss)`)
             return self.varies(node.value, varying, bound)
         if isinstance(node, ast.Lambda):
             inner = bound | {a.arg for a in node.args.args}
@@ -204,6 +216,24 @@ class BodyAnalysis:
             return self.site.axis_name is not None and \
                 self.constants.get(ast.unparse(axis)) == self.site.axis_name
         return isinstance(axis, ast.Constant) and axis.value == self.site.axis_name is not None
+
+    def _calls_varying_method(self, call: ast.Call, bound: frozenset[str]) -> bool:
+        """`obj(...)` of an object whose class may be one of the module's with a `__call__`
+        that reads the device (`obj.name` itself: `_method_varies` where `varies` meets it)."""
+        func = call.func
+        return isinstance(func, ast.Name) and func.id not in self.functions \
+            and func.id not in self.imported and func.id not in bound \
+            and self._method_varies("__call__")
+
+    def _method_varies(self, name: str) -> bool:
+        """A class of the module defines a method `name` whose code reads the device
+        (`jax.lax.axis_index`, ...): the class of an object is not tracked, so `obj.name`
+        may run it, and what it gives is device-dependent even from replicated arguments."""
+        if name not in self._methods_varying:
+            self._methods_varying[name] = True  # recursion: assume the worst
+            self._methods_varying[name] = any(self._def_varies(m, set())
+                                              for m in self.methods.get(name, ()))
+        return self._methods_varying[name]
 
     def _global_varies(self, name: ast.Name) -> bool:
         """A module-level name: an import from an unknown module, or a module function that

@@ -1,5 +1,5 @@
-"""PM609: the pmap is built in a method other than `__init__` (rebuilt on every call), so
-the tool does not follow it: kept in the faithful style."""
+"""PM609: the pmap is bound to a local name of a method (built on every call, not held on
+self), so the tool does not follow it: kept in the faithful style."""
 import jax
 import numpy as np
 from jax.sharding import PartitionSpec as P
