@@ -13,6 +13,7 @@ everywhere else: a statement it does not model makes the answer "not provable".
 from __future__ import annotations
 
 import ast
+import sys
 
 from transforms.global_view.sites import Site, dotted
 
@@ -240,7 +241,9 @@ class BodyAnalysis:
         may compute something device-dependent."""
         if name.id in self.imported:
             root = self.imported[name.id].split(".")[0]
-            return root not in PURE_MODULES
+            # The standard library cannot read a device's identity: traced once for every
+            # device, its functions give replicated values from replicated arguments.
+            return root not in PURE_MODULES and root not in sys.stdlib_module_names
         if name.id in self.functions:
             return self._module_function_varies(name.id)
         return False  # a constant, a builtin, a class
