@@ -43,7 +43,12 @@ equivalent to the original (outputs, collectives, donation).
   their own (tests/batch_check.py); a notebook's (or script's) global `result` is compared
   through layouts read off the shapes, as `check` does for notebooks. The tally says, per
   shape, how many programs were equivalent, kept a site on pmap's contract or the faithful
-  helper (fallback), came out fully global (no pmap-contract code), and were wrong.
+  helper (fallback), came out fully global (no pmap-contract code), and were wrong. Its first
+  500-program run (2026-12-07, 1,000 draws): all 500 equivalent, 0 wrong; by shape
+  (equivalent / fallback / fully global): module 252 (252 / 51 / 194), script 49 (49 / 28 /
+  21), factory 43 (43 / 21 / 22), class 62 (62 / 62 / 0: PM609, the pmap called from outside
+  its class, or a base class), notebook 46 (46 / 19 / 27), package 48 (48 / 48 / 0: PM603,
+  "no caller in this module", the caller being main.py).
 """
 
 from __future__ import annotations
