@@ -73,19 +73,34 @@ INFERRED_NOTE = ("layouts inferred from the shapes: the migration records no lay
 def inferred_layouts(original: dict, migrated: dict, devices: int) -> tuple:
     """The layout of each leaf of a notebook's globals, read off the two outputs' shapes
     (`check --style global` on a notebook entry, see INFERRED_NOTE): a leaf whose original
-    shape is (devices, *s) and migrated shape s is a replicated stack, one of (devices, b, *s)
-    against (devices * b, *s) a merged one. Neither hides a wrong value: to_migrated_layout
-    still requires a replicated stack's rows to be equal, and compares every value."""
+    shape is the migrated shape with a device axis inserted, (*a, devices, *s) against
+    (*a, *s), is a replicated stack on that axis, one of (*a, devices, b, *s) against
+    (*a, devices * b, *s) a merged one. The device axis is looked for from axis 0 on: a list
+    of per-step metrics, stacked by the original as (steps, devices), has it at 1. Neither
+    hides a wrong value: to_migrated_layout still requires a replicated stack's rows to be
+    equal, and compares every value."""
     from transforms.global_view.layout import OutputLayout
 
     shapes = {leaf["path"]: leaf["shape"] for leaf in migrated["leaves"] if "key" in leaf}
     found = []
     for leaf in original["leaves"]:
         mine, theirs = leaf.get("shape"), shapes.get(leaf["path"])
-        if "key" not in leaf or theirs is None or not mine or mine[0] != devices:
+        if "key" not in leaf or theirs is None or devices not in (mine or []):
             continue
-        if mine == [devices, *theirs]:
-            found.append(OutputLayout(leaf["path"], REPLICATED, 0))
-        elif len(mine) >= 2 and [mine[0] * mine[1], *mine[2:]] == theirs:
-            found.append(OutputLayout(leaf["path"], MERGED, 0))
+        layout = _device_axis(mine, theirs, devices)
+        if layout is not None:
+            found.append(OutputLayout(leaf["path"], *layout))
     return tuple(found)
+
+
+def _device_axis(mine: list, theirs: list, devices: int) -> tuple[str, int] | None:
+    """(REPLICATED or MERGED, axis) of the first axis that explains `mine` against `theirs`."""
+    for axis, size in enumerate(mine):
+        if size != devices:
+            continue
+        if mine[:axis] + mine[axis + 1:] == theirs:
+            return REPLICATED, axis
+        if len(mine) > axis + 1 and (mine[:axis] + [size * mine[axis + 1]] + mine[axis + 2:]
+                                     == theirs):
+            return MERGED, axis
+    return None

@@ -15,6 +15,11 @@ What sharing a process could change, and what is done about it:
   program may not compile one again; those are data movement, never compared, only noted;
 - any verdict other than "equivalent" is checked again alone, with `equivalence.check`, and
   only that verdict counts.
+
+A program of several files (a package, a notebook: `Program.files`) gets a folder of its own
+in each batch root, and its entry runs with that folder as its root (`NAME=ENTRY` to the
+worker, which forgets the folder's modules after it, so every package may be `fuzzpkg`). A
+notebook entry's layouts are read off the two sides' shapes, as `check` does for notebooks.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from equivalence.check import (
     check,
     compare_runs,
 )
+from equivalence.layouts import inferred_layouts
+from equivalence.notebook_entry import is_notebook_entry, write_cells
 from equivalence.runner import RunOutcome, finished_outcome, worker_environment
 
 BATCH_WORKER = Path(__file__).with_name("batch_worker.py")
@@ -51,11 +58,20 @@ class Program:
     migrated: bytes
     layouts: tuple  # the layout map of `run` (empty: compared as is)
     reference_python: str = sys.executable  # runs the original
-    name: str = ""  # the module name in the batch roots
+    name: str = ""  # the module name in the batch roots (a folder's name, with `files`)
+    # A program of several files: relative path -> (original, migrated) bytes, and the entry
+    # to run from their root ("pkg.main:run", "nb.ipynb:NAME"); None: the module `source`.
+    files: dict[str, tuple[bytes, bytes]] | None = None
+    files_entry: str = ""
 
     @property
     def entry(self) -> str:
-        return f"{self.name}:{ENTRY_FUNCTION}"
+        return self.files_entry if self.files else f"{self.name}:{ENTRY_FUNCTION}"
+
+    @property
+    def infers_layouts(self) -> bool:
+        """A notebook entry: the migration records no layout map for top-level code."""
+        return bool(self.files) and is_notebook_entry(self.entry)
 
 
 @dataclasses.dataclass
@@ -83,29 +99,50 @@ def check_programs(programs: list[Program], *, devices: int = 8, batch_size: int
 def check_alone(program: Program, devices: int = 8, timeout: float = 180.0) -> Verdict:
     """The harness's own check of one program: two fresh processes."""
     with tempfile.TemporaryDirectory(prefix="pmap-migrate-alone-") as work:
-        original_root, migrated_root = _write_roots(Path(work), [program])
+        original_root, migrated_root = _write_roots(Path(work), [program], alone=True)
+        # A notebook entry left out of the map: `check` reads its layouts off the shapes.
+        layouts = {} if program.infers_layouts else {program.entry: program.layouts}
         options = CheckOptions(devices=(devices,), timeout=timeout,
-                               reference_python=program.reference_python,
-                               layouts={program.entry: program.layouts})
+                               reference_python=program.reference_python, layouts=layouts)
         (report,) = list(check(original_root, migrated_root, [program.entry], options))
     return Verdict(program, report.verdict, report.differences + report.stalls, alone=True)
 
 
-def _write_roots(work: Path, programs: list[Program]) -> tuple[Path, Path]:
+def _write_roots(work: Path, programs: list[Program], alone: bool = False) -> tuple[Path, Path]:
+    """Each side's root: a module per program, or a program's files in a folder named after
+    it (`alone`: in the root itself)."""
     original_root, migrated_root = work / "original", work / "migrated"
     original_root.mkdir()
     migrated_root.mkdir()
     for program in programs:
-        (original_root / f"{program.name}.py").write_bytes(program.source)
-        (migrated_root / f"{program.name}.py").write_bytes(program.migrated)
+        if not program.files:
+            (original_root / f"{program.name}.py").write_bytes(program.source)
+            (migrated_root / f"{program.name}.py").write_bytes(program.migrated)
+            continue
+        for side, root in enumerate((original_root, migrated_root)):
+            for relative, contents in program.files.items():
+                path = (root if alone else root / program.name) / relative
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(contents[side])
     return original_root, migrated_root
+
+
+def _worker_argument(program: Program) -> str:
+    """What batch_worker.py runs: a module's name, or FOLDER=ENTRY."""
+    return f"{program.name}={program.entry}" if program.files else program.name
 
 
 def _check_batch(batch, reference, devices, timeout_per_program, work_dir):
     work = Path(tempfile.mkdtemp(prefix="pmap-migrate-batch-", dir=work_dir))
     try:
         original_root, migrated_root = _write_roots(work, batch)
-        names = [p.name for p in batch]
+        names = [_worker_argument(p) for p in batch]
+        for side, root in (("original", original_root), ("migrated", migrated_root)):
+            for program in batch:
+                out = work / side / "out" / program.name
+                out.mkdir(parents=True)
+                if program.files and is_notebook_entry(program.entry):
+                    write_cells(root / program.name, program.entry, out)
         timeout = 60.0 + timeout_per_program * len(batch)
         sides = {}
         processes = {
@@ -129,8 +166,12 @@ def _check_batch(batch, reference, devices, timeout_per_program, work_dir):
             if original is None or migrated is None:
                 yield check_alone(program, devices)  # its batch process died before it ran
                 continue
+            layouts = program.layouts
+            if program.infers_layouts:
+                layouts = (inferred_layouts(original.output, migrated.output, devices)
+                           if original.ok and migrated.ok else ())
             report = compare_runs(program.entry, devices, original, migrated, same_jax=same_jax,
-                                  layouts=program.layouts)
+                                  layouts=layouts)
             if report.verdict == EQUIVALENT:
                 yield Verdict(program, EQUIVALENT, [], alone=False)
             else:
@@ -141,7 +182,7 @@ def _check_batch(batch, reference, devices, timeout_per_program, work_dir):
 
 def _start(root: Path, side_dir: Path, names: list[str], devices: int, python: str):
     out, hlo = side_dir / "out", side_dir / "hlo"
-    out.mkdir(parents=True)
+    out.mkdir(parents=True, exist_ok=True)  # its programs' folders are made already
     env = worker_environment(devices, hlo)
     with open(side_dir / "stdout.txt", "wb") as stdout, open(side_dir / "stderr.txt", "wb") as stderr:
         return subprocess.Popen(

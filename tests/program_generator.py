@@ -2,7 +2,8 @@
 
 Two strategies: `pmap_programs()` (below) varies pmap's own options site by site, for the
 faithful style; `global_programs()` (at the end) draws training loops in the shapes teams write
-around pmap, for `--style global` (see its section).
+around pmap, for `--style global` (see its section): one module's run(), or (NEW_SHAPES)
+top-level code, factories, classes, notebooks and packages.
 
 `pmap_programs()` draws whole Python modules (source text) that use `jax.pmap` at one to
 three sites and define `run()`, which builds the inputs (n devices: all local devices, or fewer),
@@ -80,9 +81,16 @@ def _data(shape, seed):
 
 @dataclasses.dataclass(frozen=True)
 class GeneratedProgram:
-    source: str
+    source: str  # the module; a program of several files (or a notebook): all of them, listed
     sites: int  # jax.pmap sites in the source (each must yield a PM100 finding)
     features: tuple[str, ...] = ()
+    # global_programs only: where the program's code lives (see NEW_SHAPES), its files
+    # ((relative path, text), ...: a notebook's text is its JSON) and what a check runs:
+    # "module:run", "pkg.main:run", "notebook.ipynb:result" (the notebook's global `result`
+    # after its cells ran top to bottom), "script.py:result" (the script run as __main__).
+    shape: str = "module"
+    files: tuple[tuple[str, str], ...] = ()
+    entry: str = ""
 
     def __repr__(self) -> str:  # hypothesis prints this for a failing example
         return (
@@ -737,21 +745,56 @@ FALLBACK_IDIOMS = ["out_axes_none_varying", "static_argnum", "row_one", "host_me
                    "per_device_scalar_batch", "tuple_reshape"]
 
 
+# The shapes of a training program besides the module whose run() calls its steps:
+# - script: top-level code (module statements, an `if __name__ == "__main__":` block, or a
+#   main() that block calls), steps also built inline (`jax.pmap(f)(x)`, of a lambda);
+# - factory: a function returning the pmap, called once and the result stored;
+# - class: the pmap held as an attribute of an instance (CLASS_FORMS);
+# - notebook: the script's code split into code cells, run top to bottom;
+# - package: the steps in one module (fuzzpkg/steps.py), the caller in another (main.py).
+NEW_SHAPES = ("script", "factory", "class", "notebook", "package")
+PACKAGE = "fuzzpkg"
+
+# How a step is built: (callee, form). The module shape draws MODULE_FORMS; the new shapes
+# (NEW_SHAPES, below) draw their own forms for their first site.
+MODULE_FORMS = [("def", "partial_decorator")] * 5 + [("def", "module_assigned")] * 3 + [
+    ("def", "bare_decorator"), ("lambda", "module_assigned"), ("partial", "module_assigned"),
+    ("def", "assigned"), ("def", "on_the_spot"), ("def", "module_rebound"),
+    ("def", "rebound_in_run")]
+# Top-level code writes `jax.pmap(f)(x)` and `jax.pmap(lambda ...)(x)` inline.
+INLINE_FORMS = [("def", "on_the_spot"), ("lambda", "on_the_spot")]
+# A function returning a pmap: `return jax.pmap(step, ...)`, of a functools.partial with the
+# factory's argument, `functools.partial(jax.pmap, ...)(step)`, a def rebound to its pmap.
+FACTORY_FORMS = [("def", "factory"), ("partial", "factory"), ("def", "factory_partial_pmap"),
+                 ("def", "factory_rebound")]
+# A pmap held as `self.<name>`: built in __init__, in another method, in a base class's
+# __init__ (called through a subclass method), or of a bound method whose body reads self.
+CLASS_FORMS = [("def", "class_init"), ("def", "class_method"), ("def", "class_base"),
+               ("method", "class_bound")]
+
+
+# The forms whose pmap (or decorated def) is a module-level name.
+MODULE_LEVEL_FORMS = ("partial_decorator", "module_assigned", "bare_decorator", "module_rebound")
+SHAPE_FORMS = {"script": MODULE_FORMS + INLINE_FORMS * 4,
+               "notebook": MODULE_FORMS + INLINE_FORMS * 4,
+               "factory": FACTORY_FORMS, "class": CLASS_FORMS}
+
+
 class _GlobalSite(_Site):
     """One step function of a training-loop program: its arguments have roles (the state,
     replicated and fed back; batches, per-device and new every step; a constant)."""
 
-    def __init__(self, draw, index: int, fallback: str | None):
+    def __init__(self, draw, index: int, fallback: str | None, forms=None):
         self.i = index
         self.draw = draw
         self.fallback = fallback
         self.features = []
         self.helpers = []
-        self.callee, self.form = draw(st.sampled_from(
-            [("def", "partial_decorator")] * 5 + [("def", "module_assigned")] * 3 + [
-                ("def", "bare_decorator"), ("lambda", "module_assigned"),
-                ("partial", "module_assigned"), ("def", "assigned"), ("def", "on_the_spot"),
-                ("def", "module_rebound"), ("def", "rebound_in_run")]))
+        self.callee, self.form = draw(st.sampled_from(forms or MODULE_FORMS))
+        # How run() reaches the step (render_step may change it: a class's attribute, a
+        # module's attribute), and the lines that build it in run() (a factory's call, ...).
+        self.call_name = f"train_step_{index}"
+        self.setup: list[str] = []
         self.bare = self.form == "bare_decorator"
         self.static_self = False
         self.axis = None if self.bare else draw(st.sampled_from(['"batch"', '"batch"', '"i"', "AXIS"]))
@@ -939,7 +982,6 @@ class _GlobalSite(_Site):
         else:
             callee = name
         built = f"jax.pmap({callee}{options})"
-        self.call_name = f"train_step_{i}"
         if self.form in ("module_assigned", "module_rebound"):
             # module_rebound: `train_step_0 = jax.pmap(train_step_0, ...)` (kept on the contract)
             module.append(f"train_step_{i} = {built}\n")
@@ -952,7 +994,65 @@ class _GlobalSite(_Site):
             built = (f"def train_step_{i}({', '.join(params_def)}):\n"
                      + textwrap.indent(body, "    ")
                      + f"\n\ntrain_step_{i} = jax.pmap(train_step_{i}{options})")
+        elif self.form.startswith("factory"):
+            module.append(self._factory(name, params_def, body, options))
+            built = None
+        elif self.form.startswith("class"):
+            if self.form == "class_bound":
+                module.pop()  # the step is the class's own method
+            module.append(self._class(name, params, body, options))
+            built = None
         return "\n".join(module), built
+
+    def _factory(self, name: str, params_def: list[str], body: str, options: str) -> str:
+        """`make_train_step_i(...)`, returning the pmap; run() calls it before the loop."""
+        i, factory = self.i, f"make_train_step_{self.i}"
+        argument = ""
+        if self.form == "factory_rebound":  # a local def rebound to its pmap, then returned
+            inner = (f"def step({', '.join(params_def)}):\n" + textwrap.indent(body, "    ")
+                     + f"\n\nstep = jax.pmap(step{options})\nreturn step")
+            code = f"def {factory}():\n" + textwrap.indent(inner, "    ") + "\n"
+        elif self.form == "factory_partial_pmap":
+            code = f"def {factory}():\n    return functools.partial(jax.pmap{options})({name})\n"
+        elif self.callee == "partial":  # the factory's argument bound by functools.partial
+            argument = self.draw(st.sampled_from(["1.0", "0.5", "scale=0.5"]))
+            code = (f"def {factory}(scale):\n"
+                    f"    return jax.pmap(functools.partial({name}, scale=scale){options})\n")
+        else:
+            code = f"def {factory}():\n    return jax.pmap({name}{options})\n"
+        self.setup = [f"train_step_{i} = {factory}({argument})"]
+        return code
+
+    def _class(self, name: str, params: list[str], body: str, options: str) -> str:
+        """A class holding the pmap as `self.p_train_step`; run() makes one instance."""
+        i, cls = self.i, f"Trainer{self.i}"
+        built = f"jax.pmap({name}{options})"
+        self.setup = [f"trainer_{i} = {cls}()"]
+        self.call_name = f"trainer_{i}.p_train_step"
+        if self.form == "class_init":
+            return (f"class {cls}:\n    def __init__(self):\n"
+                    f"        self.p_train_step = {built}\n")
+        if self.form == "class_method":  # built in a method of its own, after __init__
+            self.setup.append(f"trainer_{i}.compile()")
+            return (f"class {cls}:\n    def __init__(self):\n        self.p_train_step = None\n\n"
+                    f"    def compile(self):\n        self.p_train_step = {built}\n")
+        if self.form == "class_base":  # built by the base class, called by a subclass method
+            self.call_name = f"trainer_{i}.train_step"
+            return (f"class BaseTrainer{i}:\n    def __init__(self):\n"
+                    f"        self.p_train_step = {built}\n\n\n"
+                    f"class {cls}(BaseTrainer{i}):\n"
+                    f"    def train_step(self, {', '.join(params)}):\n"
+                    f"        return self.p_train_step({', '.join(params)})\n")
+        # class_bound: `jax.pmap(self.step)`, whose body reads `self.scale`
+        scale = self.draw(st.sampled_from(["1.0", "0.5"]))
+        self.setup = [f"trainer_{i} = {cls}({scale})"]
+        body = body.replace(f"return {self.return_expr}",
+                            "new_params = jax.tree_util.tree_map(lambda p: p * self.scale, "
+                            f"new_params)\nreturn {self.return_expr}")
+        method = f"def step(self, {', '.join(params)}):\n" + textwrap.indent(body, "    ")
+        init = ("def __init__(self, scale):\n    self.scale = scale\n"
+                f"    self.p_train_step = jax.pmap(self.step{options})")
+        return (f"class {cls}:\n" + textwrap.indent(init + "\n\n" + method, "    ") + "\n")
 
 
 class _FixedOp:
@@ -972,14 +1072,34 @@ class _FixedOp:
         return self._site.draw(strategy)
 
 
+def global_programs(shapes: tuple[str, ...] = ("module",) + NEW_SHAPES):
+    """Training-loop programs (`_training_program`): the module shape in about half of them,
+    the NEW_SHAPES in the other half (a `one_of` of two branches; three runs of 500 draws
+    gave the module shape 49%, 42% and 55%; hypothesis's runs vary that much whichever
+    branch comes first). `shapes` keeps only those shapes (the unit tests draw one)."""
+    branches = []
+    new = [shape for shape in NEW_SHAPES if shape in shapes]
+    if new:
+        branches.append(_training_program(st.sampled_from(new)))
+    if "module" in shapes:
+        branches.append(_training_program(st.just("module")))
+    return st.one_of(*branches)
+
+
 @st.composite
-def global_programs(draw) -> GeneratedProgram:
-    """A training-loop module: 1-2 step functions under pmap and `run()`, which replicates the
-    state, feeds per-device batches for a few steps and returns host arrays. About one program
-    in five carries a FALLBACK_IDIOMS item."""
+def _training_program(draw, shapes) -> GeneratedProgram:
+    """A training loop: 1-2 step functions under pmap and the code that calls them, which
+    replicates the state, feeds per-device batches for a few steps and returns host arrays.
+    About one program in five carries a FALLBACK_IDIOMS item. The shape (SHAPE_FORMS) says
+    where that code lives: `run()` of one module, top-level code of a script, a notebook's
+    cells, a package's second module, and how the steps are built."""
+    program_shape = draw(shapes)
     fallback = draw(st.sampled_from(FALLBACK_IDIOMS)) if draw(st.integers(0, 4)) == 4 else None
     n_sites = draw(st.sampled_from([1, 1, 1, 2]))
-    sites = [_GlobalSite(draw, i, fallback) for i in range(n_sites)]
+    own_forms = SHAPE_FORMS.get(program_shape)
+    sites = [_GlobalSite(draw, i, fallback,
+                         own_forms if i == 0 or own_forms is None else own_forms + MODULE_FORMS)
+             for i in range(n_sites)]
     module_parts = [GLOBAL_PRELUDE]
     legacy = False
     devices = "jax.local_device_count()"
@@ -1055,6 +1175,9 @@ def global_programs(draw) -> GeneratedProgram:
             run.append(f"train_step_{i} = {built_in_run[site.i]}")
         elif site.form == "rebound_in_run":
             run.append(built_in_run[site.i])
+        run += site.setup
+        if program_shape == "package" and site.form in MODULE_LEVEL_FORMS and draw(st.booleans()):
+            site.call_name = f"steps.{site.call_name}"  # `from . import steps`
         run.append(f"metrics_{i} = []")
         # One step: batches, the call, the reads of its results.
         batch_form = draw(st.sampled_from(BATCH_PRODUCERS))
@@ -1105,11 +1228,11 @@ def global_programs(draw) -> GeneratedProgram:
             arguments.append(f"c_{i}")
         if site.static:
             arguments.append("2")
-        call = f"train_step_{i}({', '.join(arguments)})"
+        call = f"{site.call_name}({', '.join(arguments)})"
         if site.form == "on_the_spot":
             call = f"{built_in_run[site.i]}({', '.join(arguments)})"
         if fallback == "pmap_as_value" and i == 0 and site.form != "on_the_spot":
-            run.append(f'steps_{i} = {{"train": train_step_{i}}}')
+            run.append(f'steps_{i} = {{"train": {site.call_name}}}')
             call = f'steps_{i}["train"]({", ".join(arguments)})'
         # numpy inputs are copied to the devices, never donated: only jax arrays are deleted.
         keep_old = site.donate and "broadcast_to" not in producer and draw(st.booleans())
@@ -1130,28 +1253,45 @@ def global_programs(draw) -> GeneratedProgram:
         reads.append((f"metrics_{i}", f"np.asarray(metrics_{i})"))
         if not site.out_none:
             reads.append((f"state_{i}", _state_read(draw, site, f"state_{i}")))
+    loop_start = len(run)  # where a notebook starts the loop's cell
     if loop:
         run.append(f"for t in range({steps}):")
         run += ["    " + line for line in body]
     else:
         run += body
-    run.append("return {" + ", ".join(f'"{key}": {value}' for key, value in reads) + "}")
+    returned = "{" + ", ".join(f'"{key}": {value}' for key, value in reads) + "}"
+    run.append(f"return {returned}")
+    caller_parts = []  # the caller's own helpers (a package keeps them beside the caller)
     if "replicate" in helpers_needed:
-        module_parts.append("def replicate(tree):\n"
+        caller_parts.append("def replicate(tree):\n"
                             "    return jax.device_put_replicated(tree, jax.local_devices())\n")
     if "unreplicate" in helpers_needed or any("unreplicate(" in line for line in run):
-        module_parts.append("def unreplicate(tree):\n"
+        caller_parts.append("def unreplicate(tree):\n"
                             "    return jax.tree_util.tree_map(lambda a: a[0], tree)\n")
     if "shard" in helpers_needed:
-        module_parts.append("def shard_batch(x, n):\n"
+        caller_parts.append("def shard_batch(x, n):\n"
                             "    return x.reshape(n, -1, *x.shape[1:])\n")
-    module_parts.append("def run():\n" + textwrap.indent("\n".join(run), "    ") + "\n")
-    source = "\n\n".join(part.rstrip("\n") + "\n" for part in module_parts)
     if legacy:
-        source = source.replace('"""\nimport functools', f'"""\n{LEGACY_ONLY}\nimport functools', 1)
+        module_parts[0] = module_parts[0].replace(
+            '"""\nimport functools', f'"""\n{LEGACY_ONLY}\nimport functools', 1)
     sites_count = sum(1 for site in sites)
     features += [f"s{s.i}:{f}" for s in sites for f in s.features]
-    return GeneratedProgram(source=source, sites=sites_count, features=tuple(features))
+    caller = run[:-1]  # without the return
+    if program_shape == "package":
+        files, entry = _package(draw, module_parts, caller_parts, run, features)
+    module_parts += caller_parts
+    if program_shape == "script":
+        files, entry = _script(draw, module_parts, caller, returned, features)
+    elif program_shape == "notebook":
+        files, entry = _notebook(draw, module_parts, caller, loop_start, returned)
+    elif program_shape == "package":
+        pass
+    else:  # module, factory, class: one module whose run() calls the steps
+        module_parts.append("def run():\n" + textwrap.indent("\n".join(run), "    ") + "\n")
+        files, entry = ((f"{MODULE_NAME}.py", _joined(module_parts)),), ENTRY
+    source = files[0][1] if len(files) == 1 and program_shape != "notebook" else _listing(files)
+    return GeneratedProgram(source=source, sites=sites_count, features=(f"shape={program_shape}",
+                            *features), shape=program_shape, files=files, entry=entry)
 
 
 def _metric_reads(draw, site: _GlobalSite, fallback, metric: str, into: str) -> list[str]:
@@ -1195,3 +1335,99 @@ def _state_read(draw, site: _GlobalSite, state: str) -> str:
     if form == "device_get":
         return f"jax.device_get({state})"
     return state
+
+
+# -- where a training program's code lives (NEW_SHAPES) ---------------------------------------
+
+
+def _joined(parts: list[str]) -> str:
+    return "\n\n".join(part.rstrip("\n") + "\n" for part in parts)
+
+
+def _listing(files) -> str:
+    """Every file of a program, each under a `# --- path ---` line; a notebook's cells each
+    under a `# --- path: cell N ---` line."""
+    import json
+
+    chunks = []
+    for path, text in files:
+        if path.endswith(".ipynb"):
+            cells = json.loads(text)["cells"]
+            chunks += [f"# --- {path}: cell {number} ---\n" + "".join(cell["source"])
+                       for number, cell in enumerate(cells, 1)]
+        else:
+            chunks.append(f"# --- {path} ---\n{text}")
+    return "\n".join(chunk.rstrip("\n") + "\n" for chunk in chunks)
+
+
+def _script(draw, parts, caller, returned, features):
+    """The caller as top-level code; the check runs it as `__main__` and reads `result`."""
+    form = draw(st.sampled_from(["statements", "main_block", "main_function"]))
+    features.append(f"script={form}")
+    if form == "statements":
+        code = "\n".join(caller + [f"result = {returned}"])
+    elif form == "main_block":
+        code = 'if __name__ == "__main__":\n' + textwrap.indent(
+            "\n".join(caller + [f"result = {returned}"]), "    ")
+    else:
+        code = ("def main():\n" + textwrap.indent("\n".join(caller + [f"return {returned}"]),
+                                                  "    ")
+                + '\n\n\nif __name__ == "__main__":\n    result = main()')
+    return (("script.py", _joined(parts + [code])),), "script.py:result"
+
+
+def _notebook(draw, parts, caller, loop_start, returned):
+    """The script's code in code cells: the prelude, the definitions (one cell each, or
+    together), the set-up (one or two cells), the loop, the result."""
+    import json
+
+    cells = [parts[0]]
+    definitions = parts[1:]
+    if definitions and draw(st.booleans()):
+        cells.append(_joined(definitions))
+    else:
+        cells += definitions
+    setup = caller[:loop_start]
+    cut = draw(st.integers(0, len(setup)))
+    cells += ["\n".join(setup[:cut]), "\n".join(setup[cut:]), "\n".join(caller[loop_start:]),
+              f"result = {returned}"]
+    document = {
+        "cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                   "source": text.strip("\n").splitlines(keepends=True)}
+                  for text in cells if text.strip()],
+        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
+                                    "name": "python3"}},
+        "nbformat": 4, "nbformat_minor": 5,
+    }
+    return (("notebook.ipynb", json.dumps(document, indent=1) + "\n"),), "notebook.ipynb:result"
+
+
+def _package(draw, step_parts, caller_parts, run, features):
+    """The steps in fuzzpkg/steps.py, the caller (run()) in fuzzpkg/main.py, which imports
+    the names it uses from steps (`from .steps import ...` or `from fuzzpkg.steps import
+    ...`), and `steps` itself where it calls `steps.train_step_0(...)`."""
+    import ast
+    import re
+
+    steps = _joined(step_parts)
+    caller = _joined(caller_parts + ["def run():\n" + textwrap.indent("\n".join(run), "    ")])
+    bound = []
+    for node in ast.parse(steps).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            bound.append(node.name)
+        elif isinstance(node, ast.Assign):
+            bound += [t.id for t in node.targets if isinstance(t, ast.Name)]
+    used = [name for name in dict.fromkeys(bound) if re.search(rf"(?<![\w.]){name}\b", caller)]
+    relative = draw(st.booleans())
+    features.append(f"package imports={'relative' if relative else 'absolute'}")
+    source = "." if relative else PACKAGE
+    imports = ["import functools", "", "import jax", "import jax.numpy as jnp",
+               "import numpy as np", ""]
+    if "steps." in caller:
+        imports.append(f"from {source} import steps")
+    if used:
+        imports.append(f"from {source}{'' if relative else '.'}steps import {', '.join(used)}")
+    main = ('"""The caller of the steps in steps.py."""\n' + "\n".join(imports) + "\n\n\n"
+            + caller)
+    return ((f"{PACKAGE}/__init__.py", ""), (f"{PACKAGE}/steps.py", steps),
+            (f"{PACKAGE}/main.py", main)), f"{PACKAGE}.main:run"

@@ -73,6 +73,12 @@ def test_layouts_of_notebook_globals_are_read_off_the_shapes():
     found = inferred_layouts(output(a=[8, 4], b=[8, 3, 4], c=[4], d=[2, 4]),
                              output(a=[4], b=[24, 4], c=[4], d=[4]), devices=8)
     assert [(layout.path, layout.kind) for layout in found] == [("a", REPLICATED), ("b", MERGED)]
+    assert {layout.axis for layout in found} == {0}
+    # A list of per-step values stacked by the original: the device axis is axis 1.
+    found = inferred_layouts(output(m=[3, 8], x=[3, 8, 2, 4], s=[8, 8]),
+                             output(m=[3], x=[3, 16, 4], s=[8]), devices=8)
+    assert [(layout.path, layout.kind, layout.axis) for layout in found] == [
+        ("m", REPLICATED, 1), ("x", MERGED, 1), ("s", REPLICATED, 0)]
 
 
 @pytest.mark.equivalence
