@@ -62,6 +62,15 @@ def run_check(paths: list[Path], entry: list[str], function: str | None, inputs:
     if platform != "cpu" and (processes > 1 or function):
         raise typer.BadParameter("an accelerator runs entries in one process, not property "
                                  "mode or --processes", param_hint="--platform")
+    for report, flag in ((report_json, "--report-json"), (junit, "--junit")):
+        # Settled before any program runs: a report that cannot be written after minutes of
+        # runs would lose them all.
+        if report is not None:
+            try:
+                report.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise typer.BadParameter(f"cannot write {report}: {error}",
+                                         param_hint=flag) from None
     # Built once, from the original's project. The migrated copy carries its own helpers: a
     # helper module is written by `apply`, never into check's temporary copy.
     migration = dataclasses.replace(migration, helper_module=None)

@@ -42,3 +42,23 @@ def test_an_accelerator_is_refused_with_several_processes():
         cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert done.returncode == 2
     assert "--platform" in done.stderr and "one process" in done.stderr
+
+
+def test_a_report_in_a_folder_not_made_yet_is_written_there(tmp_path):
+    """The folder of --report-json / --junit is made before the runs, as CI scripts expect."""
+    report = tmp_path / "out" / "deeper" / "check.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "migrator.cli", "check", "corpus", "--entry", "static_args:run",
+         "--devices", "2", "--repeat", "1", "--report-json", str(report)],
+        cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert json.loads(report.read_text())["summary"]["checks"] == 1
+
+
+def test_a_report_that_cannot_be_written_is_refused_before_any_run(tmp_path):
+    (tmp_path / "file").write_text("")
+    done = subprocess.run(
+        [sys.executable, "-m", "migrator.cli", "check", "corpus", "--entry", "static_args:run",
+         "--report-json", str(tmp_path / "file" / "check.json")],
+        cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 2 and "--report-json" in done.stderr
