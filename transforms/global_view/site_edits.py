@@ -154,7 +154,9 @@ def _site_edits(site: Site, options: list[str], module: ModuleInfo, body_edits: 
                         else site.built)
     inside = {k: v for k, v in body_edits.items() if within(k, built)}
     outside = {k: v for k, v in body_edits.items() if k not in inside}
-    if site.rebinds is not None and at_module_level:  # `step = jax.pmap(step)`: `_step`
+    if site.rebinds is not None and (at_module_level or site.static or site.keyword_params):
+        # `step = jax.pmap(step)` becoming `def step`: the body's def is renamed `_step`, or the
+        # new def, reading `step` when it runs, would call itself
         private = module.fresh(f"_{site.name}")
         header = module.source[module.span(site.rebinds)[0]:].decode("utf-8")
         name_at = module.span(site.rebinds)[0] + re.match(r"def\s+", header).end()
