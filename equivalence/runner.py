@@ -74,7 +74,8 @@ def worker_environment(devices: int, hlo_dir: Path | None, rng_compat: bool = Tr
     fake = [f"--xla_force_host_platform_device_count={devices}"] if platform == "cpu" else []
     env["XLA_FLAGS"] = " ".join([env.get("XLA_FLAGS", ""), *fake, *dump]).strip()
     env["JAX_PLATFORMS"] = platform
-    env["PMAP_MIGRATE_DEVICES"] = str(devices)
+    if platform != "cpu":  # fake CPU devices number what the flag says; real ones are counted
+        env["PMAP_MIGRATE_DEVICES"] = str(devices)
     env["PJRT_NPROC"] = str(max(cpu_thread_pool_size(devices), _int(env.get("PJRT_NPROC"))))
     if rng_compat:
         # jax 0.5 made threefry partitionable by default, which changed random streams; with

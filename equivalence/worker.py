@@ -119,15 +119,17 @@ def main(root, entry, out_dir):
         import jax
 
         result["jax_version"] = jax.__version__
-        expected = os.environ.get("PMAP_MIGRATE_DEVICES")
-        if expected and jax.local_device_count() != int(expected):  # a real platform's count
-            raise RuntimeError(f"{jax.local_device_count()} {jax.default_backend()} devices "
-                               f"here, {expected} asked for (--devices)")
         if entry.partition(":")[0].endswith(".ipynb"):
             value = run_notebook(root, entry, out_dir)
         else:
             function = getattr(importlib.import_module(module_name), function_name)
             value = function()
+        # An accelerator's device count, read once the entry has run: asking earlier would
+        # start the backend before the program's own set-up (its environment, distributed).
+        expected = os.environ.get("PMAP_MIGRATE_DEVICES")
+        if expected and jax.local_device_count() != int(expected):
+            raise RuntimeError(f"{jax.local_device_count()} {jax.default_backend()} devices "
+                               f"here, {expected} asked for (--devices)")
         leaves = jax.tree_util.tree_flatten_with_path(value)[0]
         result["treedef"] = str(jax.tree_util.tree_structure(value))
         arrays, described = {}, []

@@ -19,7 +19,7 @@ def test_an_accelerator_has_no_fake_devices_and_names_its_count():
     cpu = worker_environment(4, None)
     tpu = worker_environment(1, None, platform="tpu")
     assert "--xla_force_host_platform_device_count=4" in cpu["XLA_FLAGS"]
-    assert cpu["JAX_PLATFORMS"] == "cpu"
+    assert cpu["JAX_PLATFORMS"] == "cpu" and "PMAP_MIGRATE_DEVICES" not in cpu
     assert "xla_force_host_platform_device_count" not in tpu["XLA_FLAGS"]
     assert tpu["JAX_PLATFORMS"] == "tpu" and tpu["PMAP_MIGRATE_DEVICES"] == "1"
 
@@ -33,6 +33,22 @@ def test_a_device_count_other_than_the_one_asked_for_fails_the_run(tmp_path):
     result = json.loads((tmp_path / "result.json").read_text())
     assert not result["ok"]
     assert "2 cpu devices here, 4 asked for (--devices)" in result["error"]
+
+
+def test_the_worker_starts_the_backend_only_when_the_program_does(tmp_path):
+    """A program's own set-up before its first use of jax (environment, distributed
+    initialisation) still reaches the backend: the device count is read after the entry."""
+    (tmp_path / "prog.py").write_text(
+        "import os\nimport jax\n\nos.environ['XLA_FLAGS'] = "
+        "'--xla_force_host_platform_device_count=3'\n\n"
+        "def run():\n    return jax.numpy.zeros(jax.device_count())\n")
+    env = worker_environment(1, None, platform="tpu")  # counted after the run...
+    env.update(JAX_PLATFORMS="cpu", PMAP_MIGRATE_DEVICES="3")  # ...on the program's 3 devices
+    subprocess.run([sys.executable, str(WORKER), str(tmp_path), "prog:run", str(tmp_path)],
+                   env=env, cwd=tmp_path, check=True, timeout=120)
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["ok"], result.get("error")
+    assert result["leaves"][0]["shape"] == [3]
 
 
 def test_an_accelerator_is_refused_with_several_processes():
