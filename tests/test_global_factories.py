@@ -147,11 +147,14 @@ def test_a_decorator_above_a_nested_pmap_is_the_contracts_named_reason():
 
 
 def test_a_rebound_call_result_is_named_with_its_line():
+    """A call's result the global style cannot read as a def (here the factory returns its
+    def under a decorator): the blocker names the value and its line."""
     source = b'''import jax
 import numpy as np
 
 
 def make_learner(scale):
+    @jax.checkpoint
     def learn(x):
         return jax.lax.pmean(x * scale, "d")
     return learn
@@ -162,9 +165,9 @@ def setup(scale):
     learn = jax.pmap(learn, axis_name="d")
     return learn(np.ones((jax.local_device_count(), 2), np.float32))
 '''
-    (message,) = [m for code, line, m in _findings(source) if code == "PM601" and line == 13]
+    (message,) = [m for code, line, m in _findings(source) if code == "PM601" and line == 14]
     assert "`learn` is rebound to the pmap of its own earlier value, `make_learner(...)`" \
-        in message and "(line 12)" in message
+        in message and "(line 13)" in message
 
 
 def test_a_pmap_in_a_decorated_function_names_that_decorator():
@@ -276,3 +279,49 @@ def test_a_factory_use_that_does_not_fit_is_named_with_its_line():
     (message,) = [m for code, line, m in _findings(alone) if code == "PM601"]
     assert "returned by `make_update_fn`, and line 15 keeps its result other than called on " \
         "the spot" in message
+
+
+# A function value is a value: the nested def a module function returns, bound to a name that
+# the caller then rebinds to its pmap (Mava's `learn = get_learner_fn(...)`), is the mapped
+# function (the fixture pairs closure_returned_by_factory, closure_factory_reads_caller_stack
+# and fallback_closure_factory_shared show the rewrites and run them).
+_CLOSURE = (ROOT / "tests" / "fixtures_global" / "closure_returned_by_factory"
+            / "before.py").read_bytes()
+
+
+def test_a_factory_closure_rebound_to_its_pmap_goes_global():
+    assert _codes(_CLOSURE) == ["PM600"]
+    assert pmap_contract_code(_global_text(_CLOSURE)) == []
+
+
+@pytest.mark.parametrize("old, new", [
+    # an early return: which def the call yields is known when it runs
+    (b"    def apply(w, x):", b"    if lr < 0:\n        return None\n\n    def apply(w, x):"),
+    # the returned name rebound in the factory, or the def decorated
+    (b"    return learner_fn", b"    learner_fn = jax.jit(learner_fn)\n    return learner_fn"),
+    (b"    def learner_fn(w, x):", b"    @jax.checkpoint\n    def learner_fn(w, x):"),
+    # the factory's result read before it is mapped
+    (b"    learn = jax.pmap(learn", b"    print(learn)\n    learn = jax.pmap(learn"),
+    # static arguments: the jitted def `learn` would read itself as the closure
+    (b'jax.pmap(learn, axis_name="device")',
+     b'jax.pmap(learn, axis_name="device", static_broadcasted_argnums=(2,))'),
+])
+def test_a_factory_closure_not_provably_the_mapped_def_keeps_the_contract(old, new):
+    assert old in _CLOSURE
+    source = _CLOSURE.replace(old, new)
+    if b"static_broadcasted_argnums" in new:
+        source = source.replace(b"def learner_fn(w, x):", b"def learner_fn(w, x, k):") \
+            .replace(b"learn(w, x)", b"learn(w, x, 1)")
+    assert "PM600" not in _codes(source)
+
+
+def test_a_factory_closure_whose_factory_another_module_uses_names_that_use():
+    """The rewrite may edit the returned def's body (a per-device result expanded): another
+    module calling the factory would get the edited def."""
+    tree = TreeContext(used_elsewhere={"get_learner_fn": "evaluator.py:12"})
+    findings = migrate_source(_CLOSURE, style="global", tree=tree).findings
+    assert [(f.code, f.message) for f in findings if f.code == "PM603"] == [(
+        "PM603", "`learn` maps the def `get_learner_fn` returns, and `get_learner_fn` is used "
+        "by another module of the paths given (evaluator.py:12), which would see the global "
+        "rewrite's edits of that def")]
+    assert "PM600" not in [f.code for f in findings]

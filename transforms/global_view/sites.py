@@ -85,6 +85,10 @@ class Site:
     # cell above it): they mean the name's earlier binding, not the site (node ids;
     # callers.mark_reads_before_binding)
     read_before: frozenset[int] = frozenset()
+    # `learn = get_learner_fn(...)` then `learn = jax.pmap(learn, ...)`: the factory call whose
+    # returned nested def (`body`, a closure over the call's arguments) the site maps; the
+    # names the closure reads from the caller are those of this call
+    closure_call: ast.Call | None = None
 
     @property
     def called_params(self) -> list[str]:
