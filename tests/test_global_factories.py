@@ -175,8 +175,10 @@ def test_a_pmap_in_a_decorated_function_names_that_decorator():
 
 import jax
 
+from project import timed
 
-@functools.lru_cache(None)
+
+@timed(None)
 def get_eval_fn(scale):
     @functools.partial(jax.pmap, axis_name="batch")
     def _eval_fn(x):
@@ -185,7 +187,7 @@ def get_eval_fn(scale):
 '''
     (message,) = [m for code, line, m in _findings(source) if code == "PM601"]
     assert "decorates `_eval_fn`, a def in `get_eval_fn`, which is itself under the decorator " \
-        "`@functools.lru_cache(None)` (line 6)" in message
+        "`@timed(None)` (line 8)" in message
 
 
 _TUPLE = (ROOT / "tests" / "fixtures_global" / "factory_returned_in_a_tuple" / "before.py"
@@ -325,3 +327,35 @@ def test_a_factory_closure_whose_factory_another_module_uses_names_that_use():
         "by another module of the paths given (evaluator.py:12), which would see the global "
         "rewrite's edits of that def")]
     assert "PM600" not in [f.code for f in findings]
+
+
+# Decorators that keep a function's behaviour (a cache of its results, its metadata copied) do
+# not hide the pmaps it builds (the fixture pair factory_under_lru_cache runs one).
+_CACHED = (ROOT / "tests" / "fixtures_global" / "factory_under_lru_cache"
+           / "before.py").read_bytes()
+_CACHE_LINE = b"@functools.lru_cache(maxsize=None)\n"
+
+
+@pytest.mark.parametrize("decorator", [
+    b"@functools.lru_cache(maxsize=None)\n", b"@functools.cache\n", b"@functools.lru_cache\n",
+    b"@lru_cache(None)\n", b"@functools.wraps(jnp.sum)\n",
+])
+def test_a_factory_under_a_behaviour_keeping_decorator_goes_global(decorator):
+    source = _CACHED.replace(_CACHE_LINE, decorator).replace(
+        b"import functools\n", b"import functools\nfrom functools import lru_cache\n")
+    assert _codes(source) == ["PM600"]
+
+
+@pytest.mark.parametrize("decorator", [b"@timed\n", b"@jax.named_call\n"])
+def test_a_factory_under_another_decorator_keeps_the_contract(decorator):
+    """A decorator of the project's (or any other) may call the function any number of times
+    or not at all, and hand back anything: the factory's pmap is not followed."""
+    source = _CACHED.replace(_CACHE_LINE, decorator).replace(
+        b"\n\n@", b"\n\ndef timed(f):\n    return f\n\n\n@", 1)
+    assert "PM600" not in _codes(source)
+
+
+def test_a_factory_closure_under_lru_cache_goes_global():
+    source = _CLOSURE.replace(b"import jax\n", b"import functools\n\nimport jax\n", 1).replace(
+        b"def get_learner_fn(", b"@functools.lru_cache(None)\ndef get_learner_fn(")
+    assert _codes(source) == ["PM600"]

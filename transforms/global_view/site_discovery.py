@@ -30,6 +30,7 @@ from transforms.global_view.sites import (
     Blocker,
     Site,
     dotted,
+    keeps_behaviour,
     pmap_call,
     pmap_call_options,
 )
@@ -61,7 +62,7 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
                 dotted(n, imported) == PMAP and id(n) not in claimed for n in ast.walk(statement)
                 if isinstance(n, (ast.Name, ast.Attribute))):
             continue  # top-level code whose every pmap is called where it is built
-        if isinstance(statement, ast.FunctionDef) and not statement.decorator_list \
+        if isinstance(statement, ast.FunctionDef) and keeps_behaviour(statement, imported) \
                 and _returned_pmap(statement, imported) is not None:
             # A function never read here is called, if at all, from another module: as a
             # factory its site names that module's use (callers.used_in_other_modules) or
@@ -86,7 +87,7 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
                 sites.append(site)
                 claimed.update(id(n) for n in ast.walk(site.node.func))
                 continue
-        if isinstance(statement, ast.FunctionDef) and not statement.decorator_list:
+        if isinstance(statement, ast.FunctionDef) and keeps_behaviour(statement, imported):
             local, local_blockers = _local_sites(statement, imported, functions, constants,
                                                  _read_once(functions, loads))
             sites += local
@@ -530,18 +531,18 @@ def _factory_closures(function: ast.FunctionDef, imported, stores, functions
                    if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
                    and n is not mapped]
         factory = functions[call.func.id]
-        returned = _returned_nested_def(factory)
+        returned = _returned_nested_def(factory, imported)
         if returned is not None and not between:
             found[name] = (returned, factory, call)
     return found
 
 
-def _returned_nested_def(factory: ast.FunctionDef) -> ast.FunctionDef | None:
+def _returned_nested_def(factory: ast.FunctionDef, imported) -> ast.FunctionDef | None:
     """The undecorated def of `factory`'s own body that its last statement, `return name`,
     returns, when that is its only return (no early return, no yield) and `name` is bound by
     that def only: what every call of `factory` yields, closing over the call's arguments."""
     last = factory.body[-1] if factory.body else None
-    if factory.decorator_list or not isinstance(last, ast.Return) \
+    if not keeps_behaviour(factory, imported) or not isinstance(last, ast.Return) \
             or not isinstance(last.value, ast.Name):
         return None
     name = last.value.id
@@ -562,11 +563,16 @@ def _returned_nested_def(factory: ast.FunctionDef) -> ast.FunctionDef | None:
     return definition
 
 
+def _last_returned(function: ast.FunctionDef) -> str:
+    """The name `function`'s last statement returns (`return name`)."""
+    return function.body[-1].value.id
+
+
 def _factory_read_elsewhere(name: str, call: ast.Call, factory: ast.FunctionDef) -> str:
     """Why the pmap of a factory's returned def stays faithful when the module reads the
     factory elsewhere too."""
     return (f"`{name}` is rebound to the pmap of `{factory.name}(...)`'s nested def "
-            f"`{_returned_nested_def(factory).name}` (line {call.lineno}), but `{factory.name}` "
+            f"`{_last_returned(factory)}` (line {call.lineno}), but `{factory.name}` "
             "is read elsewhere in the module too: the global rewrite may edit that def's body, "
             "which every other use of the factory would see")
 
