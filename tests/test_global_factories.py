@@ -359,3 +359,13 @@ def test_a_factory_closure_under_lru_cache_goes_global():
     source = _CLOSURE.replace(b"import jax\n", b"import functools\n\nimport jax\n", 1).replace(
         b"def get_learner_fn(", b"@functools.lru_cache(None)\ndef get_learner_fn(")
     assert _codes(source) == ["PM600"]
+
+
+def test_a_class_held_factory_under_lru_cache_goes_global():
+    """`self.step = make_step(lr)` of a cached factory: the class reads the factory's pmap as
+    it reads an undecorated one's (the fixture pair class_held_factory runs that one)."""
+    held = (ROOT / "tests" / "fixtures_global" / "class_held_factory" / "before.py").read_bytes()
+    source = held.replace(b"import jax\n", b"import functools\n\nimport jax\n", 1).replace(
+        b"def make_step(", b"@functools.lru_cache(None)\ndef make_step(")
+    assert _codes(source) == ["PM600"]
+    assert _codes(source.replace(b"@functools.lru_cache(None)", b"@jax.named_call")) != ["PM600"]
