@@ -147,11 +147,14 @@ def test_a_decorator_above_a_nested_pmap_is_the_contracts_named_reason():
 
 
 def test_a_rebound_call_result_is_named_with_its_line():
+    """A call's result the global style cannot read as a def (here the factory returns its
+    def under a decorator): the blocker names the value and its line."""
     source = b'''import jax
 import numpy as np
 
 
 def make_learner(scale):
+    @jax.checkpoint
     def learn(x):
         return jax.lax.pmean(x * scale, "d")
     return learn
@@ -162,9 +165,9 @@ def setup(scale):
     learn = jax.pmap(learn, axis_name="d")
     return learn(np.ones((jax.local_device_count(), 2), np.float32))
 '''
-    (message,) = [m for code, line, m in _findings(source) if code == "PM601" and line == 13]
+    (message,) = [m for code, line, m in _findings(source) if code == "PM601" and line == 14]
     assert "`learn` is rebound to the pmap of its own earlier value, `make_learner(...)`" \
-        in message and "(line 12)" in message
+        in message and "(line 13)" in message
 
 
 def test_a_pmap_in_a_decorated_function_names_that_decorator():
@@ -172,8 +175,10 @@ def test_a_pmap_in_a_decorated_function_names_that_decorator():
 
 import jax
 
+from project import timed
 
-@functools.lru_cache(None)
+
+@timed(None)
 def get_eval_fn(scale):
     @functools.partial(jax.pmap, axis_name="batch")
     def _eval_fn(x):
@@ -182,7 +187,7 @@ def get_eval_fn(scale):
 '''
     (message,) = [m for code, line, m in _findings(source) if code == "PM601"]
     assert "decorates `_eval_fn`, a def in `get_eval_fn`, which is itself under the decorator " \
-        "`@functools.lru_cache(None)` (line 6)" in message
+        "`@timed(None)` (line 8)" in message
 
 
 _TUPLE = (ROOT / "tests" / "fixtures_global" / "factory_returned_in_a_tuple" / "before.py"
@@ -276,3 +281,91 @@ def test_a_factory_use_that_does_not_fit_is_named_with_its_line():
     (message,) = [m for code, line, m in _findings(alone) if code == "PM601"]
     assert "returned by `make_update_fn`, and line 15 keeps its result other than called on " \
         "the spot" in message
+
+
+# A function value is a value: the nested def a module function returns, bound to a name that
+# the caller then rebinds to its pmap (Mava's `learn = get_learner_fn(...)`), is the mapped
+# function (the fixture pairs closure_returned_by_factory, closure_factory_reads_caller_stack
+# and fallback_closure_factory_shared show the rewrites and run them).
+_CLOSURE = (ROOT / "tests" / "fixtures_global" / "closure_returned_by_factory"
+            / "before.py").read_bytes()
+
+
+def test_a_factory_closure_rebound_to_its_pmap_goes_global():
+    assert _codes(_CLOSURE) == ["PM600"]
+    assert pmap_contract_code(_global_text(_CLOSURE)) == []
+
+
+@pytest.mark.parametrize("old, new", [
+    # an early return: which def the call yields is known when it runs
+    (b"    def apply(w, x):", b"    if lr < 0:\n        return None\n\n    def apply(w, x):"),
+    # the returned name rebound in the factory, or the def decorated
+    (b"    return learner_fn", b"    learner_fn = jax.jit(learner_fn)\n    return learner_fn"),
+    (b"    def learner_fn(w, x):", b"    @jax.checkpoint\n    def learner_fn(w, x):"),
+    # the factory's result read before it is mapped
+    (b"    learn = jax.pmap(learn", b"    print(learn)\n    learn = jax.pmap(learn"),
+    # static arguments: the jitted def `learn` would read itself as the closure
+    (b'jax.pmap(learn, axis_name="device")',
+     b'jax.pmap(learn, axis_name="device", static_broadcasted_argnums=(2,))'),
+])
+def test_a_factory_closure_not_provably_the_mapped_def_keeps_the_contract(old, new):
+    assert old in _CLOSURE
+    source = _CLOSURE.replace(old, new)
+    if b"static_broadcasted_argnums" in new:
+        source = source.replace(b"def learner_fn(w, x):", b"def learner_fn(w, x, k):") \
+            .replace(b"learn(w, x)", b"learn(w, x, 1)")
+    assert "PM600" not in _codes(source)
+
+
+def test_a_factory_closure_whose_factory_another_module_uses_names_that_use():
+    """The rewrite may edit the returned def's body (a per-device result expanded): another
+    module calling the factory would get the edited def."""
+    tree = TreeContext(used_elsewhere={"get_learner_fn": "evaluator.py:12"})
+    findings = migrate_source(_CLOSURE, style="global", tree=tree).findings
+    assert [(f.code, f.message) for f in findings if f.code == "PM603"] == [(
+        "PM603", "`learn` maps the def `get_learner_fn` returns, and `get_learner_fn` is used "
+        "by another module of the paths given (evaluator.py:12), which would see the global "
+        "rewrite's edits of that def")]
+    assert "PM600" not in [f.code for f in findings]
+
+
+# Decorators that keep a function's behaviour (a cache of its results, its metadata copied) do
+# not hide the pmaps it builds (the fixture pair factory_under_lru_cache runs one).
+_CACHED = (ROOT / "tests" / "fixtures_global" / "factory_under_lru_cache"
+           / "before.py").read_bytes()
+_CACHE_LINE = b"@functools.lru_cache(maxsize=None)\n"
+
+
+@pytest.mark.parametrize("decorator", [
+    b"@functools.lru_cache(maxsize=None)\n", b"@functools.cache\n", b"@functools.lru_cache\n",
+    b"@lru_cache(None)\n", b"@functools.wraps(jnp.sum)\n",
+])
+def test_a_factory_under_a_behaviour_keeping_decorator_goes_global(decorator):
+    source = _CACHED.replace(_CACHE_LINE, decorator).replace(
+        b"import functools\n", b"import functools\nfrom functools import lru_cache\n")
+    assert _codes(source) == ["PM600"]
+
+
+@pytest.mark.parametrize("decorator", [b"@timed\n", b"@jax.named_call\n"])
+def test_a_factory_under_another_decorator_keeps_the_contract(decorator):
+    """A decorator of the project's (or any other) may call the function any number of times
+    or not at all, and hand back anything: the factory's pmap is not followed."""
+    source = _CACHED.replace(_CACHE_LINE, decorator).replace(
+        b"\n\n@", b"\n\ndef timed(f):\n    return f\n\n\n@", 1)
+    assert "PM600" not in _codes(source)
+
+
+def test_a_factory_closure_under_lru_cache_goes_global():
+    source = _CLOSURE.replace(b"import jax\n", b"import functools\n\nimport jax\n", 1).replace(
+        b"def get_learner_fn(", b"@functools.lru_cache(None)\ndef get_learner_fn(")
+    assert _codes(source) == ["PM600"]
+
+
+def test_a_class_held_factory_under_lru_cache_goes_global():
+    """`self.step = make_step(lr)` of a cached factory: the class reads the factory's pmap as
+    it reads an undecorated one's (the fixture pair class_held_factory runs that one)."""
+    held = (ROOT / "tests" / "fixtures_global" / "class_held_factory" / "before.py").read_bytes()
+    source = held.replace(b"import jax\n", b"import functools\n\nimport jax\n", 1).replace(
+        b"def make_step(", b"@functools.lru_cache(None)\ndef make_step(")
+    assert _codes(source) == ["PM600"]
+    assert _codes(source.replace(b"@functools.lru_cache(None)", b"@jax.named_call")) != ["PM600"]

@@ -192,9 +192,21 @@ def _binds_name(node: ast.AST, name: str) -> bool:
 def used_in_other_modules(module, sites, blocked: dict[str, Blocker]) -> dict[str, Blocker]:
     """Module-level sites another module of the run calls (by the site's name, its factory's
     or its holder class's): callers this module's analysis cannot see, so each keeps the
-    calling contract they rely on (PM603), named in place of having no caller in this module."""
+    calling contract they rely on (PM603), named in place of having no caller in this module.
+    Also a local site mapping the def a module function returns, where another module uses
+    that function."""
     found = {}
     for site in sites:
+        if site.closure_call is not None and site.key not in blocked:
+            # the rewrite may edit the body of the factory's def, which those uses would see
+            factory = site.closure_call.func.id
+            if (where := module.elsewhere(factory)) is not None:
+                found[site.key] = Blocker(CALLERS_UNSEEN, site.node,
+                                          f"`{site.name}` maps the def `{factory}` returns, "
+                                          f"and `{factory}` is used by another module of the "
+                                          f"paths given ({where}), which would see the global "
+                                          "rewrite's edits of that def")
+            continue
         if (site.key in blocked and _NO_CALLER_HERE not in blocked[site.key].message) \
                 or (site.owner is not None and not site.factory):
             continue

@@ -37,7 +37,15 @@ import dataclasses
 
 from transforms.codes.global_view import CLASS_HELD, OPTIONS
 from transforms.global_view.site_options import assigned_site, make_site
-from transforms.global_view.sites import PMAP, Blocker, Site, dotted, pmap_call, pmap_call_options
+from transforms.global_view.sites import (
+    PMAP,
+    Blocker,
+    Site,
+    dotted,
+    keeps_behaviour,
+    pmap_call,
+    pmap_call_options,
+)
 
 # Special methods run only by explicit calls the analysis sees (or by printing, which it
 # refuses for instances as an escape).
@@ -82,9 +90,9 @@ def find_class_sites(tree: ast.Module, imported, functions, constants, claimed: 
 
 def _returned_pmap(function: ast.FunctionDef, imported) -> ast.Call | None:
     """The `jax.pmap(...)` a module function returns as its last statement, when it is the
-    function's only pmap and its only return."""
+    function's only pmap and its only return (and its decorators, if any, keep its behaviour)."""
     last = function.body[-1] if function.body else None
-    if function.decorator_list or not (isinstance(last, ast.Return)
+    if not keeps_behaviour(function, imported) or not (isinstance(last, ast.Return)
                                        and isinstance(last.value, ast.Call)
                                        and dotted(last.value.func, imported) == PMAP):
         return None

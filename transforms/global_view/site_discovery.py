@@ -30,6 +30,7 @@ from transforms.global_view.sites import (
     Blocker,
     Site,
     dotted,
+    keeps_behaviour,
     pmap_call,
     pmap_call_options,
 )
@@ -61,7 +62,7 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
                 dotted(n, imported) == PMAP and id(n) not in claimed for n in ast.walk(statement)
                 if isinstance(n, (ast.Name, ast.Attribute))):
             continue  # top-level code whose every pmap is called where it is built
-        if isinstance(statement, ast.FunctionDef) and not statement.decorator_list \
+        if isinstance(statement, ast.FunctionDef) and keeps_behaviour(statement, imported) \
                 and _returned_pmap(statement, imported) is not None:
             # A function never read here is called, if at all, from another module: as a
             # factory its site names that module's use (callers.used_in_other_modules) or
@@ -86,8 +87,9 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
                 sites.append(site)
                 claimed.update(id(n) for n in ast.walk(site.node.func))
                 continue
-        if isinstance(statement, ast.FunctionDef) and not statement.decorator_list:
-            local, local_blockers = _local_sites(statement, imported, functions, constants)
+        if isinstance(statement, ast.FunctionDef) and keeps_behaviour(statement, imported):
+            local, local_blockers = _local_sites(statement, imported, functions, constants,
+                                                 _read_once(functions, loads))
             sites += local
             blockers += local_blockers
             for site in local:
@@ -153,7 +155,9 @@ def _top_level_inline_sites(tree: ast.Module, imported, functions, constants) ->
     elsewhere |= {n.name for n in ast.walk(tree)
                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     statements = {id(statement) for statement in tree.body}
-    return [site for site in _local_sites(code, imported, functions, constants)[0]
+    loads = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    read_once = frozenset(name for name in functions if loads.count(name) == 1)
+    return [site for site in _local_sites(code, imported, functions, constants, read_once)[0]
             if id(site.statement) not in nested and (
                 site.inline or (not site.decorated and id(site.statement) not in statements
                                 and site.name not in elsewhere))]
@@ -399,10 +403,13 @@ def unpacked_factory_calls(function: ast.FunctionDef) -> dict[str, tuple[ast.Cal
     return stored_factory_calls(function, unpacked=True)
 
 
-def _local_sites(function: ast.FunctionDef, imported, functions, constants):
+def _local_sites(function: ast.FunctionDef, imported, functions, constants,
+                 read_once: frozenset[str] = frozenset()):
     """Sites built inside a module-level function: `p = jax.pmap(f, ...)` (p bound once, and
     only called) and `jax.pmap(f, ...)(args)`, with f a lambda, a module-level def or a def
-    nested in the function (a closure), and nested defs decorated with pmap."""
+    nested in the function (a closure), or the nested def a module function returns
+    (`_factory_closures`), and nested defs decorated with pmap. `read_once`: the module
+    functions whose name the module reads once."""
     sites, blockers = [], []
     stores: dict[str, int] = {}
     for node in ast.walk(function):
@@ -423,6 +430,8 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
                    and stores.get(n.targets[0].id) == 1 and loads.count(n.targets[0].id) == 1})
     rebound = _rebound_defs(function, imported, stores)
     nested.update({k: v for k, v in rebound.items() if not isinstance(v, int)})
+    closures = _factory_closures(function, imported, stores, functions)
+    nested.update({k: v[0] for k, v in closures.items()})
     functions = {**functions, **nested}
     for node in ast.walk(function):
         if isinstance(node, ast.FunctionDef) and node is not function \
@@ -447,15 +456,25 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
                                   f"`{target.id}` is rebound to its own pmap, but read before "
                                   f"that (line {rebound[target.id]}), where it is the plain def")
                 if not isinstance(target, ast.Name) or (
-                        stores.get(target.id) != 1 and target.id not in rebound):
+                        stores.get(target.id) != 1 and target.id not in rebound
+                        and target.id not in closures):
                     raise Blocker(PMAP_AS_VALUE, pmapped,
                                   _bound_more_than_once(function, node, pmapped))
+                closure = closures.get(target.id)
+                if closure is not None and closure[1].name not in read_once:
+                    raise Blocker(PMAP_AS_VALUE, pmapped, _factory_read_elsewhere(
+                        target.id, closure[2], closure[1]))
                 site = assigned_site(target.id, pmapped, node, imported, functions,
                                      constants, owner=function.name,
                                      arity=_call_arity(function, target.id),
                                      call_keywords=_call_keywords(function, target.id))
                 site.replaced = node.value if node.value is not pmapped else None
                 site.rebinds = rebound.get(target.id)  # a def rebound to it (read only by it)
+                if closure is not None:
+                    if site.static:  # the jitted def `learn` would read itself as the closure
+                        raise Blocker(OPTIONS, pmapped, "static_broadcasted_argnums on the "
+                                      f"pmap of a factory's def (`{target.id}`)")
+                    site.enclosing, site.closure_call = closure[1], closure[2]
                 sites.append(site)
             except Blocker as blocker:
                 blockers.append(covering(blocker, pmapped))
@@ -475,6 +494,87 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants):
             except Blocker as blocker:
                 blockers.append(covering(blocker, node.func))
     return sites, blockers
+
+
+def _read_once(functions: dict[str, ast.FunctionDef], loads: dict[str, list]) -> frozenset[str]:
+    """The module functions whose name the module reads exactly once."""
+    return frozenset(name for name in functions if len(loads.get(name, ())) == 1)
+
+
+def _factory_closures(function: ast.FunctionDef, imported, stores, functions
+                      ) -> dict[str, tuple[ast.FunctionDef, ast.FunctionDef, ast.Call]]:
+    """A function value is a value: `learn = get_learner_fn(env, config)` then
+    `learn = jax.pmap(learn, ...)`, both statements of `function`'s body and the only
+    bindings of `learn`, read nowhere in between, where `get_learner_fn` is a module function
+    returning one of its nested defs (`_returned_nested_def`): that def, with the call's
+    arguments bound (a closure), is the mapped function. name -> (the def, the factory, the
+    call)."""
+    found = {}
+    body = function.body
+    for index, statement in enumerate(body):
+        pmapped = pmap_call(statement.value, imported) if isinstance(statement, ast.Assign) \
+            else None
+        if pmapped is None or len(statement.targets) != 1 \
+                or not isinstance(statement.targets[0], ast.Name) or not pmapped.args:
+            continue
+        name, mapped = statement.targets[0].id, pmapped.args[0]
+        if not (isinstance(mapped, ast.Name) and mapped.id == name) or stores.get(name) != 2:
+            continue
+        made = next((i for i in range(index - 1, -1, -1) if isinstance(body[i], ast.Assign)
+                     and len(body[i].targets) == 1 and isinstance(body[i].targets[0], ast.Name)
+                     and body[i].targets[0].id == name), None)
+        call = body[made].value if made is not None else None
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                and call.func.id in functions):
+            continue
+        between = [n for s in body[made:index + 1] for n in ast.walk(s)
+                   if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+                   and n is not mapped]
+        factory = functions[call.func.id]
+        returned = _returned_nested_def(factory, imported)
+        if returned is not None and not between:
+            found[name] = (returned, factory, call)
+    return found
+
+
+def _returned_nested_def(factory: ast.FunctionDef, imported) -> ast.FunctionDef | None:
+    """The undecorated def of `factory`'s own body that its last statement, `return name`,
+    returns, when that is its only return (no early return, no yield) and `name` is bound by
+    that def only: what every call of `factory` yields, closing over the call's arguments."""
+    last = factory.body[-1] if factory.body else None
+    if not keeps_behaviour(factory, imported) or not isinstance(last, ast.Return) \
+            or not isinstance(last.value, ast.Name):
+        return None
+    name = last.value.id
+    own = [n for s in factory.body[:-1] for n in walk_own_scope(s)]
+    if any(isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom, ast.Await)) for n in own):
+        return None
+    bindings = [n for n in ast.walk(factory) if isinstance(n, ast.Name) and n.id == name
+                and not isinstance(n.ctx, ast.Load)]
+    bindings += [n for n in ast.walk(factory) if isinstance(n, ast.arg) and n.arg == name
+                 or isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                 and n.name == name and n is not factory]
+    bindings += [n for n in ast.walk(factory) if isinstance(n, (ast.Global, ast.Nonlocal))
+                 and name in n.names]
+    definition = next((s for s in factory.body if isinstance(s, ast.FunctionDef)
+                       and s.name == name), None)
+    if definition is None or definition.decorator_list or bindings != [definition]:
+        return None
+    return definition
+
+
+def _last_returned(function: ast.FunctionDef) -> str:
+    """The name `function`'s last statement returns (`return name`)."""
+    return function.body[-1].value.id
+
+
+def _factory_read_elsewhere(name: str, call: ast.Call, factory: ast.FunctionDef) -> str:
+    """Why the pmap of a factory's returned def stays faithful when the module reads the
+    factory elsewhere too."""
+    return (f"`{name}` is rebound to the pmap of `{factory.name}(...)`'s nested def "
+            f"`{_last_returned(factory)}` (line {call.lineno}), but `{factory.name}` "
+            "is read elsewhere in the module too: the global rewrite may edit that def's body, "
+            "which every other use of the factory would see")
 
 
 def _bound_more_than_once(function: ast.FunctionDef, statement: ast.Assign,

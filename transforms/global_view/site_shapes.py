@@ -25,10 +25,12 @@ def defaults_fill(site: Site, given: int) -> bool:
 def closed_over(site: Site) -> list[ast.Name]:
     """The names a site's mapped function reads from the function that builds it: those of its
     expression (a lambda, a partial's keywords) and, for a def nested there, the names its body
-    reads but does not bind."""
+    reads but does not bind; for a def a factory returned, the names of the factory's call."""
     found = []
     if site.function_node is not None and not site.factory and not site.holder:
         found += free_name_nodes(site.function_node)
+    if site.closure_call is not None:  # the body reads its factory's names, bound by this call
+        return found + free_name_nodes(site.closure_call)
     body = site.body
     if site.owner is not None and isinstance(body, ast.FunctionDef) and body.col_offset:
         bound = {a.arg for a in ast.walk(body.args) if isinstance(a, ast.arg)}

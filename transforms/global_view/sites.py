@@ -85,6 +85,10 @@ class Site:
     # cell above it): they mean the name's earlier binding, not the site (node ids;
     # callers.mark_reads_before_binding)
     read_before: frozenset[int] = frozenset()
+    # `learn = get_learner_fn(...)` then `learn = jax.pmap(learn, ...)`: the factory call whose
+    # returned nested def (`body`, a closure over the call's arguments) the site maps; the
+    # names the closure reads from the caller are those of this call
+    closure_call: ast.Call | None = None
 
     @property
     def called_params(self) -> list[str]:
@@ -111,6 +115,19 @@ class Site:
         if self.holder:
             return f"{self.holder}.{self.attribute}"
         return self.name if self.owner is None or self.inline else f"{self.owner}.{self.name}"
+
+
+# Decorators that return the function they are given or one that behaves as it does (a cache
+# of its results, its metadata copied): a function under them is read as if undecorated.
+BEHAVIOUR_KEEPING = frozenset({"functools.lru_cache", "functools.cache", "functools.wraps"})
+
+
+def keeps_behaviour(function: ast.FunctionDef, imported: dict[str, str]) -> bool:
+    """Every decorator of `function` keeps its behaviour (`@functools.lru_cache(None)`,
+    `@functools.cache`, `@functools.wraps(f)`): its code runs as written when it runs at all,
+    so the pmaps it builds and returns are read as an undecorated function's."""
+    return all(dotted(d.func if isinstance(d, ast.Call) else d, imported) in BEHAVIOUR_KEEPING
+               for d in function.decorator_list)
 
 
 def pmap_call_options(call: ast.Call, imported: dict[str, str]) -> tuple[ast.AST, list, list] | None:
