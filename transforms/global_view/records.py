@@ -49,15 +49,19 @@ class RecordsMixin:
         if kind.tag == "record":
             fields, rest, lines = dict(kind.fields), kind.element, dict(kind.lines)
         elif kind.tag == "repl" and kind.axis == 0:
-            fields, rest, lines = {}, dataclasses.replace(kind, tree=False), {}
+            fields, rest, lines = {}, kind, {}
         else:
             return None
         for keyword in call.keywords:
             fields[keyword.arg] = self.eval(keyword.value)
             lines[keyword.arg] = keyword.value.lineno
         differing = {f: k for f, k in fields.items() if k != rest}
+        if all(k.tag == "repl" and k.axis == 0 for k in (rest, *differing.values())):
+            # every field replicated: a replicated tree, of a shape its code may not show
+            return Kind("repl", tree=True, origin=rest.origin.union(
+                *(k.origin for k in differing.values())))
         if not differing:
-            return dataclasses.replace(rest, tree=True) if rest.tag == "repl" else rest
+            return rest
         return Kind("record", fields=tuple(sorted(differing.items())), element=rest,
                     lines=tuple(sorted(lines.items())),
                     origin=kind.origin.union(*(k.origin for k in differing.values())))
