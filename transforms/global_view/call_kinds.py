@@ -57,6 +57,9 @@ class CallKindsMixin:
         held = self._instance_call(call)
         if held is not None:
             return held
+        followed = self._class_method_call(call)
+        if followed is not None:
+            return followed
         name = self.qualified(func)
         transformed = self._transformed_lambda_call(call)
         if transformed is not None:
@@ -224,7 +227,7 @@ class CallKindsMixin:
         if kinds and all(k.tag == "repl" and k.axis == kinds[0].axis for k in kinds):
             return Kind("repl", kinds[0].axis, tree=True,
                         origin=frozenset().union(*(k.origin for k in kinds)))
-        return None
+        return self._rebuilt_record(call, func, name)
 
     def _transformed_lambda_call(self, call: ast.Call) -> Kind | None:
         """`jax.grad(lambda x: ...)(grid)`, `jax.jit(lambda x: ...)(x)`: a lambda given to a

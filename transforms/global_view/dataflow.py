@@ -32,6 +32,7 @@ from transforms.global_view.instances import InstancesMixin
 from transforms.global_view.layout import OutputLayout
 from transforms.global_view.local_functions import LocalFunctionsMixin
 from transforms.global_view.lowering import LoweringMixin
+from transforms.global_view.records import RecordsMixin
 from transforms.global_view.site_calls import SiteCallsMixin
 from transforms.global_view.site_discovery import stored_factory_calls, unpacked_factory_calls
 from transforms.global_view.sites import Blocker, Site
@@ -65,7 +66,7 @@ class CallerResult:
 
 class CallerAnalysis(LocalFunctionsMixin, StatementsMixin, InstancesMixin, ExpressionsMixin,
                      CallKindsMixin, SiteCallsMixin, LoweringMixin, ArgumentSpecsMixin,
-                     IdiomsMixin, ConsumersMixin):
+                     IdiomsMixin, ConsumersMixin, RecordsMixin):
     """One module-level function that calls global sites.
 
     The class is put together from mixins, one concern each, that share this object's state.

@@ -169,6 +169,8 @@ class ExpressionsMixin:
                     and _shard_data(node.value) is not None:
                 return self._shard_data(node.value, _shard_data(node.value), node)
             kind = self.eval(node.value)
+            if kind.tag == "record":
+                return self._record_field(node, kind)
             if (kind.tag == "repl" and kind.axis == 0 or kind.rows) \
                     and node.attr not in ARRAY_ATTRIBUTES and not node.attr.startswith("_") \
                     and not self._called(node):

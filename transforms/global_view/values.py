@@ -82,6 +82,7 @@ CONSTANT_FILLS = {f"{m}.{f}" for m in ("numpy", "jax.numpy") for f in ("zeros", 
 @dataclasses.dataclass(frozen=True)
 class Kind:
     tag: str  # same | repl | merged | list | empty_list | devcount | devices | fields | iterator
+    #         | record (a dataclass / NamedTuple / flax struct whose fields differ in layout)
     #         | lowered | compiled (a site's `.lower(...)` / `.lower(...).compile()`: lowering.py)
     axis: int = 0
     rank: int | None = None  # merged: the original's rank, where known
@@ -90,8 +91,12 @@ class Kind:
     scalars: bool = False  # same: `arange(n)`, one number per device (pmap's layout, kept)
     tree: bool = False  # repl: may be a tuple or list of stacks (a step's result of unknown shape)
     element: Kind | None = None  # list, iterator (a followed generator): its elements' kind
+    #                               record: the kind of every field `fields` does not name
     fields: tuple = ()  # fields: ((key path step, Kind), ...) of a dict or tuple literal
+    #                     record: ((field name, Kind), ...) of the fields `.replace` set
     holder: str = ""  # instance: the module class (global_view/classes.py) it is an instance of
+    #                   same: the module class a constructor call made it an instance of
+    #                   record: the call that rebuilt it, with the line (`.replace`, line 12)
     #                   lowered / compiled: the key of the site it was lowered from
     length: int | None = None  # list: its number of elements, where known (`*xs` into a step)
     # same: pmap's stacked layout, kept, with the device count as its leading axis (per-device
@@ -100,6 +105,8 @@ class Kind:
     # same: a shape, a tuple or list of ints whose first entry is the device count
     # (`batch_dims=[jax.local_device_count(), 8]`): an array reshaped to it has pmap's layout
     leads: bool = False
+    # record: (field name, line) of the `.replace` keywords that set its fields (findings)
+    lines: tuple = dataclasses.field(default=(), compare=False)
     # repl / merged / fields: the producer calls whose edits made it (ids), so that a consumer
     # the analysis cannot follow can send those producers back to pmap's stacked layout
     origin: frozenset = dataclasses.field(default=frozenset(), compare=False)
@@ -107,7 +114,7 @@ class Kind:
     @property
     def changed(self) -> bool:
         return self.tag in ("repl", "merged", "list", "fields", "iterator", "instance",
-                            "lowered", "compiled")
+                            "lowered", "compiled", "record")
 
 
 def least_rank(kind: Kind) -> int:
@@ -176,7 +183,7 @@ def layouts_of(kind: Kind, path: str, node) -> list[OutputLayout]:
     if kind.tag == "fields":
         return [layout for step, field in kind.fields
                 for layout in layouts_of(field, path + step, node)]
-    if kind.tag in ("list", "iterator", "lowered", "compiled"):
+    if kind.tag in ("list", "iterator", "lowered", "compiled", "record"):
         raise Blocker(CONSUMER_UNKNOWN, node, f"returns {describe(kind)}")
     return []
 
@@ -295,6 +302,7 @@ def describe(kind: Kind) -> str:
         "devcount": "the device count",
         "devices": "the device list",
         "fields": "a tree of per-device values of mixed layout",
+        "record": "a record whose fields differ in layout",
         "instance": f"a `{kind.holder}` instance (a class holding pmaps)",
         "lowered": "a pmap site lowered with `.lower(...)`",
         "compiled": "a pmap site compiled with `.lower(...).compile()`",
@@ -303,9 +311,10 @@ def describe(kind: Kind) -> str:
 
 def with_origin(kind: Kind, origin: frozenset) -> Kind:
     """`kind` (and its fields) made by the producers `origin`."""
-    if kind.tag == "fields":
+    if kind.tag in ("fields", "record"):
         return dataclasses.replace(kind, origin=origin, fields=tuple(
-            (step, with_origin(field, origin)) for step, field in kind.fields))
+            (step, with_origin(field, origin)) for step, field in kind.fields),
+            element=kind.element and with_origin(kind.element, origin))
     return dataclasses.replace(kind, origin=origin) if kind.changed else kind
 
 
@@ -316,4 +325,6 @@ def origins(*kinds: Kind) -> frozenset:
         found |= kind.origin
         for _, field in kind.fields:
             found |= origins(field)
+        if kind.tag == "record":
+            found |= origins(kind.element)
     return frozenset(found)

@@ -1,0 +1,127 @@
+"""Records whose fields differ in layout (transforms/global_view/records.py), as properties
+of the analysis: `.replace(f=v)` gives each field its own layout, `x.f` reads one, and a
+method of the module's own class, called on an instance a constructor made, is followed. The
+fixture pairs tests/fixtures_global/fallback_record_* and producer_record_method_replicates
+show whole rewrites and run them."""
+
+from __future__ import annotations
+
+from transforms.pipeline import migrate_source
+
+_STATE = '''import dataclasses
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@functools.partial(jax.tree_util.register_dataclass,
+                   data_fields=["w", "key"], meta_fields=[])
+@dataclasses.dataclass(frozen=True)
+class State:
+    w: Any
+    key: Any
+
+    def replace(self, **updates):
+        return dataclasses.replace(self, **updates)
+
+    def replicate(self):
+        return jax.device_put_replicated(self, jax.local_devices())
+
+
+def evaluate(w, x):
+    return jax.lax.pmean(jnp.sum(x @ w), "batch")
+
+
+def train_step(state, x):
+    grad = jax.lax.pmean(jnp.mean(x, axis=0), "batch")
+    return state.replace(w=state.w - 0.1 * grad)
+
+
+def run():
+    n = jax.local_device_count()
+    x = np.ones((n, 2, 3), np.float32)
+{body}
+'''
+
+
+def _findings(body: str):
+    result = migrate_source(_STATE.format(body=body).encode(), style="global")
+    return result, {(f.code, f.message) for f in result.findings}
+
+
+def _messages(findings, code: str) -> list[str]:
+    return [message for found, message in findings if found == code]
+
+
+def test_a_record_reaching_a_step_names_the_field_that_differs_and_its_line():
+    _, findings = _findings('''    state = State(w=jnp.ones((3, 3)), key=jax.random.PRNGKey(0)).replicate()
+    state = state.replace(key=jax.random.split(jax.random.PRNGKey(1), n))
+    state = jax.pmap(train_step, "batch")(state, x)
+    return np.asarray(state.w)''')
+    (message,) = _messages(findings, "PM604")
+    assert message.startswith("argument 0 of the jax.pmap(...) called at line 38 (`state`): a "
+                              "record whose fields differ in layout (`key` per-device")
+    assert "set at line 37; the others replicated): in_specs per field are not written yet" \
+        in message
+
+
+def test_a_field_the_record_did_not_replace_keeps_the_records_layout():
+    """The keys replaced by per-device ones make a record; its `w` is still replicated, so a
+    step given `state.w` goes global (P()), and the method's replicate is rewritten."""
+    result, findings = _findings('''    state = State(w=jnp.ones((3, 3)), key=jax.random.PRNGKey(0)).replicate()
+    state = state.replace(key=jax.random.split(jax.random.PRNGKey(1), n))
+    return np.asarray(jax.pmap(evaluate, "batch")(state.w, x))''')
+    (message,) = _messages(findings, "PM600")
+    assert "in_specs (P(), " in message
+    assert "jax.device_put_replicated(self" not in result.source.decode()
+
+
+def test_replacing_the_per_device_field_by_a_replicated_value_gives_a_replicated_tree():
+    """`.replace(key=replicated)` of that record: every field replicated again, so the step
+    that takes the whole state goes global."""
+    _, findings = _findings('''    state = State(w=jnp.ones((3, 3)), key=jax.random.PRNGKey(0)).replicate()
+    state = state.replace(key=jax.random.split(jax.random.PRNGKey(1), n))
+    state = state.replace(key=jax.device_put_replicated(jax.random.PRNGKey(2),
+                                                        jax.local_devices()))
+    state = jax.pmap(train_step, "batch")(state, x)
+    return np.asarray(jax.tree_util.tree_map(lambda a: a[0], state).w)''')
+    assert not _messages(findings, "PM604")
+    assert _messages(findings, "PM600")
+
+
+def test_a_field_of_unknown_layout_is_named_with_its_line():
+    _, findings = _findings('''    state = State(w=jnp.ones((3, 3)), key=jax.random.PRNGKey(0)).replicate()
+    state = dataclasses.replace(state, w=np.asarray(jnp.ones((3, 3))))
+    state = jax.pmap(train_step, "batch")(state, x)
+    return np.asarray(state.w)''')
+    (message,) = _messages(findings, "PM604")
+    assert "its field `w` (a plain value, set at line 37) has no layout the analysis knows" \
+        in message
+
+
+def test_a_method_is_followed_only_on_an_instance_a_constructor_made():
+    """The same `.replicate()` on a value the analysis cannot tie to the module's class (a
+    parameter) is not followed: its result is unknown, as before."""
+    source = _STATE.format(body='''    return np.asarray(jax.pmap(train_step, "batch")(make(), x).w)
+
+
+def make(state=None):
+    state = state.replicate()
+    return state''')
+    findings = migrate_source(source.encode(), style="global").findings
+    assert not any(f.code == "PM600" for f in findings)
+    assert any(f.code == "PM604" and "its producer is not recognised" in f.message
+               for f in findings)
+
+
+def test_a_method_rewritten_for_one_call_is_not_followed_when_read_elsewhere():
+    """Following `replicate()` rewrites its body for this call's values: with another read of
+    `.replicate` in the module, which would run the rewritten body too, it stays as it is."""
+    _, findings = _findings('''    state = State(w=jnp.ones((3, 3)), key=jax.random.PRNGKey(0)).replicate()
+    again = State(w=jnp.ones((3, 3)), key=jax.random.PRNGKey(0)).replicate
+    state = jax.pmap(train_step, "batch")(state, x)
+    return np.asarray(jax.tree_util.tree_map(lambda a: a[0], state).w), again''')
+    assert any("`State.replicate` would be rewritten" in m for _, m in findings)
