@@ -13,7 +13,12 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from transforms.codes.global_view import CONSUMER_UNKNOWN, FALLS_BACK_WITH_CALLER, PRODUCER_UNKNOWN
+from transforms.codes.global_view import (
+    CALLERS_UNSEEN,
+    CONSUMER_UNKNOWN,
+    FALLS_BACK_WITH_CALLER,
+    PRODUCER_UNKNOWN,
+)
 from transforms.global_view.callers import (
     MODULE_CALLER,
     called_function_names,
@@ -156,8 +161,16 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
         for name in by_name:
             if name in blocked:
                 continue
-            seen = {site_usage(results[c], name) for c in by_site.get(name, ())
-                    if c in results}
+            using = [c for c in by_site.get(name, ()) if c in results]
+            idle = next((c for c in using if name not in results[c].specs), None)
+            if idle is not None:  # built there and never called: no layout to give it
+                blocked[name] = Blocker(CALLERS_UNSEEN, by_name[name].node,
+                                        f"{by_name[name].label} is never called in "
+                                        f"`{idle}`, so the layouts of its arguments are "
+                                        "unknown")
+                changed = True
+                continue
+            seen = {site_usage(results[c], name) for c in using}
             if len(seen) > 1:
                 blocked[name] = Blocker(PRODUCER_UNKNOWN, by_name[name].node,
                                         f"{by_name[name].label} is called with different layouts")
