@@ -17,8 +17,9 @@ from transforms.global_view.sites import Blocker, Site, dotted
 MODULE_CALLER = "<module>"
 
 # Why a site with no caller in its module is blocked: the one reason a use in another module
-# of the run says better (`used_in_other_modules`).
-_NO_CALLER_HERE = "has no caller in this module"
+# of the run says better (`used_in_other_modules`). Where no module of the run uses it either,
+# nothing the user gave calls it: passing the module that calls it is what would help.
+_NO_CALLER_HERE = "has no caller in the paths given"
 
 
 def callers_by_site(callers: dict[str, set[str]]) -> dict[str, list[str]]:
@@ -192,7 +193,8 @@ def _binds_name(node: ast.AST, name: str) -> bool:
 def used_in_other_modules(module, sites, blocked: dict[str, Blocker]) -> dict[str, Blocker]:
     """Module-level sites another module of the run calls (by the site's name, its factory's
     or its holder class's): callers this module's analysis cannot see, so each keeps the
-    calling contract they rely on (PM603), named in place of having no caller in this module."""
+    calling contract they rely on (PM603), named in place of having no caller in the paths
+    given."""
     found = {}
     for site in sites:
         if (site.key in blocked and _NO_CALLER_HERE not in blocked[site.key].message) \
