@@ -19,7 +19,7 @@ MODULE_CALLER = "<module>"
 # Why a site with no caller in its module is blocked: the one reason a use in another module
 # of the run says better (`used_in_other_modules`). Where no module of the run uses it either,
 # nothing the user gave calls it: passing the module that calls it is what would help.
-_NO_CALLER_HERE = "has no caller in the paths given"
+NO_CALLER_HERE = "has no caller in the paths given"
 
 
 def callers_by_site(callers: dict[str, set[str]]) -> dict[str, list[str]]:
@@ -138,7 +138,7 @@ def find_callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, B
         blocked.setdefault(name, blocker)
     for name, site in sites.items():
         if name not in blocked and not any(name in c for c in callers.values()):
-            blocked[name] = Blocker(CALLERS_UNSEEN, site.node, f"`{name}` {_NO_CALLER_HERE}, "
+            blocked[name] = Blocker(CALLERS_UNSEEN, site.node, f"`{name}` {NO_CALLER_HERE}, "
                                     "so the layouts of its arguments are unknown")
     return callers, blocked
 
@@ -197,7 +197,7 @@ def used_in_other_modules(module, sites, blocked: dict[str, Blocker]) -> dict[st
     given."""
     found = {}
     for site in sites:
-        if (site.key in blocked and _NO_CALLER_HERE not in blocked[site.key].message) \
+        if (site.key in blocked and NO_CALLER_HERE not in blocked[site.key].message) \
                 or (site.owner is not None and not site.factory):
             continue
         name = site.holder or site.name  # a factory site is named after its factory
