@@ -24,9 +24,14 @@ _EXTRA = b"from crosspkg.steps import train_step\n\n\ndef again(params, x):\n" \
          b"    return train_step(params, x)\n"
 
 
-def _package(tmp_path: Path, with_extra: bool = False) -> Path:
+def _package(tmp_path: Path, with_extra: bool = False, donating: bool = False) -> Path:
     root = tmp_path / "proj"
     shutil.copytree(PACKAGES / "crosspkg", root / "crosspkg")
+    if donating:  # the importer's producers then unstack to fresh buffers
+        steps = root / "crosspkg" / "steps.py"
+        steps.write_text(steps.read_text().replace(
+            '@functools.partial(jax.pmap, axis_name="batch")',
+            '@functools.partial(jax.pmap, axis_name="batch", donate_argnums=(0,))'))
     if with_extra:
         (root / "crosspkg" / "extra.py").write_bytes(_EXTRA)
         main = root / "crosspkg" / "main.py"
@@ -63,8 +68,9 @@ def test_one_importer_that_cannot_follow_keeps_the_step_on_the_contract_everywhe
     root = _package(tmp_path, with_extra=True)
     before = (root / "crosspkg" / "main.py").read_text()
     scan = cli("scan", "crosspkg", "--style", "global", cwd=root).stdout.decode()
-    assert "crosspkg/steps.py:10:2: PM603 info `train_step` is used by another module of the " \
-           "paths given (crosspkg/extra.py:1)" in scan, scan
+    assert "crosspkg/steps.py:10:2: PM603 info `train_step` is called from another module of " \
+           "the paths given, whose calls cannot go global (crosspkg/extra.py:5: argument 0 of " \
+           "`train_step` (`params`): its producer is not recognised" in scan, scan
     assert "crosspkg/steps.py:10:2: PM612" in scan and "PM600" not in scan
     assert cli("apply", "crosspkg", "--style", "global", cwd=root).returncode == 0
     main = (root / "crosspkg" / "main.py").read_text()
@@ -75,10 +81,20 @@ def test_one_importer_that_cannot_follow_keeps_the_step_on_the_contract_everywhe
     assert (root / "crosspkg" / "extra.py").read_bytes() == _EXTRA
 
 
-@pytest.mark.parametrize("with_extra", [False, True], ids=["global", "one-importer-refuses"])
-def test_cross_module_packages_check_equivalent(tmp_path, with_extra):
+def test_a_donating_step_goes_global_with_its_callers_in_another_module(tmp_path):
+    root = _package(tmp_path, donating=True)
+    scan = cli("scan", "crosspkg", "--style", "global", cwd=root).stdout.decode()
+    assert "crosspkg/steps.py:10:2: PM600" in scan and "PM612" not in scan, scan
+    assert cli("apply", "crosspkg", "--style", "global", cwd=root).returncode == 0
+    assert "@functools.partial(jax.jit, donate_argnums=(0,))" in \
+        (root / "crosspkg" / "steps.py").read_text()
+
+
+@pytest.mark.parametrize("with_extra, donating", [(False, False), (True, False), (False, True)],
+                         ids=["global", "one-importer-refuses", "donating"])
+def test_cross_module_packages_check_equivalent(tmp_path, with_extra, donating):
     legacy = legacy_python_or_skip()
-    root = _package(tmp_path, with_extra)
+    root = _package(tmp_path, with_extra, donating)
     result = cli("check", root, "--style", "global", "--entry", "crosspkg.main:run",
                  "--devices", "8", "--repeat", "1", "--reference-python", legacy)
     assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()

@@ -202,7 +202,13 @@ def used_in_other_modules(module, sites, blocked: dict[str, Blocker]) -> dict[st
             continue
         name = site.holder or site.name  # a factory site is named after its factory
         where = module.elsewhere(name)
-        if where is not None:
+        if where is not None and name in module.refused:
+            found[site.key] = Blocker(CALLERS_UNSEEN, site.node,
+                                      f"`{name}` is called from another module of the paths "
+                                      f"given, whose calls cannot go global "
+                                      f"({module.refused[name]}): it keeps pmap's calling "
+                                      "contract for them and here")
+        elif where is not None:
             found[site.key] = Blocker(CALLERS_UNSEEN, site.node,
                                       f"`{name}` is used by another module of the paths given "
                                       f"({where}), whose calls the global style does not "

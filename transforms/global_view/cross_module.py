@@ -37,6 +37,8 @@ class CrossPlan:
     # importer: the home's steps whose calls here are analysed (and go global), and the home
     foreign: frozenset[str] = frozenset()
     home_source: bytes = b""
+    # home: step name -> why its calls in another module cannot go global (`path:line: ...`)
+    refused: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # the group's decision, not a trial of it: the pass must reproduce it exactly
     final: bool = False
 
@@ -50,7 +52,7 @@ class CrossModuleMismatch(RuntimeError):
 # contract as before): options whose rewrite reads only the step's own module.
 def eligible(site) -> bool:
     return (site.owner is None and not site.holder and not site.factory and not site.inline
-            and site.donate is None and not site.static and not site.placement
+            and not site.static and not site.placement
             and site.out_tree is None and not site.out_none and not site.keyword_params
             and not site.opaque and site.rebinds is None and site.outer_jit is None
             and site.replaced is None
@@ -80,6 +82,7 @@ def _decide(group: CrossModuleGroup, target, helper_module) -> dict[str, CrossPl
     for member in importers:
         live -= {name for name in member.imports & live if not _bound_once(member.source, name)}
     accepted: dict[str, tuple] = {}
+    reasons: dict[str, str] = {}  # the first reason each refused step was refused for
     while live:
         usages: dict[str, set] = {name: set() for name in live}
         refused: set[str] = set()
@@ -96,18 +99,28 @@ def _decide(group: CrossModuleGroup, target, helper_module) -> dict[str, CrossPl
                     usages[name].add(result.usages[name])
                 else:
                     refused.add(name)
+                    line, why = result.foreign_blocked.get(
+                        name, (None, "a caller there keeps pmap's layout"))
+                    reasons.setdefault(name, f"{member.display}"
+                                       f"{f':{line}' if line is not None else ''}: {why}")
         agreed = {name: next(iter(found)) for name, found in usages.items()
                   if name not in refused and len(found) == 1}
+        for name in live - refused - set(agreed):
+            reasons.setdefault(name, "its callers in the other modules pass different layouts")
         result = migrate_global(home.source, target, helper_module, context=home.context,
                                 cross=CrossPlan(followed=_followed(agreed, importers)))
         accepted = {name: usage for name, usage in agreed.items()
                     if name in result.global_sites and result.usages.get(name) == usage}
+        for name in set(agreed) - set(accepted):
+            if name in result.global_sites:
+                reasons.setdefault(name, "its callers in this module pass other layouts "
+                                   "than those in the other modules")
         if set(accepted) == live:
             break
         live = set(accepted)
-    if not accepted:
-        return {}
-    plans = {home.display: CrossPlan(followed=_followed(accepted, importers), final=True)}
+    refused = {name: why for name, why in reasons.items() if name not in accepted}
+    plans = {home.display: CrossPlan(followed=_followed(accepted, importers), refused=refused,
+                                     final=True)}
     for member in importers:
         names = member.imports & set(accepted)
         if names:

@@ -22,12 +22,14 @@ class ModuleInfo:
 
     def __init__(self, source: bytes, tree: ast.Module, table: ImportTable,
                  helper_module: str | None = None, context: TreeContext = NO_TREE,
-                 followed: frozenset[str] = frozenset()):
+                 followed: frozenset[str] = frozenset(), refused=None):
         """`helper_module`: where the contract functions are imported from; `context`: what
         the other modules of the run tell about this one; `followed`: its steps whose calls
         in other modules are decided with this module (cross_module.py)."""
         self.source = source
         self.followed = followed
+        # Steps whose callers in another module cannot go global -> why (cross_module.py)
+        self.refused = refused or {}
         # Another module's steps read as sites here (cross_module.py): the mapped body's id ->
         # that module's ModuleInfo, which answers what its text and names decide
         self.homes: dict[int, ModuleInfo] = {}

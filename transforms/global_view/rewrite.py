@@ -94,6 +94,9 @@ class GlobalResult:
     # as its own callers use them; in an importer, the home's steps whose calls here go global
     # (cross_module.py)
     usages: dict[str, tuple] = dataclasses.field(default_factory=dict)
+    # in an importer: the home's steps whose calls here cannot go global -> (the line of the
+    # blocker here, or None, and why)
+    foreign_blocked: dict[str, tuple] = dataclasses.field(default_factory=dict)
 
 
 def migrate_global(source: bytes, target: TargetJax, helper_module: str | None = None,
@@ -163,8 +166,11 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
         return GlobalResult(source, [blocker_finding(Blocker(UNAVAILABLE, n, module_blocker))
                                      for n in nodes])
     followed = cross.followed if cross is not None else {}
-    module = ModuleInfo(source, tree, table, helper_module, context, frozenset(followed))
+    module = ModuleInfo(source, tree, table, helper_module, context, frozenset(followed),
+                        cross.refused if cross is not None else {})
     adopt(module, foreign, home)
+    if any(s.donate for s in foreign):  # its producers unstack to fresh buffers (ModuleInfo)
+        module.donating = True
     analysis = CallerAnalysis
     if multiprocess:  # see global_view/multiprocess.py
         module.process_dependence = ProcessDependence(tree, table.imported)
@@ -185,7 +191,7 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
     global_sites = [s for s in own_sites if s.key not in blocked]
     module.under_other_mesh = {key for r in results.values() for key, axis in r.site_axes.items()
                                if axis != r.axis}
-    usages = _foreign_usages(foreign, decision, module)
+    usages, foreign_blocked = _foreign_usages(foreign, decision, module)
     # The floor: pmap's calling contract for what the analysis left (contract.py).
     taken = [module.span(s.statement) for s in global_sites] + \
         [module.span(s.built) for s in global_sites]
@@ -196,7 +202,7 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
         | ({"devices"} if any(c.site.devices for c in contracts) else set())
     ) if contracts else None
     if not global_sites and not contracts and not usages:
-        return GlobalResult(source, dedupe(findings))
+        return GlobalResult(source, dedupe(findings), foreign_blocked=foreign_blocked)
     for caller in sorted(results) if multiprocess else ():
         findings += [Finding(PROCESS_IDIOM_KEPT, node.lineno, node.col_offset + 1, message)
                      for node, message in process_idiom_findings(module.functions[caller],
@@ -235,23 +241,32 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
                                          helper_module, mesh_needed=bool(usages))
     layouts = tuple(FunctionLayout(c, r.layouts) for c, r in sorted(results.items()) if r.layouts)
     return GlobalResult(new_module.bytes, dedupe(findings), layouts,
-                        tuple(s.key for s in global_sites), usages)
+                        tuple(s.key for s in global_sites), usages, foreign_blocked)
 
 
-def _foreign_usages(foreign, decision, module: ModuleInfo) -> dict[str, tuple]:
+def _foreign_usages(foreign, decision, module: ModuleInfo):
     """The home's steps (cross_module.py) whose every call here goes global, each with the
-    one usage its callers here give it, on the mesh of each caller's own axis."""
-    usages = {}
+    one usage its callers here give it, on the mesh of each caller's own axis; and why each
+    other one cannot ((the line of this module where the blocker is, or None; why))."""
+    usages, blocked = {}, {}
+    own = {id(n) for n in ast.walk(module.tree)} if foreign else set()
     for site in foreign:
         callers = decision.callers_of(site.key)
-        if site.key in decision.blocked or not callers \
-                or any(c not in decision.results for c in callers) \
+        blocker = decision.blocked.get(site.key)
+        if blocker is not None:
+            line = blocker.node.lineno if id(blocker.node) in own else None
+            blocked[site.name] = (line, blocker.message)
+            continue
+        if not callers or any(c not in decision.results for c in callers) \
                 or site.key in module.under_other_mesh:
+            blocked[site.name] = (None, "a caller there keeps pmap's layout")
             continue
         seen = {site_usage(decision.results[c], site.key) for c in callers}
         if len(seen) == 1:
             usages[site.name] = seen.pop()
-    return usages
+        else:
+            blocked[site.name] = (None, "its callers there pass different layouts")
+    return usages, blocked
 
 
 def _suppressed(source: bytes, sites) -> list:
