@@ -81,6 +81,48 @@ def test_one_importer_that_cannot_follow_keeps_the_step_on_the_contract_everywhe
     assert (root / "crosspkg" / "extra.py").read_bytes() == _EXTRA
 
 
+# An importer that names no pmap, itself used by a third module: `train` would return the
+# step's (then global) params to cli.py, which reads their row 0 as pmap gave it.
+_TRAIN = """
+
+def train():
+    n = jax.local_device_count()
+    params = jax.device_put_replicated(jnp.ones(3), jax.local_devices())
+    x = np.arange(n * 4 * 3, dtype=np.float32).reshape(n, 4, 3) / 10
+    params, _ = train_step(params, x)
+    return params
+"""
+_CLI = """import numpy as np
+
+from crosspkg import main
+
+
+def run():
+    return {"first": np.asarray(main.train()[0]), **main.run()}
+"""
+
+
+def _used_importer(tmp_path: Path) -> Path:
+    root = _package(tmp_path)
+    main = root / "crosspkg" / "main.py"
+    main.write_text(main.read_text().replace("# pmap-migrate-test: original needs legacy jax\n",
+                                             "") + _TRAIN)
+    (root / "crosspkg" / "cli.py").write_text(_CLI)
+    return root
+
+
+def test_an_importer_other_modules_use_is_read_with_those_uses(tmp_path):
+    """Before, the uses of an importer naming no pmap were not known: `train_step` went
+    global and cli.py read a row of the unstacked params (check: different)."""
+    root = _used_importer(tmp_path)
+    scan = cli("scan", "crosspkg", "--style", "global", cwd=root).stdout.decode()
+    assert "crosspkg/steps.py:10:2: PM603 info `train_step` is called from another module of " \
+           "the paths given, whose calls cannot go global (crosspkg/main.py:20: `train` returns " \
+           "values in the global layout, and another module calls it (crosspkg/cli.py:7)" \
+           in scan, scan
+    assert "steps.py:10:2: PM600" not in scan
+
+
 def test_a_donating_step_goes_global_with_its_callers_in_another_module(tmp_path):
     root = _package(tmp_path, donating=True)
     scan = cli("scan", "crosspkg", "--style", "global", cwd=root).stdout.decode()
@@ -90,15 +132,17 @@ def test_a_donating_step_goes_global_with_its_callers_in_another_module(tmp_path
         (root / "crosspkg" / "steps.py").read_text()
 
 
-@pytest.mark.parametrize("with_extra, donating", [(False, False), (True, False), (False, True)],
-                         ids=["global", "one-importer-refuses", "donating"])
-def test_cross_module_packages_check_equivalent(tmp_path, with_extra, donating):
+@pytest.mark.parametrize("with_extra, donating, used", [
+    (False, False, False), (True, False, False), (False, True, False), (False, False, True)],
+    ids=["global", "one-importer-refuses", "donating", "importer-used-elsewhere"])
+def test_cross_module_packages_check_equivalent(tmp_path, with_extra, donating, used):
     legacy = legacy_python_or_skip()
-    root = _package(tmp_path, with_extra, donating)
-    result = cli("check", root, "--style", "global", "--entry", "crosspkg.main:run",
+    root = _used_importer(tmp_path) if used else _package(tmp_path, with_extra, donating)
+    entry = "crosspkg.cli:run" if used else "crosspkg.main:run"
+    result = cli("check", root, "--style", "global", "--entry", entry,
                  "--devices", "8", "--repeat", "1", "--reference-python", legacy)
     assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
-    assert b"crosspkg.main:run [8 devices]: equivalent" in result.stdout
+    assert f"{entry} [8 devices]: equivalent".encode() in result.stdout
 
 
 STEPS = b"import jax\nstep = jax.pmap(lambda x: x)\n"

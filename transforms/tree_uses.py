@@ -106,7 +106,17 @@ def contexts(facts: TreeFacts, modules: Iterable[TreeModule] = ()) -> dict[str, 
     found = {display: TreeContext(facts.uses.get(display, {}), facts.values.get(display, {}))
              for display in {*facts.uses, *facts.values}}
     by_display = {m.display: m for m in modules}
-    for group in list(cross_module_groups(facts, by_display)):
+    groups = list(cross_module_groups(facts, by_display))
+    for group in groups:
+        # An importer's own names other modules use (it may name no pmap, so the facts do
+        # not list them): what its callers return there, a step it passes on, are seen.
+        for member in group.members[1:]:
+            uses = _uses_of(by_display[member.display], by_display.values())
+            if uses:
+                own = found.get(member.display, NO_TREE)
+                found[member.display] = dataclasses.replace(
+                    own, used_elsewhere={**uses, **own.used_elsewhere})
+    for group in groups:
         members = tuple(dataclasses.replace(m, context=found.get(m.display, NO_TREE))
                         for m in group.members)  # each analysed as its own run sees it
         group = dataclasses.replace(group, members=members)
@@ -149,6 +159,24 @@ def cross_module_groups(facts: TreeFacts, modules: Mapping[str, TreeModule]):
                         frozenset(n for n, group in names.items() if i in group))
             for i in importers]
         yield CrossModuleGroup(home, frozenset(names), tuple(members))
+
+
+def _uses_of(target: TreeModule, modules: Iterable[TreeModule]) -> dict[str, str]:
+    """name of `target` -> where another module of the run first uses it (`path:line`)."""
+    targets = {name: target for name in target.dotted}
+    found: dict[str, str] = {}
+    if not targets:
+        return found
+    for module in modules:
+        if module is target or not _imports_any(module, targets):
+            continue
+        try:
+            tree = ast.parse(module.source)
+        except (SyntaxError, ValueError, RecursionError):
+            continue
+        for _, name, node in _uses_in(tree, module, targets):
+            found.setdefault(name, module.where(node.lineno))
+    return found
 
 
 def _module_level_steps(source: bytes) -> set[str]:
