@@ -31,7 +31,7 @@ def tree_contexts(files: Iterable[SourceFile]) -> dict[Path, TreeContext]:
     if len(modules) < 2:
         return {}
     return {paths[display]: context
-            for display, context in contexts(tree_facts(modules)).items()}
+            for display, context in contexts(tree_facts(modules), modules).items()}
 
 
 def _tree_module(file: SourceFile) -> TreeModule | None:

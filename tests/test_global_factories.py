@@ -249,9 +249,11 @@ def test_a_factory_another_module_calls_names_that_use():
 
 
 def test_a_factory_nothing_calls_says_so():
+    """No caller in its module and no use in another module of the run: the finding says the
+    paths given hold no caller, so the user knows to pass the module that calls it."""
     findings = migrate_source(_UNCALLED, style="global").findings
     assert ["PM603", "PM612"] == sorted(f.code for f in findings)
-    assert "`make_update_fn` has no caller in this module" in \
+    assert "`make_update_fn` has no caller in the paths given" in \
         next(f.message for f in findings if f.code == "PM603")
 
 

@@ -130,12 +130,26 @@ def test_a_step_another_module_calls_keeps_pmaps_contract(tmp_path):
     root = copy_package(tmp_path, "sharedpkg", "proj")
     scan = cli("scan", "sharedpkg", "--style", "global", cwd=root)
     out = scan.stdout.decode()
-    assert "sharedpkg/steps.py:9:2: PM603 info `step` is used by another module of the paths " \
-           "given (sharedpkg/main.py:6)" in out, out
+    # Its callers there pass a batch, its caller here (`demo`) a replicated value.
+    assert "sharedpkg/steps.py:9:2: PM603 info `step` is called from another module of the " \
+           "paths given, whose calls cannot go global (its callers in this module pass other " \
+           "layouts than those in the other modules)" in out, out
     assert "sharedpkg/steps.py:9:2: PM612" in out and "PM600" not in out
     # Migrated alone the module has no other user: its own caller makes `step` global.
     alone = cli("scan", "sharedpkg/steps.py", "--style", "global", cwd=root)
     assert "steps.py:9:2: PM600" in alone.stdout.decode()
+
+
+def test_a_step_no_module_of_the_run_calls_says_no_caller_in_the_paths_given(tmp_path):
+    """The finding names what would help: the paths given hold no caller of the step (the
+    module that calls it was not passed), rather than only this module."""
+    root = copy_package(tmp_path, "sharedpkg", "proj")
+    steps = root / "sharedpkg" / "steps.py"
+    steps.write_text(steps.read_text().split("\n\ndef demo():")[0] + "\n")
+    (root / "sharedpkg" / "main.py").write_text("import jax\n\n\ndef run():\n    return 1\n")
+    out = cli("scan", "sharedpkg", "--style", "global", cwd=root).stdout.decode()
+    assert "sharedpkg/steps.py:9:2: PM603 info `step` has no caller in the paths given" in out, out
+    assert "sharedpkg/steps.py:9:2: PM612" in out and "PM600" not in out
 
 
 def test_a_helper_another_module_uses_is_not_rewritten_for_this_modules_pmap(tmp_path):

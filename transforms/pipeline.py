@@ -238,13 +238,14 @@ def _migrate(
     in the global style the names they use keep their calling contract.
     """
     unchanged = MigrationResult(source=source, findings=[], _original=source)
-    if not might_need_migration(source):
+    grouped = style == "global" and tree.group is not None  # see cross_module.py
+    if not grouped and not might_need_migration(source):
         return unchanged
     if precise_prefilter and rule_names is None:
         if syntax_tree is _UNPARSED:
             syntax_tree = parse_or_none(source)
         rule_names = referenced_rules(source, syntax_tree)
-    if rule_names is not None and not rule_names:
+    if rule_names is not None and not rule_names and not grouped:
         return unchanged
     if style == "global" and Code.PMAP_MIGRATED not in ignored and not _patches_pmap(source, syntax_tree):
         from transforms.global_view.pipeline_hook import migrate_global_then_faithful

@@ -49,6 +49,38 @@ class TreeFacts:
     # display of an importer -> {the called name as its import table spells it: the kind of
     # value the function returns} (`_device_order_values`)
     values: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    # display of a module that may hold pmap code -> {name: the importers whose every use of
+    # it is one module-level `from <module> import name` (a .py module, no alias)}
+    plain: dict[str, dict[str, set[str]]] = dataclasses.field(default_factory=dict)
+    # display of such a module -> its names used any other way (an attribute, an alias, a
+    # function-level import, a notebook's import, the module as a value: EVERY_NAME)
+    other: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupMember:
+    """A module of a cross-module group, as its own migration would see it."""
+
+    display: str
+    source: bytes
+    context: "TreeContext"  # its own context, without the group
+    imports: frozenset[str] = frozenset()  # the home's names it imports (empty for the home)
+
+
+@dataclasses.dataclass(frozen=True)
+class CrossModuleGroup:
+    """A module whose module-level pmap steps (`names`) other modules of the run call, with
+    those modules: each member's migration decides the group's steps jointly
+    (transforms/global_view/cross_module.py), from the same sources, so all agree."""
+
+    home: str  # display of the module that defines the steps
+    names: frozenset[str]
+    members: tuple[GroupMember, ...]  # the home first, then its importers by display
+
+    @property
+    def key(self) -> tuple:
+        return (self.home, self.names, tuple((m.display, m.imports, m.source)
+                                             for m in self.members))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,15 +91,110 @@ class TreeContext:
     used_elsewhere: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # a called name as the module's import table spells it -> the kind of value it returns
     imported_values: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # The cross-module group the module belongs to (as the home of steps other modules call,
+    # or as one of those modules), and the module's display in it
+    group: CrossModuleGroup | None = None
+    member: str = ""
 
 
 NO_TREE = TreeContext()
 
 
-def contexts(facts: TreeFacts) -> dict[str, TreeContext]:
-    """display -> the module's TreeContext, for modules with something to know."""
-    return {display: TreeContext(facts.uses.get(display, {}), facts.values.get(display, {}))
-            for display in {*facts.uses, *facts.values}}
+def contexts(facts: TreeFacts, modules: Iterable[TreeModule] = ()) -> dict[str, TreeContext]:
+    """display -> the module's TreeContext, for modules with something to know. `modules`:
+    the run's modules, whose sources the cross-module groups carry."""
+    found = {display: TreeContext(facts.uses.get(display, {}), facts.values.get(display, {}))
+             for display in {*facts.uses, *facts.values}}
+    by_display = {m.display: m for m in modules}
+    groups = list(cross_module_groups(facts, by_display))
+    for group in groups:
+        # An importer's own names other modules use (it may name no pmap, so the facts do
+        # not list them): what its callers return there, a step it passes on, are seen.
+        for member in group.members[1:]:
+            uses = _uses_of(by_display[member.display], by_display.values())
+            if uses:
+                own = found.get(member.display, NO_TREE)
+                found[member.display] = dataclasses.replace(
+                    own, used_elsewhere={**uses, **own.used_elsewhere})
+    for group in groups:
+        members = tuple(dataclasses.replace(m, context=found.get(m.display, NO_TREE))
+                        for m in group.members)  # each analysed as its own run sees it
+        group = dataclasses.replace(group, members=members)
+        for member in group.members:
+            own = found.get(member.display, NO_TREE)
+            found[member.display] = dataclasses.replace(own, group=group, member=member.display)
+    return found
+
+
+def cross_module_groups(facts: TreeFacts, modules: Mapping[str, TreeModule]):
+    """The groups whose steps are decided across modules: a module's module-level pmap steps
+    (a pmap-decorated def, or `name = ...pmap...`) whose every use in another module is a
+    plain module-level `from <module> import name` in a .py module. An importer of such
+    steps from more than one module, or that is itself a group's home, is left out (its uses
+    keep the steps it imports on pmap's contract, as before)."""
+    candidates: dict[str, dict[str, set[str]]] = {}
+    for home, names in sorted(facts.plain.items()):
+        if home not in modules:
+            continue
+        other = facts.other.get(home, set())
+        steps = _module_level_steps(modules[home].source)
+        chosen = {name: importers for name, importers in names.items()
+                  if name in steps and name not in other
+                  and (name.startswith("_") or EVERY_NAME not in other)}
+        if chosen:
+            candidates[home] = chosen
+    homes_of: dict[str, set[str]] = {}
+    for home, names in candidates.items():
+        for importers in names.values():
+            for importer in importers:
+                homes_of.setdefault(importer, set()).add(home)
+    left_out = {m for m, homes in homes_of.items() if len(homes) > 1 or m in candidates}
+    for home, names in sorted(candidates.items()):
+        names = {n: i for n, i in names.items() if not i & left_out}
+        if not names:
+            continue
+        importers = sorted({i for group in names.values() for i in group})
+        members = [GroupMember(home, modules[home].source, NO_TREE)] + [
+            GroupMember(i, modules[i].source, NO_TREE,
+                        frozenset(n for n, group in names.items() if i in group))
+            for i in importers]
+        yield CrossModuleGroup(home, frozenset(names), tuple(members))
+
+
+def _uses_of(target: TreeModule, modules: Iterable[TreeModule]) -> dict[str, str]:
+    """name of `target` -> where another module of the run first uses it (`path:line`)."""
+    targets = {name: target for name in target.dotted}
+    found: dict[str, str] = {}
+    if not targets:
+        return found
+    for module in modules:
+        if module is target or not _imports_any(module, targets):
+            continue
+        try:
+            tree = ast.parse(module.source)
+        except (SyntaxError, ValueError, RecursionError):
+            continue
+        for _, name, node in _uses_in(tree, module, targets):
+            found.setdefault(name, module.where(node.lineno))
+    return found
+
+
+def _module_level_steps(source: bytes) -> set[str]:
+    """Module-level names bound by a def with a decorator naming pmap, or by an assignment
+    whose value names pmap: what may be a step (site discovery decides)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return set()
+    found = set()
+    for statement in tree.body:
+        if isinstance(statement, ast.FunctionDef) and any(
+                "pmap" in ast.dump(d) for d in statement.decorator_list):
+            found.add(statement.name)
+        elif isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                and isinstance(statement.targets[0], ast.Name) and "pmap" in ast.dump(statement.value):
+            found.add(statement.targets[0].id)
+    return found
 
 
 def uses_across_modules(modules: Iterable[TreeModule]) -> dict[str, dict[str, str]]:
@@ -97,12 +224,18 @@ def tree_facts(modules: Iterable[TreeModule]) -> TreeFacts:
         except (SyntaxError, ValueError, RecursionError):
             continue
         imported = ImportTable.from_tree(tree).imported if analysed else {}
+        top_level = {id(s) for s in tree.body}
         for target, name, node in _uses_in(tree, importer, targets):
             if target is importer:
                 continue
             if _PMAP in target.source:
                 facts.uses.setdefault(target.display, {}).setdefault(
                     name, importer.where(node.lineno))
+                if _plain_import(node, name, importer, top_level):
+                    facts.plain.setdefault(target.display, {}).setdefault(
+                        name, set()).add(importer.display)
+                else:
+                    facts.other.setdefault(target.display, set()).add(name)
             if not analysed:
                 continue
             if target.display not in summaries:
@@ -134,6 +267,13 @@ def tree_facts(modules: Iterable[TreeModule]) -> TreeFacts:
             if kind is not None and written:
                 facts.values.setdefault(importer.display, {})[written] = kind
     return facts
+
+
+def _plain_import(node: ast.AST, name: str, importer: TreeModule, top_level: set[int]) -> bool:
+    """`from <module> import name` (no alias) as a module-level statement of a .py module."""
+    return isinstance(node, ast.ImportFrom) and id(node) in top_level \
+        and not importer.cell_starts and importer.display.endswith(".py") \
+        and all(a.asname in (None, name) for a in node.names if a.name == name)
 
 
 # What a module function taking no arguments may return, and the value kind the global

@@ -9,7 +9,8 @@ rules, with a PM6xx finding naming the blocker.
 
 Modules, from the driver down:
 - `rewrite` (`migrate_global`, the driver), `fixpoint` (which sites and callers go global:
-  they fall back together), `callers` (which functions call which sites);
+  they fall back together), `callers` (which functions call which sites), `cross_module`
+  (steps other modules import, decided with their callers there);
 - the site model: `sites` (`Site`, `Blocker`), `site_options` (a site's options, read with
   ast), `site_discovery` (which sites qualify), `classes` (which pmaps a class holds qualify);
 - the caller analysis, `dataflow.CallerAnalysis`, built from mixins: `expressions`,

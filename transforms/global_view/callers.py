@@ -17,8 +17,9 @@ from transforms.global_view.sites import Blocker, Site, dotted
 MODULE_CALLER = "<module>"
 
 # Why a site with no caller in its module is blocked: the one reason a use in another module
-# of the run says better (`used_in_other_modules`).
-_NO_CALLER_HERE = "has no caller in this module"
+# of the run says better (`used_in_other_modules`). Where no module of the run uses it either,
+# nothing the user gave calls it: passing the module that calls it is what would help.
+NO_CALLER_HERE = "has no caller in the paths given"
 
 
 def callers_by_site(callers: dict[str, set[str]]) -> dict[str, list[str]]:
@@ -137,7 +138,7 @@ def find_callers(tree: ast.Module, sites: dict[str, Site], faithful: dict[str, B
         blocked.setdefault(name, blocker)
     for name, site in sites.items():
         if name not in blocked and not any(name in c for c in callers.values()):
-            blocked[name] = Blocker(CALLERS_UNSEEN, site.node, f"`{name}` {_NO_CALLER_HERE}, "
+            blocked[name] = Blocker(CALLERS_UNSEEN, site.node, f"`{name}` {NO_CALLER_HERE}, "
                                     "so the layouts of its arguments are unknown")
     return callers, blocked
 
@@ -192,9 +193,9 @@ def _binds_name(node: ast.AST, name: str) -> bool:
 def used_in_other_modules(module, sites, blocked: dict[str, Blocker]) -> dict[str, Blocker]:
     """Module-level sites another module of the run calls (by the site's name, its factory's
     or its holder class's): callers this module's analysis cannot see, so each keeps the
-    calling contract they rely on (PM603), named in place of having no caller in this module.
-    Also a local site mapping the def a module function returns, where another module uses
-    that function."""
+    calling contract they rely on (PM603), named in place of having no caller in the paths
+    given. Also a local site mapping the def a module function returns, where another module
+    uses that function."""
     found = {}
     for site in sites:
         if site.closure_call is not None and site.key not in blocked:
@@ -207,12 +208,18 @@ def used_in_other_modules(module, sites, blocked: dict[str, Blocker]) -> dict[st
                                           f"paths given ({where}), which would see the global "
                                           "rewrite's edits of that def")
             continue
-        if (site.key in blocked and _NO_CALLER_HERE not in blocked[site.key].message) \
+        if (site.key in blocked and NO_CALLER_HERE not in blocked[site.key].message) \
                 or (site.owner is not None and not site.factory):
             continue
         name = site.holder or site.name  # a factory site is named after its factory
         where = module.elsewhere(name)
-        if where is not None:
+        if where is not None and name in module.refused:
+            found[site.key] = Blocker(CALLERS_UNSEEN, site.node,
+                                      f"`{name}` is called from another module of the paths "
+                                      f"given, whose calls cannot go global "
+                                      f"({module.refused[name]}): it keeps pmap's calling "
+                                      "contract for them and here")
+        elif where is not None:
             found[site.key] = Blocker(CALLERS_UNSEEN, site.node,
                                       f"`{name}` is used by another module of the paths given "
                                       f"({where}), whose calls the global style does not "

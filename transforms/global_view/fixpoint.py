@@ -27,6 +27,7 @@ from transforms.global_view.callers import (
     find_callers,
     fold_callers,
     used_in_other_modules,
+    NO_CALLER_HERE,
 )
 from transforms.global_view.class_uses import faithful_class_use
 from transforms.global_view.classes import view_of
@@ -76,6 +77,11 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
     callers, blocked = find_callers(tree, by_name, faithful,
                                     module.functions.get(MODULE_CALLER))
     blocked.update(used_in_other_modules(module, sites, blocked))
+    # A step whose callers in other modules are followed (cross_module.py) needs none here.
+    for site in sites:
+        if site.owner is None and site.name in module.followed and site.key in blocked \
+                and NO_CALLER_HERE in blocked[site.key].message:
+            del blocked[site.key]
     # A function another module calls keeps its signature: it is not folded into this
     # module's callers, whose values it would then be written for.
     exported = frozenset(name for name in module.functions if module.elsewhere(name))

@@ -21,10 +21,18 @@ class ModuleInfo:
     """The module's source and names, shared by the callers' analyses."""
 
     def __init__(self, source: bytes, tree: ast.Module, table: ImportTable,
-                 helper_module: str | None = None, context: TreeContext = NO_TREE):
+                 helper_module: str | None = None, context: TreeContext = NO_TREE,
+                 followed: frozenset[str] = frozenset(), refused=None):
         """`helper_module`: where the contract functions are imported from; `context`: what
-        the other modules of the run tell about this one."""
+        the other modules of the run tell about this one; `followed`: its steps whose calls
+        in other modules are decided with this module (cross_module.py)."""
         self.source = source
+        self.followed = followed
+        # Steps whose callers in another module cannot go global -> why (cross_module.py)
+        self.refused = refused or {}
+        # Another module's steps read as sites here (cross_module.py): the mapped body's id ->
+        # that module's ModuleInfo, which answers what its text and names decide
+        self.homes: dict[int, ModuleInfo] = {}
         self.used_elsewhere = context.used_elsewhere
         # Functions of other modules it calls, by their imported names, whose value is known
         # (`input_pipeline._pmap_device_order()`: the devices)
@@ -114,7 +122,10 @@ class ModuleInfo:
                          in constant_defaults_left(function, calls).items() if value is None)
 
     def elsewhere(self, name: str) -> str | None:
-        """Where another module of the run uses the module-level `name` (`path:line`)."""
+        """Where another module of the run uses the module-level `name` (`path:line`); None
+        for a step whose callers there are followed (cross_module.py)."""
+        if name in self.followed:
+            return None
         return used_elsewhere(self.used_elsewhere, name)
 
     def site_named(self, name: str) -> Site | None:
@@ -160,6 +171,8 @@ class ModuleInfo:
     def starts_a_line(self, body) -> bool:
         """The body's first statement (after a docstring) begins its own line, so a statement
         can be put before it."""
+        if id(body) in self.homes:
+            return self.homes[id(body)].starts_a_line(body)
         if not isinstance(body, ast.FunctionDef):
             return False
         first = first_body_statement(body)
@@ -175,6 +188,8 @@ class ModuleInfo:
     def can_stack_results(self, site: Site) -> bool:
         """Per-device results keep their device axis by an expand at the body's returns;
         that edit is only made in a body no other code uses."""
+        if id(site.body) in self.homes:
+            return self.homes[id(site.body)].can_stack_results(site)
         if site.decorated or isinstance(site.body, ast.Lambda) or site.rebinds is site.body:
             return True  # (a rebound def's name, read anywhere, is the site's)
         return self.loads.get(site.body.name, 0) == 1

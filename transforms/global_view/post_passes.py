@@ -278,12 +278,15 @@ _FLAX_PMAP_MODULES = ("flax.jax_utils", "flax.training.common_utils")
 
 def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult],
                   global_sites: list[Site], findings: list[Finding],
-                  contract: frozenset[str] | None = None, helper_module: str | None = None):
+                  contract: frozenset[str] | None = None, helper_module: str | None = None,
+                  mesh_needed: bool = False):
     """The edited module `text` as libcst: each caller's mesh on entry, the `_mesh` function,
     local sites hoisted to module level (their PM600s say so), the imports the style
     names, the contract functions with the features `contract` names (None: no site keeps
     pmap's contract; with `helper_module`, imported from there), and no `from jax import pmap`
-    the global sites left unused. Returns (module, findings)."""
+    the global sites left unused. `mesh_needed`: the `_mesh` function even with no global
+    site here (callers of another module's global steps, cross_module.py). Returns (module,
+    findings)."""
     new_module = cst.parse_module(text.encode("utf-8"))
     new_module = new_module.visit(MeshOnEntry({c: r.axis for c, r in results.items()},
                                               module.mesh_function,
@@ -291,7 +294,7 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
     functools = next((n for n, full in module.imported.items() if full == "functools"), None)
     texts = [MESH_FUNCTION_TEXT.format(functools=functools or "functools",
                                        name=module.mesh_function, jax=module.jax)
-             ] if global_sites else []
+             ] if global_sites or mesh_needed else []
     if contract is not None and helper_module is None:  # the floor's functions, as its sites use them
         texts.append(contract_functions_text(contract, module.contract_names,
                                              functools=functools or "functools", jax=module.jax))

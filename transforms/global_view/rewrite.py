@@ -38,6 +38,13 @@ from transforms.global_view.callers import (
     top_level_function,
 )
 from transforms.global_view.contract import contract_sites
+from transforms.global_view.cross_module import (
+    CrossModuleMismatch,
+    CrossPlan,
+    adopt,
+    foreign_sites,
+    plan_for,
+)
 from transforms.global_view.dataflow import CallerAnalysis
 from transforms.global_view.fixpoint import decide
 from transforms.global_view.layout import FunctionLayout
@@ -83,10 +90,18 @@ class GlobalResult:
     findings: list[Finding]
     layouts: tuple[FunctionLayout, ...] = ()
     global_sites: tuple[str, ...] = ()
+    # site name -> (in_specs, result mode, axis): the home's global steps another module calls,
+    # as its own callers use them; in an importer, the home's steps whose calls here go global
+    # (cross_module.py)
+    usages: dict[str, tuple] = dataclasses.field(default_factory=dict)
+    # in an importer: the home's steps whose calls here cannot go global -> (the line of the
+    # blocker here, or None, and why)
+    foreign_blocked: dict[str, tuple] = dataclasses.field(default_factory=dict)
 
 
 def migrate_global(source: bytes, target: TargetJax, helper_module: str | None = None,
-                   top_level: bool = True, context: TreeContext = NO_TREE) -> GlobalResult:
+                   top_level: bool = True, context: TreeContext = NO_TREE,
+                   cross: CrossPlan | None = None) -> GlobalResult:
     """The module with every recognised program rewritten to the global view; findings say
     which sites went global (PM600) and why each other one did not (PM601-PM612).
     `helper_module`: the contract functions are imported from there instead of defined here.
@@ -94,22 +109,35 @@ def migrate_global(source: bytes, target: TargetJax, helper_module: str | None =
     sites it calls keep pmap's contract (a notebook whose IPython lines read its names).
     `context`: what the other modules of the run tell about this one
     (transforms/tree_uses.py): the names they use keep the contract their users call them
-    by, and what their functions it calls return is known."""
+    by, and what their functions it calls return is known; where it is one of a group of
+    modules whose steps are decided together, `cross` is its part of that decision
+    (cross_module.py; computed from `context.group` when not given)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError):
         return GlobalResult(source, [])
+    if cross is None and context.group is not None:
+        cross = plan_for(context.group, context.member, target, helper_module)
     with literals_quoted_as(module_quote(tree, source)):  # the module's quotes, for what it gets
-        return _migrate_parsed(source, tree, target, helper_module, top_level, context)
+        result = _migrate_parsed(source, tree, target, helper_module, top_level, context, cross)
+    if cross is not None and cross.final:
+        planned = set(cross.followed) | set(cross.foreign)
+        if not planned <= set(result.usages):
+            raise CrossModuleMismatch(
+                f"the steps {sorted(planned - set(result.usages))} decided global with their "
+                "callers in other modules did not go global in this module's own pass")
+    return result
 
 
 def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
                     helper_module: str | None, top_level: bool,
-                    context: TreeContext) -> GlobalResult:
+                    context: TreeContext, cross: CrossPlan | None) -> GlobalResult:
     table = ImportTable.from_tree(tree)
     # A process-0 guard around logging alone does not make the module multi-process here.
     multiprocess = first_evidence(tree, table.imported, guards_count=False) is not None
     top_level = top_level and not multiprocess
+    if multiprocess or not top_level:
+        cross = None  # steps of a multi-process module or a notebook are not decided across
     sites, blockers = find_sites(tree, table.imported, top_level=top_level)
     # Host barriers become sync_global_devices in the faithful rules, with no pmap left.
     barriers = host_barrier_sites(sites, tree, table.imported)
@@ -123,6 +151,13 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
     kept_as_written = [Blocker(FALLS_BACK_WITH_CALLER, s.node, f"{s.label} is under a "
                                "`# pmap-migrate: ignore` comment", names=[s.name])
                        for s in suppressed]
+    # The home's steps this module calls, read as its own sites (cross_module.py)
+    foreign, home = foreign_sites(cross) if cross is not None and cross.foreign \
+        else ([], None)
+    if {s.key for s in foreign} & {s.key for s in sites}:
+        foreign = []
+    own_sites = sites
+    sites = sites + foreign
     if not sites and not blockers:
         return GlobalResult(source, [])
     module_blocker = _encoding_blocker(source) or _module_blocker(tree, table, target, multiprocess)
@@ -130,7 +165,12 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
         nodes = [s.node for s in sites] + [b.node for b in blockers]
         return GlobalResult(source, [blocker_finding(Blocker(UNAVAILABLE, n, module_blocker))
                                      for n in nodes])
-    module = ModuleInfo(source, tree, table, helper_module, context)
+    followed = cross.followed if cross is not None else {}
+    module = ModuleInfo(source, tree, table, helper_module, context, frozenset(followed),
+                        cross.refused if cross is not None else {})
+    adopt(module, foreign, home)
+    if any(s.donate for s in foreign):  # its producers unstack to fresh buffers (ModuleInfo)
+        module.donating = True
     analysis = CallerAnalysis
     if multiprocess:  # see global_view/multiprocess.py
         module.process_dependence = ProcessDependence(tree, table.imported)
@@ -147,8 +187,11 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
     decision = decide(module, sites, blockers + kept_as_written, analysis, barrier_pmaps,
                       demote=not multiprocess)
     results, blocked = decision.results, decision.blocked
-    findings += fallback_findings(sites, blocked)
-    global_sites = [s for s in sites if s.key not in blocked]
+    findings += fallback_findings(own_sites, blocked)
+    global_sites = [s for s in own_sites if s.key not in blocked]
+    module.under_other_mesh = {key for r in results.values() for key, axis in r.site_axes.items()
+                               if axis != r.axis}
+    usages, foreign_blocked = _foreign_usages(foreign, decision, module)
     # The floor: pmap's calling contract for what the analysis left (contract.py).
     taken = [module.span(s.statement) for s in global_sites] + \
         [module.span(s.built) for s in global_sites]
@@ -158,27 +201,30 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
         ({"multiprocess"} if multiprocess else set())
         | ({"devices"} if any(c.site.devices for c in contracts) else set())
     ) if contracts else None
-    if not global_sites and not contracts:
-        return GlobalResult(source, dedupe(findings))
+    if not global_sites and not contracts and not usages:
+        return GlobalResult(source, dedupe(findings), foreign_blocked=foreign_blocked)
     for caller in sorted(results) if multiprocess else ():
         findings += [Finding(PROCESS_IDIOM_KEPT, node.lineno, node.col_offset + 1, message)
                      for node, message in process_idiom_findings(module.functions[caller],
                                                                  module)]
     edits = caller_edits(results, module)
     site_edits: dict[tuple[int, int], str] = {}
-    module.under_other_mesh = {key for r in results.values() for key, axis in r.site_axes.items()
-                               if axis != r.axis}
     for site in global_sites:
-        first_caller = next(results[c] for c in decision.callers_of(site.key))
-        specs, stacked = stacked_positions(site, site_usage(first_caller, site.key)[0])
+        first_caller = next((results[c] for c in decision.callers_of(site.key)), None)
+        usage = site_usage(first_caller, site.key) if first_caller is not None \
+            else followed[site.name][0]  # called only from other modules
+        if site.name in followed:
+            usages[site.name] = usage
+        specs, stacked = stacked_positions(site, usage[0])
         if len(specs) + len(site.static) < len(site.params):  # defaults fill the rest
             site.passed = len(specs) + len(site.static)
-        _, mode, axis = site_usage(first_caller, site.key)
+        _, mode, axis = usage
         out_specs = out_specs_text(site, mode, axis)
         site_edits.update(global_site_edits(site, specs, out_specs, mode, module, axis, stacked))
         findings.append(migrated_finding(
             site, specs, out_specs, mode, axis, decision, module, multiprocess,
-            vmapped=bool(stacked) and isinstance(site.body, ast.Lambda)))  # site_calls.vmapped_lambda
+            vmapped=bool(stacked) and isinstance(site.body, ast.Lambda),  # site_calls.vmapped_lambda
+            elsewhere=followed.get(site.name, (None, ()))[1]))
     findings += stacked_findings(results)
     site_edits.update({contract.span: contract.text for contract in contracts})
     conflict = compose(edits, site_edits, module)
@@ -192,10 +238,35 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
                                     "way the rewrite cannot join: the module stays faithful"))]))
     new_module, findings = finish_module(module.render(0, len(source), edits), module, results,
                                          global_sites, findings, contract_features,
-                                         helper_module)
+                                         helper_module, mesh_needed=bool(usages))
     layouts = tuple(FunctionLayout(c, r.layouts) for c, r in sorted(results.items()) if r.layouts)
     return GlobalResult(new_module.bytes, dedupe(findings), layouts,
-                        tuple(s.key for s in global_sites))
+                        tuple(s.key for s in global_sites), usages, foreign_blocked)
+
+
+def _foreign_usages(foreign, decision, module: ModuleInfo):
+    """The home's steps (cross_module.py) whose every call here goes global, each with the
+    one usage its callers here give it, on the mesh of each caller's own axis; and why each
+    other one cannot ((the line of this module where the blocker is, or None; why))."""
+    usages, blocked = {}, {}
+    own = {id(n) for n in ast.walk(module.tree)} if foreign else set()
+    for site in foreign:
+        callers = decision.callers_of(site.key)
+        blocker = decision.blocked.get(site.key)
+        if blocker is not None:
+            line = blocker.node.lineno if id(blocker.node) in own else None
+            blocked[site.name] = (line, blocker.message)
+            continue
+        if not callers or any(c not in decision.results for c in callers) \
+                or site.key in module.under_other_mesh:
+            blocked[site.name] = (None, "a caller there keeps pmap's layout")
+            continue
+        seen = {site_usage(decision.results[c], site.key) for c in callers}
+        if len(seen) == 1:
+            usages[site.name] = seen.pop()
+        else:
+            blocked[site.name] = (None, "its callers there pass different layouts")
+    return usages, blocked
 
 
 def _suppressed(source: bytes, sites) -> list:

@@ -56,10 +56,12 @@ def fallback_findings(sites: list[Site], blocked: dict[str, Blocker]) -> list[Fi
 
 
 def migrated_finding(site: Site, specs, out_specs: str, mode, axis: str, decision: Decision,
-                     module: ModuleInfo, multiprocess: bool, vmapped: bool = False) -> Finding:
+                     module: ModuleInfo, multiprocess: bool, vmapped: bool = False,
+                     elsewhere: tuple[str, ...] = ()) -> Finding:
     """The PM600 of a global site: its specs, its callers and what changed for them.
     `vmapped`: a lambda or a function whose body is not read, over stacked rows, run as
-    jax.vmap over each device's block."""
+    jax.vmap over each device's block. `elsewhere`: the other modules of the run whose calls
+    of it were followed and go global with it (cross_module.py)."""
     modes = mode if isinstance(mode, tuple) else (mode,)
     if vmapped:
         what = "the mapped function (its body not read)" if site.opaque else "the lambda"
@@ -98,8 +100,12 @@ def migrated_finding(site: Site, specs, out_specs: str, mode, axis: str, decisio
         SITE, site.node.lineno, site.node.col_offset + 1,
         f"{site.label} migrated in the global style: jax.jit(jax.shard_map(...)) with "
         f"in_specs {tuple_text(specs)} and out_specs {out_specs}; its callers "
-        f"({', '.join(caller_label(c) for c in sorted(decision.callers_of(site.key)))}) pass "
+        f"({', '.join(_callers_text(decision.callers_of(site.key), elsewhere))}) pass "
         f"global arrays{kept}")
+
+
+def _callers_text(here, elsewhere: tuple[str, ...]) -> list[str]:
+    return [*(caller_label(c) for c in sorted(here)), *(f"those in {m}" for m in elsewhere)]
 
 
 def stacked_findings(results) -> list[Finding]:
