@@ -340,8 +340,9 @@ class CallerAnalysis(LocalFunctionsMixin, StatementsMixin, InstancesMixin, Expre
             return new
         if new.tag == "empty_list" and old.tag in ("list", "same"):
             return old
+        why = "".join(f" ({kind.why})" for kind in (old, new) if kind.why)
         raise Blocker(CONSUMER_UNKNOWN, node, f"`{name}` holds both {describe(old)} and "
-                      f"{describe(new)}, depending on the path taken",
+                      f"{describe(new)}, depending on the path taken{why}",
                       origins=origins(old, new))
 
     # -- edits ----------------------------------------------------------------------------
