@@ -270,6 +270,11 @@ class SiteCallsMixin:
                                   f"result {position!r} of `{site.name}` has "
                                   f"out_axes {axis} and its function is shared with other code")
                 modes.append(stacked_at(axis))
+            elif node is None and axis == 0 and (id(call), position) in self.keep_stacked \
+                    and self.module.can_stack_results(site):
+                # a replicated result a consumer cannot read as a global value (a loop joins it
+                # with a plain value): given back in pmap's stacked layout, n equal rows
+                modes.append(STACKED_OUT)
             elif node is None:
                 modes.append(NONE_OUT if axis is None else REPLICATED_OUT)
             elif axis is None:
@@ -284,7 +289,8 @@ class SiteCallsMixin:
             else:
                 modes.append(STACKED_OUT)
             rows = ROWS if node is None else self._rows_because(site, node, position)
-            fields.append((f"[{position!r}]", REPL if modes[-1] == REPLICATED_OUT else
+            replicated = Kind("repl", origin=frozenset({(id(call), position)}))
+            fields.append((f"[{position!r}]", replicated if modes[-1] == REPLICATED_OUT else
                            rows if modes[-1] == STACKED_OUT else SAME))
         mode = tuple(modes)
         if self.modes.setdefault(site.key, mode) != mode:
