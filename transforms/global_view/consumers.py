@@ -232,7 +232,9 @@ class ConsumersMixin:
 
     def _row_zero(self, call: ast.Call, operand) -> Kind:
         kind = self.eval(operand)
-        if kind.tag == "same" and kind.rows:  # pmap's stacked layout, kept: row 0 as before
+        if kind.tag == "same":
+            # A value the migration leaves as it is (pmap's stacked layout kept, or a plain
+            # value on some paths and such a stack on others): its row 0 is the original's.
             return SAME
         if not _replicated_on_axis_0(kind):
             raise Blocker(CONSUMER_UNKNOWN, call, f"row 0 of {describe(kind)}: only a replicated "

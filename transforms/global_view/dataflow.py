@@ -230,7 +230,7 @@ class CallerAnalysis(LocalFunctionsMixin, StatementsMixin, InstancesMixin, Expre
                 return self._stacked()._run()
             except Blocker as stacked_blocker:
                 try:  # a tuple of results: each its own layout (replicated ones P())
-                    return self._stacked(split=True)._run()
+                    return self._split_run()
                 except Blocker as split_blocker:  # name the one that got further (at one
                     # place, one naming producers that could keep pmap's layout, to try next)
                     raise max(merged_blocker, stacked_blocker, split_blocker,
@@ -242,6 +242,23 @@ class CallerAnalysis(LocalFunctionsMixin, StatementsMixin, InstancesMixin, Expre
             except Blocker:
                 pass
         return merged
+
+    def _split_run(self) -> CallerResult:
+        """Each result of a tuple its own layout; a replicated result some consumer cannot
+        read as a global value (`_result_tree` names it by (call, position)) is given back in
+        pmap's stacked layout instead, one result at a time, until the function goes through
+        or what blocks it is something else."""
+        keep = self.keep_stacked
+        while True:
+            attempt = self._stacked(split=True)
+            attempt.keep_stacked = keep
+            try:
+                return attempt._run()
+            except Blocker as blocker:
+                results = {o for o in blocker.origins - keep if isinstance(o, tuple)}
+                if not results:
+                    raise
+                keep = keep | results
 
     def _stacked(self, split: bool = False) -> "CallerAnalysis":
         stacked = type(self)(self.function, self.all_sites, self.module)
@@ -340,8 +357,9 @@ class CallerAnalysis(LocalFunctionsMixin, StatementsMixin, InstancesMixin, Expre
             return new
         if new.tag == "empty_list" and old.tag in ("list", "same"):
             return old
+        why = "".join(f" ({kind.why})" for kind in (old, new) if kind.why)
         raise Blocker(CONSUMER_UNKNOWN, node, f"`{name}` holds both {describe(old)} and "
-                      f"{describe(new)}, depending on the path taken",
+                      f"{describe(new)}, depending on the path taken{why}",
                       origins=origins(old, new))
 
     # -- edits ----------------------------------------------------------------------------

@@ -433,15 +433,19 @@ class DonatedValues:
         return token | passed  # a reshape may be its operand itself
 
     def _returns_safe(self, name: str) -> bool:
-        """A module helper that only returns a replicated placement (`replicate(tree)`)."""
+        """A module helper that only returns a replicated placement (`replicate(tree)`),
+        after binding local names (`devices = devices or jax.local_devices()`): what it
+        returns is a new placement whatever those names hold."""
         function = self.module.functions.get(name)
         if function is None or name in self.local or function.decorator_list:
             return False
         body = [s for s in function.body
                 if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-        return bool(body) and all(
-            isinstance(s, ast.Return) and isinstance(s.value, ast.Call)
-            and self.qualify(s.value.func) in SAFE_PRODUCERS for s in body)
+        *bindings, last = body or [None]
+        return last is not None and all(
+            isinstance(s, ast.Assign) and all(isinstance(t, ast.Name) for t in s.targets)
+            for s in bindings) and isinstance(last, ast.Return) \
+            and isinstance(last.value, ast.Call) and self.qualify(last.value.func) in SAFE_PRODUCERS
 
     def _token(self, node) -> Token:
         """The token of the value `node` makes now. A value it made before that a step may

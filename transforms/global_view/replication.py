@@ -52,10 +52,12 @@ class BodyAnalysis:
         # The methods of the module's classes by name: `obj.name(...)` may run any of them (the
         # object's class is not tracked), so it is device-dependent when one is.
         self.methods: dict[str, list[ast.FunctionDef]] = {}
+        self.method_owners: dict[str, list[str]] = {}  # method name -> its classes' names
         for cls in (n for n in ast.walk(module) if isinstance(n, ast.ClassDef)):
             for member in cls.body:
                 if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     self.methods.setdefault(member.name, []).append(member)
+                    self.method_owners.setdefault(member.name, []).append(cls.name)
         self._methods_varying: dict[str, bool] = {}
 
     def first_varying_output(self, replicated_params: set[str]) -> ast.AST | None:
@@ -207,6 +209,21 @@ class BodyAnalysis:
         if isinstance(node, ast.NamedExpr):
             raise NotProvable(node, "an assignment expression in the body")
         return any(self.varies(child, varying, bound) for child in ast.iter_child_nodes(node))
+
+    def cause(self, node: ast.AST) -> str:
+        """Why `node` (a result `varies` found device-dependent) is not provably replicated,
+        in words for a finding: a method of the module's classes it calls that reads the device
+        (`state.apply_gradients(...)` of a class whose `apply_gradients` reads `axis_index`),
+        else the general reason."""
+        for child in ast.walk(node):
+            if isinstance(child, ast.Attribute) and not dotted(child, self.imported) \
+                    and child.attr in self.methods and self._method_varies(child.attr):
+                owners = ", ".join(f"`{owner}.{child.attr}`"
+                                   for owner in self.method_owners[child.attr])
+                return (f"`{ast.unparse(child)}` may run {owners} (line "
+                        f"{self.methods[child.attr][0].lineno}), which computes a "
+                        "device-dependent value")
+        return "it is computed from a per-device value"
 
     def _is_reduction(self, call: ast.Call) -> bool:
         if dotted(call.func, self.imported) not in REDUCING:

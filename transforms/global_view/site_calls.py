@@ -187,8 +187,8 @@ class SiteCallsMixin:
                           f"{site.label} maps a lambda over stacked rows (jax.vmap over each "
                           "device's block), which gives every result a device axis, but a "
                           "result is the same on every device")
-        if mode == STACKED_OUT:
-            return ROWS  # the original's layout: stacked per-device rows
+        if mode == STACKED_OUT:  # the original's layout: stacked per-device rows
+            return ROWS if varying is None else self._rows_because(site, varying)
         if site.out_none:
             return SAME  # out_axes=None: unstacked, as the original returns it
         if mode == MERGED_OUT:
@@ -202,6 +202,15 @@ class SiteCallsMixin:
                       for shown in arrays]
         shown = arrays is not None and all(arrays)
         return self._site_output(site, REPL if shown else Kind("repl", tree=True), arrays)
+
+    def _rows_because(self, site: Site, node: ast.AST, position=None) -> Kind:
+        """A per-device result in pmap's stacked layout, saying which body value made it so
+        (findings where it meets a replicated value: a loop feeding the state back)."""
+        which = "a result" if position is None else f"result {position!r}"
+        return dataclasses.replace(ROWS, why=(
+            f"{which} of {site.label} comes back per-device: `{ast.unparse(node)}` (line "
+            f"{node.lineno}) is not provably the same on every device: "
+            f"{self.module.body_analysis(site).cause(node)}"))
 
     def _parameter_count(self, call: ast.Call, site: Site, count: int) -> None:
         if count != len(site.params) and not defaults_fill(site, count):
@@ -261,6 +270,11 @@ class SiteCallsMixin:
                                   f"result {position!r} of `{site.name}` has "
                                   f"out_axes {axis} and its function is shared with other code")
                 modes.append(stacked_at(axis))
+            elif node is None and axis == 0 and (id(call), position) in self.keep_stacked \
+                    and self.module.can_stack_results(site):
+                # a replicated result a consumer cannot read as a global value (a loop joins it
+                # with a plain value): given back in pmap's stacked layout, n equal rows
+                modes.append(STACKED_OUT)
             elif node is None:
                 modes.append(NONE_OUT if axis is None else REPLICATED_OUT)
             elif axis is None:
@@ -274,8 +288,10 @@ class SiteCallsMixin:
                               "given back with its device axis")
             else:
                 modes.append(STACKED_OUT)
-            fields.append((f"[{position!r}]", REPL if modes[-1] == REPLICATED_OUT else
-                           ROWS if modes[-1] == STACKED_OUT else SAME))
+            rows = ROWS if node is None else self._rows_because(site, node, position)
+            replicated = Kind("repl", origin=frozenset({(id(call), position)}))
+            fields.append((f"[{position!r}]", replicated if modes[-1] == REPLICATED_OUT else
+                           rows if modes[-1] == STACKED_OUT else SAME))
         mode = tuple(modes)
         if self.modes.setdefault(site.key, mode) != mode:
             raise Blocker(OUTPUT_NOT_REPLICATED, call,

@@ -107,6 +107,9 @@ class Kind:
     leads: bool = False
     # record: (field name, line) of the `.replace` keywords that set its fields (findings)
     lines: tuple = dataclasses.field(default=(), compare=False)
+    # same with rows: why a step's result came back per-device (the body's result that is not
+    # provably the same on every device, and what makes it so), for findings
+    why: str = dataclasses.field(default="", compare=False)
     # repl / merged / fields: the producer calls whose edits made it (ids), so that a consumer
     # the analysis cannot follow can send those producers back to pmap's stacked layout
     origin: frozenset = dataclasses.field(default=frozenset(), compare=False)

@@ -1,4 +1,7 @@
-"""PM605: the stacked params' shape is read, and that changes once the device axis is gone."""
+"""The stacked params' shape is read after the step, and that would change once the device axis
+is gone (PM605 before results were read one by one): the step returns a tuple, so that result
+alone comes back in pmap's stacked layout (n equal rows, out_specs P(axis)) and the loss is
+replicated (P())."""
 import functools
 
 import jax
