@@ -32,7 +32,7 @@ def callers_by_site(callers: dict[str, set[str]]) -> dict[str, list[str]]:
 
 
 def caller_label(caller: str) -> str:
-    return "the module's top-level code" if caller == MODULE_CALLER else caller
+    return "top-level code" if caller == MODULE_CALLER else caller
 
 
 def top_level_function(tree: ast.Module, sites) -> ast.FunctionDef | None:

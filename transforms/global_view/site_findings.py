@@ -12,7 +12,6 @@ from transforms.global_view.sites import Blocker, Site
 from transforms.global_view.values import (
     MERGED_OUT,
     SCALARS_OUT,
-    STACKED_OUT,
     quoted,
     stacked_axis,
     tuple_text,
@@ -62,44 +61,31 @@ def migrated_finding(site: Site, specs, out_specs: str, mode, axis: str, decisio
     jax.vmap over each device's block."""
     modes = mode if isinstance(mode, tuple) else (mode,)
     if vmapped:
-        what = "the mapped function (its body not read)" if site.opaque else "the lambda"
-        kept = (f"; {what} runs as jax.vmap over each device's (1, ...) block, so its "
-                "results keep their device axis (P(axis))")
+        kept = "; its body runs under jax.vmap per device"
     elif any(stacked_axis(m) is not None for m in modes):
-        kept = "; per-device results keep their device axis (expanded in the body, P(axis))"
+        kept = ""  # per-device results keep their device axis: out_specs P(axis) says so
     elif MERGED_OUT in modes:
-        kept = "; per-device results come back merged into their leading axis (P(axis))"
+        kept = "; per-device results merged on their leading axis"
     elif SCALARS_OUT in modes:
-        kept = ("; per-device numbers go in and come back as (1,) blocks of pmap's (n,) "
-                "layout (P(axis))")
+        kept = "; per-device numbers as (1,) blocks"
     else:
         kept = ""
     if site.holder:
-        kept += (f"; held by `{site.holder}`, whose methods and instance attributes were "
-                 "followed from where its instances are made (callers in other modules "
-                 "must pass global arrays to its methods too)")
+        kept += f"; held by `{site.holder}`"
     own = decision.first_result(site.key)  # the first in results order that calls it
     if own is not None and site.key in module.under_other_mesh:
         mesh = dict((axis, name) for name, axis in own.meshes).get(axis)
-        where = f"`{mesh}` in the caller" if mesh else \
-            f"`{module.mesh_function}({quoted(axis)})`, called in a helper the caller follows"
-        kept += (f"; it runs on the mesh of axis {quoted(axis)} ({where}): "
-                 f"the devices of the caller's `mesh` (axis {quoted(own.axis)}), in the "
-                 "same order")
+        where = f"`{mesh}`" if mesh else f"`{module.mesh_function}({quoted(axis)})`"
+        kept += f"; on the caller's mesh as {where}"
     if site.static:
-        kept += f"; static arguments {', '.join(site.params[i] for i in site.static)} " \
-            "are jax.jit's static_argnums and reach the body by closure"
+        kept += f"; static_argnums: {', '.join(site.params[i] for i in site.static)}"
     if multiprocess:
-        kept += ("; multi-process: each process's rows become one global batch "
-                 "(jax.make_array_from_process_local_data), replicated values are the same "
-                 "on every process" + (", per-device results come back as the process's "
-                                       "own rows" if STACKED_OUT in modes else ""))
+        kept += "; every process's rows as one global batch"
+    callers = ", ".join(caller_label(c) for c in sorted(decision.callers_of(site.key)))
     return Finding(
         SITE, site.node.lineno, site.node.col_offset + 1,
-        f"{site.label} migrated in the global style: jax.jit(jax.shard_map(...)) with "
-        f"in_specs {tuple_text(specs)} and out_specs {out_specs}; its callers "
-        f"({', '.join(caller_label(c) for c in sorted(decision.callers_of(site.key)))}) pass "
-        f"global arrays{kept}")
+        f"went global: in_specs {tuple_text(specs)}, out_specs {out_specs}; "
+        f"{callers} {'pass' if ',' in callers else 'passes'} global arrays{kept}")
 
 
 def stacked_findings(results) -> list[Finding]:
