@@ -202,9 +202,7 @@ def used_in_other_modules(module, sites, blocked: dict[str, Blocker]) -> dict[st
         where = module.elsewhere(name)
         if where is not None:
             found[site.key] = Blocker(CALLERS_UNSEEN, site.node,
-                                      f"`{name}` is used by another module of the paths given "
-                                      f"({where}), whose calls the global style does not "
-                                      "follow yet")
+                                      f"`{name}` is used by another module ({where})")
     return found
 
 
