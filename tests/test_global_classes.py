@@ -290,7 +290,7 @@ def test_a_nested_def_closing_over_a_changed_local_of_its_method_stays_faithful(
     (("        self.step = jax.pmap(self._step, axis_name=\"batch\", donate_argnums=(0,))\n",
       "        if n > 1:\n"
       "            self.step = jax.pmap(self._step, axis_name=\"batch\", donate_argnums=(0,))\n"),
-     "statement ("),
+     "`self.<name> = ...` ("),
     # built in two methods: which pmap `self.step` reaches is not known
     (("    def fit(self, x):\n", "    def rebuild(self):\n"
       "        self.step = jax.pmap(self._step, axis_name=\"batch\")\n\n    def fit(self, x):\n"),

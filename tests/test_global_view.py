@@ -1167,7 +1167,7 @@ def test_a_step_without_collectives_on_process_0_only_goes_global():
     result = migrate_source(source.encode(), style="global")
     codes = {f.code for f in result.findings}
     assert "PM600" in codes and "PM607" not in codes
-    assert any(f.code == "PM506" and "`step` called there has no collectives" in f.message
+    assert any(f.code == "PM506" and "`step` there has no collectives" in f.message
                for f in result.findings)
 
 

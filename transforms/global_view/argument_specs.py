@@ -99,7 +99,7 @@ class ArgumentSpecsMixin:
                 and (self.module.starts_a_line(site.body) or isinstance(site.body, ast.Lambda))):
             why = self._unmergeable(argument) or "it keeps pmap's stacked layout"
             raise Blocker(PRODUCER_UNKNOWN, argument, f"{what} (`{_short(argument)}`): "
-                          f"{why}, and the body cannot squeeze its device axis")
+                          f"{why}, and its body cannot squeeze it")
         self.stacked[id(argument)] = (argument, f"{what} (`{_short(argument)}`) keeps its "
                                       f"device axis: {self._stacked_reason(argument)}")
         return f"P({AXIS_PLACEHOLDER}){STACKED_SPEC}"
@@ -184,12 +184,12 @@ class ArgumentSpecsMixin:
                 for n in ast.walk(a)):
             return None
         text = ast.unparse(producer)
-        text = text if len(text) <= 60 else text[:57] + "..."
+        text = text if len(text) <= 40 else text[:37] + "..."
         if self.qualified(producer.func) in ("jax.random.split", "jax.random.key_split"):
             return f"per-device RNG keys (`{text}`, line {producer.lineno})"
         if self.qualified(producer.func) in ("numpy.arange", "jax.numpy.arange"):
             return f"per-device scalars (`{text}`, line {producer.lineno})"
-        return f"`{text}` (line {producer.lineno}) is sized by the device count, not a known batch"
+        return f"`{text}` (line {producer.lineno}) is no known batch"
 
 
 def _all_replicated(kind: Kind) -> bool:

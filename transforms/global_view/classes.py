@@ -146,8 +146,8 @@ def _held_site(cls: ast.ClassDef, statement, value, factory, tree, imported, fun
     if method is None or not (isinstance(target, ast.Attribute)
                               and isinstance(target.value, ast.Name)
                               and target.value.id == self_name):
-        raise Blocker(CLASS_HELD, where, f"this pmap is held by `{cls.name}` other than by a "
-                      "`self.<name> = ...` statement (" + _how_built(cls, statement, target)
+        raise Blocker(CLASS_HELD, where, f"this pmap is held by `{cls.name}` other than as "
+                      "`self.<name> = ...` (" + _how_built(cls, statement, target)
                       + "): kept in the faithful style")
     attribute = target.attr
     _class_shape(cls, tree, where)
@@ -390,7 +390,7 @@ def _how_built(cls: ast.ClassDef, statement, target) -> str:
     if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
             and target.value.id == me):
         what = ast.unparse(target) if target is not None else "several targets"
-        return f"it is bound to `{what}` {where}, not to an attribute of `{me or 'self'}`"
+        return f"bound to `{what}` {where}, not to `{me or 'self'}`"
     return f"assigned {where} in a block or a nested def"
 
 

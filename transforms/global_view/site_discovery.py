@@ -218,7 +218,7 @@ def _unfollowed(pmap: ast.AST, places: _Places) -> str:
         return (f"is returned by `{scope.name}`, whose result is kept as a value rather than "
                 f"called on the spot (`{scope.name}(...)(x)`), bound to a name that is only "
                 "called, or held by a class")
-    return f"is {where}, and the global style does not follow what is done with it"
+    return f"is {where}, which the global style does not follow"
 
 
 def _decorated_by(pmap: ast.AST, places: _Places) -> ast.FunctionDef | None:

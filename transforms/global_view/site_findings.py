@@ -62,7 +62,7 @@ def fallback_findings(sites: list[Site], blocked: dict[str, Blocker]) -> list[Fi
                 pointer = blocker_finding(Blocker(
                     FALLS_BACK_WITH_CALLER, site.node,
                     f"{site.label} stays faithful: {why} cannot go global "
-                    f"({blocker.code}, line {blocker.node.lineno}: {short_reason(blocker.message)})"))
+                    f"({blocker.code}, line {blocker.node.lineno})"))  # which says why
                 findings.append(dataclasses.replace(pointer, cause=cause))
                 findings.append(cause)
     return findings
@@ -79,7 +79,7 @@ def migrated_finding(site: Site, specs, out_specs: str, mode, axis: str, decisio
     elif any(stacked_axis(m) is not None for m in modes):
         kept = ""  # per-device results keep their device axis: out_specs P(axis) says so
     elif MERGED_OUT in modes:
-        kept = "; per-device results merged on their leading axis"
+        kept = "; per-device results merged"
     elif SCALARS_OUT in modes:
         kept = "; per-device numbers as (1,) blocks"
     else:
@@ -94,7 +94,7 @@ def migrated_finding(site: Site, specs, out_specs: str, mode, axis: str, decisio
     if site.static:
         kept += f"; static_argnums: {', '.join(site.params[i] for i in site.static)}"
     if multiprocess:
-        kept += "; every process's rows as one global batch"
+        kept += "; processes' rows joined"
     callers = ", ".join(caller_label(c) for c in sorted(decision.callers_of(site.key)))
     return Finding(
         SITE, site.node.lineno, site.node.col_offset + 1,
@@ -156,7 +156,7 @@ def contract_findings(contracts: list[tuple[ast.AST, range]],
             where = "" if blocker.line == node.lineno else f", line {blocker.line}"
             why = f"{short_reason(blocker.message)} ({blocker.code}{where})"
         elif _key(blocker) in alone:  # its call, or a caller: printed here only
-            lead = "its caller cannot go global: " \
+            lead = "with its caller: " \
                 if "its caller " in folded[id(node)][0].message else ""
             why = f"{lead}{short_reason(blocker.message)} ({blocker.code}, line {blocker.line})"
         else:
