@@ -46,6 +46,8 @@ def _section(r: Rule, facts: bool = False) -> list[str]:
         out.append(f"Severity: **{r.severity}**. Fix: **{r.fix}**.\n")
     out.append(f"**What it does.** {r.what}\n")
     out.append(f"**Why.** {r.why}\n")
+    if r.message:
+        out.append(f"**Reading the message.** {r.message}\n")
     out.append(f"**What to do.** {r.check}\n")
     if r.todo:
         out.append(f"After `apply`: `# TODO(pmap-migrate): {r.code} {r.todo}` above the "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from transforms.pipeline import migrate_source
+from site_findings_view import with_named_blockers
 
 TRAINER = '''import jax
 import jax.numpy as jnp
@@ -54,7 +55,7 @@ def run():
 
 def _findings(source: str) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
-    for finding in migrate_source(source.encode(), style="global").findings:
+    for finding in with_named_blockers(migrate_source(source.encode(), style="global").findings):
         found.setdefault(finding.code, []).append(f"{finding.line}: {finding.message}")
     return found
 

@@ -14,6 +14,7 @@ from equivalence.check import compare_runs
 from equivalence.runner import run_entry
 from transforms.contract_names import pmap_contract_code
 from transforms.pipeline import migrate_source
+from site_findings_view import with_named_blockers
 
 TRAINER = '''import jax
 import jax.numpy as jnp
@@ -51,7 +52,7 @@ def run():
 
 def _findings(source: str) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
-    for finding in migrate_source(source.encode(), style="global").findings:
+    for finding in with_named_blockers(migrate_source(source.encode(), style="global").findings):
         found.setdefault(finding.code, []).append(f"{finding.line}: {finding.message}")
     return found
 
@@ -289,7 +290,7 @@ def test_a_nested_def_closing_over_a_changed_local_of_its_method_stays_faithful(
     (("        self.step = jax.pmap(self._step, axis_name=\"batch\", donate_argnums=(0,))\n",
       "        if n > 1:\n"
       "            self.step = jax.pmap(self._step, axis_name=\"batch\", donate_argnums=(0,))\n"),
-     "statement of one of its methods' bodies"),
+     "`self.<name> = ...` ("),
     # built in two methods: which pmap `self.step` reaches is not known
     (("    def fit(self, x):\n", "    def rebuild(self):\n"
       "        self.step = jax.pmap(self._step, axis_name=\"batch\")\n\n    def fit(self, x):\n"),
@@ -515,10 +516,10 @@ def test_a_class_with_a_base_in_the_module_computes_the_same(source, tmp_path):
      "is used at line"),
     # a base defined twice: which definition the subclass inherits from depends on the order
     (("class Experiment(AbstractExperiment):", "class AbstractExperiment:\n    pass\n\n\n"
-      "class Experiment(AbstractExperiment):"), "not one class defined at this module's top level"),
+      "class Experiment(AbstractExperiment):"), "not a class of this module"),
     # a base the module imports
     (("class AbstractExperiment:", "from collections import UserDict\n\n\n"
-      "class AbstractExperiment(UserDict):"), "not one class defined at this module's top level"),
+      "class AbstractExperiment(UserDict):"), "not a class of this module"),
     # two bases
     (("class Experiment(AbstractExperiment):", "class Mixin:\n    pass\n\n\n"
       "class Experiment(AbstractExperiment, Mixin):"), "and others"),

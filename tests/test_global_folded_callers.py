@@ -12,6 +12,7 @@ import pytest
 from transforms.global_view.callers import fold_callers, find_callers
 from transforms.global_view.site_discovery import find_sites
 from transforms.pipeline import migrate_source
+from site_findings_view import with_named_blockers
 from transforms.reading.names import ImportTable
 
 PROGRAM = b'''import functools
@@ -50,7 +51,7 @@ def folded(source: bytes) -> tuple[dict, dict]:
 
 
 def codes_at(source: bytes, line: int) -> list[str]:
-    findings = migrate_source(source, style="global").findings
+    findings = with_named_blockers(migrate_source(source, style="global").findings)
     return [f.code for f in findings if f.line == line]
 
 
@@ -114,7 +115,8 @@ def test_a_folded_caller_reads_the_values_its_host_gives_it():
     pmap's calling contract. What it returns has the batch's leading axis, the device count
     (pmap maps every argument over one size), so the folded caller's mean takes stacked rows."""
     findings = migrate_source(PROGRAM, style="global").findings
-    assert {f.code for f in findings if f.line == 8} == {"PM608", "PM612"}
+    (site,) = [f for f in findings if f.line == 8]  # one finding: the caller's blocker inside
+    assert site.code == "PM612" and site.message.endswith("(PM604, line 23)"), site
     mean = [f for f in findings if f.line == 13]
     assert [f.code for f in mean] == ["PM600"] and 'out_specs P("x")' in mean[0].message
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from transforms.global_view.contract_text import CONTRACT_NAMES
 from transforms.pipeline import migrate_source
+from site_findings_view import with_named_blockers
 
 _PIPELINE = b'''import collections
 import itertools
@@ -58,7 +59,8 @@ def run():
 
 def _migrate(source: bytes):
     result = migrate_source(source, style="global")
-    return result.source.decode(), {f.code for f in result.findings}, result.findings
+    findings = with_named_blockers(result.findings)
+    return result.source.decode(), {f.code for f in findings}, findings
 
 
 def _global(text: str, codes: set) -> bool:

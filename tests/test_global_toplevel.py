@@ -11,6 +11,7 @@ from test_notebook_check import check, write_notebook
 
 from transforms.contract_names import is_fully_global
 from transforms.pipeline import migrate_source
+from site_findings_view import migrated_with_named_blockers
 
 HEADER = "import jax\nimport jax.numpy as jnp\nimport numpy as np\n\nn = jax.local_device_count()\n"
 
@@ -88,7 +89,7 @@ def _script(cells: tuple[str, ...]) -> bytes:
 
 
 def _global(cells: tuple[str, ...]):
-    return migrate_source(_script(cells), style="global")
+    return migrated_with_named_blockers(migrate_source(_script(cells), style="global"))
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))

@@ -3,7 +3,8 @@ run on 8 fake devices and compared through the layout map; the layout-aware comp
 the CLI and configuration switch.
 
 Regenerate the fixtures with `python tests/regen_fixtures.py` and read the diff. The after.py
-files import the faithful helpers from `_pmap_helpers` (tests/fixtures/_pmap_helpers.py); the
+files import
+import the faithful helpers from `_pmap_helpers` (tests/fixtures/_pmap_helpers.py); the
 runs on 8 devices (marked `equivalence`, two JAX processes each) run the module's own migration.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -28,6 +30,7 @@ from regen_fixtures import GLOBAL_FIXTURES, findings_text, migrate_fixture
 from transforms.codes.rules import all_rules
 from transforms.global_view.layout import MERGED, REPLICATED, OutputLayout, layout_for
 from transforms.pipeline import migrate_source
+from site_findings_view import migrated_with_named_blockers
 from transforms.target import TargetJax
 
 CASES = sorted(p for p in GLOBAL_FIXTURES.iterdir() if (p / "before.py").exists())
@@ -53,9 +56,12 @@ def test_second_run_changes_nothing(case):
 
 def test_every_global_style_code_has_a_fixture():
     """Every PM6xx code of the rules reference (PM610: fallback_donated_copy_read) is shown by
-    at least one fixture; a new code needs one."""
-    codes = {line.split()[1] for case in CASES
-             for line in (case / "findings.txt").read_text().splitlines()}
+    at least one fixture, as a finding's code or as the blocker a PM612 names (`(PM603, line
+    9)`); a new code needs one."""
+    lines = [line for case in CASES for line in (case / "findings.txt").read_text().splitlines()]
+    codes = {line.split()[1] for line in lines}
+    codes |= {named for line in lines if line.split()[1] == "PM612"
+              for named in re.findall(r"\((PM6\d\d)\b", line)}
     global_codes = {code for code in all_rules() if code.startswith("PM6")}
     assert "PM610" in global_codes
     assert global_codes <= codes, sorted(global_codes - codes)
@@ -186,7 +192,7 @@ def test_cli_style_flag_and_config(tmp_path):
 # -- pmap options and site shapes ---------------------------------------------------------
 
 def _global(source: str):
-    result = migrate_source(source.encode(), style="global")
+    result = migrated_with_named_blockers(migrate_source(source.encode(), style="global"))
     return result.source.decode(), {f.code for f in result.findings}, result.findings
 
 
@@ -527,7 +533,7 @@ def test_every_axis_fallback_names_its_line():
 # -- caller dataflow: merged results, generators, factories, per-device scalars ------------
 
 def _global_result(source: str):
-    return migrate_source(source.encode(), style="global")
+    return migrated_with_named_blockers(migrate_source(source.encode(), style="global"))
 
 
 _DOUBLE = '''import jax
@@ -675,7 +681,7 @@ _SHAPE_LED = (GLOBAL_FIXTURES / "producer_shape_led_by_devices" / "before.py").r
     # a sum over n identical copies is n times the value: not the migrated scalar's sum
     ("np.mean(v).item()", "np.sum(v).item()", "passed to `np.sum`"),
     # a shape not led by the device count: no known leading axis, so no stacked layout
-    ("[local_device_count, 4]", "[4, local_device_count]", "its producer is not recognised"),
+    ("[local_device_count, 4]", "[4, local_device_count]", "has no known layout"),
 ])
 def test_shapes_and_reductions_of_stacks_only_where_the_rows_are_known(old, new, message):
     """Fixture producer_shape_led_by_devices goes global; a sum of a replicated stack, or
@@ -1161,7 +1167,7 @@ def test_a_step_without_collectives_on_process_0_only_goes_global():
     result = migrate_source(source.encode(), style="global")
     codes = {f.code for f in result.findings}
     assert "PM600" in codes and "PM607" not in codes
-    assert any(f.code == "PM506" and "`step` called there has no collectives" in f.message
+    assert any(f.code == "PM506" and "`step` there has no collectives" in f.message
                for f in result.findings)
 
 

@@ -643,8 +643,9 @@ def test_global_notebook_computes_what_the_original_did(tmp_path, migrated_globa
 
 def test_global_style_in_a_notebook_says_why_each_site_has_no_global_layout(original):
     """Module-level calls (most notebooks) keep pmap's layouts, never silently: each site keeps
-    pmap's calling contract without the helper (PM612), with the PM6xx finding that says why,
-    in its cell, naming cells rather than lines of the joined module. An IPython line reading a
+    pmap's calling contract without the helper (PM612), one finding that names the blocker
+    (its PM6xx code, and its cell and line when elsewhere), naming cells rather than lines of
+    the joined module. An IPython line reading a
     notebook name does not stop that: no value changes layout."""
     result = migrate_notebook(original, GLOBAL)
     assert b"_pmap_style_shard_map" not in result.source
@@ -654,9 +655,10 @@ def test_global_style_in_a_notebook_says_why_each_site_has_no_global_layout(orig
     sites = [key for key, found in by_cell.items() if any(f.code == "PM612" for f in found)]
     assert len(sites) == 3
     for key in sites:
-        assert any(f.code.startswith("PM6") and f.code != "PM612" for f in by_cell[key]), key
-    pm608 = [f.message for f in result.findings if f.code == "PM608"]
-    assert pm608 and all(re.search(r"\(cell \d+, line \d+:", m) for m in pm608)
+        (finding,) = by_cell[key]  # one finding per site, the blocker inside
+        assert re.search(r" \(PM6(0\d|10)(, cell \d+, line \d+)?\)$", finding.message), finding
+    elsewhere = [f.message for f in result.findings if f.code == "PM612" and ", line " in f.message]
+    assert elsewhere and all(re.search(r"\(PM6\d\d, cell \d+, line \d+\)$", m) for m in elsewhere)
 
 
 STEP_AND_CALLER = textwrap.dedent('''\
@@ -748,8 +750,8 @@ def test_cell_numbers_are_1_based_everywhere_a_user_reads_them(tmp_path):
         code("step = jax.pmap(lambda x: x * 2)", "out = step(load())"),
     ))
     scan = cli("scan", path, "--style", "global", cwd=tmp_path).stdout.decode()
-    assert "nb.ipynb:cell 3:1:8: PM608 info `step` keeps pmap's calling contract: its call at " \
-           "cell 3, line 2 cannot go global" in scan, scan
+    assert "nb.ipynb:cell 3:1:8: PM612 info kept pmap's calling convention: argument 0 of " \
+           "`step` (`load()`) has no known layout (PM604, cell 3, line 2)" in scan, scan
     assert "cell 2" not in scan and "cell 0" not in scan
     report = json.loads(cli("scan", path, "--format", "json", cwd=tmp_path).stdout)
     assert {f["cell"] for f in report["findings"]} == {3}

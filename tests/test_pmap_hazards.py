@@ -219,7 +219,7 @@ def test_multiprocess_module_gets_the_multiprocess_helper():
         """
     code, findings, result = migrate(source)
     assert findings == [(4, "PM100"), (8, "PM100"), (13, "PM506")]  # the process-0 block
-    assert "multi-process module (`jax.process_index` at line 13)" in result.findings[0].message
+    assert "multi-process (`jax.process_index`, line 13)" in result.findings[0].message
     assert helper_source(DEFAULT_TARGET, frozenset({"multiprocess", "devices"})) in code
     assert "host_local_array_to_global_array" in code
     assert "@functools.partial(_pmap_style_shard_map, axis_name=\"i\")" in code
@@ -262,7 +262,7 @@ def test_evidence_resolved_through_imports():
         """
     _, findings, result = migrate(source)
     assert findings == [(3, "PM100")]
-    assert "`mh.process_allgather` at line 4" in result.findings[0].message
+    assert "(`mh.process_allgather`, line 4)" in result.findings[0].message
 
 
 def test_sync_global_devices_alone_is_not_multiprocess():

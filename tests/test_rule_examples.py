@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from migrator.cli import app
 from transforms.codes.rules import Rule, all_rules
 from transforms.pipeline import migrate_source
+from site_findings_view import with_named_blockers
 
 HELPER_MODULE = "_pmap_helpers"
 RULES = list(all_rules().values())
@@ -74,7 +75,10 @@ def test_every_rule_has_a_checked_example_or_a_reason():
 @pytest.mark.parametrize("rule", THROUGH_PIPELINE, ids=[r.code for r in THROUGH_PIPELINE])
 def test_the_example_reports_its_rule(rule):
     result = migrate_source(source_of(rule), style=style_of(rule), helper_module=HELPER_MODULE)
-    assert rule.code in {f.code for f in result.findings}, [str(f) for f in result.findings]
+    # A blocker (PM601-PM610) reports as its own finding or named in the PM612 of the site it
+    # keeps on pmap's calling convention (one finding per site).
+    reported = {f.code for f in with_named_blockers(result.findings)}
+    assert rule.code in reported, [str(f) for f in result.findings]
     if rule.fix != "none":
         assert rule.after, f"{rule.code} has a fix ({rule.fix}), so its example shows `after`"
     if rule.after:

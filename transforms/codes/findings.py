@@ -15,6 +15,10 @@ class Finding:
     message: str
     path: str = ""
     cell: int | None = None  # notebooks: the cell's number, 1-based among all cells, as Jupyter shows it
+    # A pointer finding's blocker (PM608: the call or caller that keeps the site from going
+    # global), so the site's one finding can name it (global_view/site_findings.py). Not
+    # serialised, and not part of equality.
+    cause: Finding | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def severity(self) -> str:

@@ -31,6 +31,9 @@ class Rule:
     # "none: <why no source triggers it>".
     example: str = ""
     todo: str = ""  # warnings: the reason a `# TODO(pmap-migrate): CODE` comment gives
+    # How to read the finding's short message: the long form of its parts, which the message
+    # names in a few words (ruff's model: a short diagnostic, `explain` for the rest).
+    message: str = ""
 
 
 @functools.cache

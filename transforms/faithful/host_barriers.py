@@ -167,9 +167,8 @@ class HostBarriers(ReportingTransformer):
         statement = self._discarding_statement(node)
         if statement is None:
             self._report(pmap, Code.HOST_BARRIER_VALUE_USED,
-                         "host barrier built from a pmapped psum whose value is "
-                         f"used (it is jax.device_count() on every element); replace it with "
-                         f"{replacement} and drop the check of its value (the pmap itself is migrated)")
+                         "host barrier from a pmapped psum whose value is used: replace it "
+                         f'with `{REPLACEMENT}("{name}")`, dropping the value\'s check')
             return
         if self._report(pmap, Code.HOST_BARRIER_REWRITTEN,
                         f"host barrier built from a pmapped psum -> "

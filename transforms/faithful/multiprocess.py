@@ -74,8 +74,7 @@ def migration_note(rule: ReportingTransformer) -> str:
     if found is None:
         return ""
     line, what = found
-    return (f"; multi-process module (`{what}` at line {line}): host-local inputs and outputs, "
-            "collectives over every process's devices, as pmap")
+    return f"; multi-process (`{what}`, line {line}): host-local rows, as pmap"
 
 
 def keeps_pmap(rule: ReportingTransformer, site: cst.CSTNode, *, nested: bool) -> bool:

@@ -93,9 +93,8 @@ class DataPlacement(ReportingTransformer):
                              "jax.local_device_count()")
             else:
                 self._report(call, Code.DEVICE_BATCH_RESHAPE,
-                             f"`{text}`: a leading axis of {count}() is what "
-                             "pmap expects, and its migration too (it reads the mesh size from "
-                             "the leading axis of its first mapped argument)")
+                             f"`{text}`: a leading axis of {count}() is what pmap and "
+                             "its migration expect")
         if self._rewrote:
             for (module, name), asnames in self._from_imports.items():
                 for asname in asnames:

@@ -97,7 +97,7 @@ class NestedSites:
             args.append(cst.Arg(value, keyword=cst.Name(keyword), equal=no_space, comma=comma))
         args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         summary = (
-            f"one shard_map over a 2-D mesh {self._code_fresh(names_tuple)}, "
+            f"2-D mesh {self._code_fresh(names_tuple)}, "
             f"in_specs={self._code_fresh(in_specs)}, out_specs={self._code_fresh(out_specs)}"
         )
         return args, summary
@@ -107,7 +107,7 @@ class NestedSites:
     ) -> cst.FunctionDef:
         """@partial(pmap, axis_name='i') over @partial(pmap, axis_name='j') -> one decorator."""
         labels = [f"@{self._code(d.decorator)}" for d in stacked]
-        label = " over ".join(shorten(text, 50) for text in labels)
+        label = " over ".join(shorten(text, 30) for text in labels)
         try:
             if len(stacked) > 2:
                 raise NestedRefused(Code.NESTED_PMAP, "pmap nested three or more levels deep")
@@ -131,7 +131,7 @@ class NestedSites:
         except NestedRefused as refused:
             self._refuse_pair(stacked[0], stacked[1], label, refused)
             return updated
-        if not self._migrated(stacked[0], label, summary):
+        if not self._migrated(stacked[0], "stacked pmap decorators", summary):
             return updated
         self._needs_nested = True
         partial_func = next(

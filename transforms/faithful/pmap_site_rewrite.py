@@ -82,8 +82,7 @@ class SiteRewrite:
     ) -> cst.Call:
         """Same arguments, pmap's vocabulary: only the function called changes."""
         message = (
-            f"{label} -> _pmap_compat, pmap's signature on jax.jit + jax.shard_map ({why}, "
-            f"so in_axes / out_axes become specs when it runs){migration_note(self)}"
+            f"{label} -> _pmap_compat, specs made when it runs ({why}){migration_note(self)}"
         )
         if not self._report(original, Code.PMAP_MIGRATED, message):
             return updated

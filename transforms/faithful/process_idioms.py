@@ -90,8 +90,7 @@ class ProcessIdioms(ReportingTransformer):
         if self._qualified(node.func) & FOLD_IN and len(node.args) == 2 and (
             self._mentions_process_index(node.args[1].value)
         ):
-            self._kept(node, "per-process RNG", "each process still draws its own stream, "
-                       "and the migrated pmap takes its per-device keys as host-local rows")
+            self._kept(node, "per-process RNG", "each process draws its own stream, as before")
         elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "shard" and any(
             self._mentions_process_index(arg.value) for arg in node.args
         ):
@@ -110,8 +109,7 @@ class ProcessIdioms(ReportingTransformer):
                 isinstance(s, cst.Integer) and s.value == "0" for s in sides
             ):
                 self._kept(test, "block run on process 0 only,", (
-                    "the migrated pmap's outputs are host-local as before, so process 0 reads "
-                    "its own rows (x[0] is its first local device)"))
+                    "outputs stay host-local, so process 0 reads its own rows"))
 
     # -- renamed aliases (PM507) -----------------------------------------------------------------
 

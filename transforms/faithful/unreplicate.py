@@ -48,11 +48,7 @@ FLAX_UNREPLICATE = "flax.jax_utils.unreplicate"
 STORE_CONTEXTS = (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.Del)  # `x[0] = ...`
 COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
-COST = "a cross-device gather (an all-reduce; ~50x legacy pmap's local read)"
-ADVICE = (
-    "For replicated state use out_axes=None in the pmap; for host transfer use "
-    "x.addressable_shards[0].data.squeeze(0)"
-)
+COST = "a cross-device gather (~50x pmap's local read)"
 
 
 class Unreplicate(PmapOutputs, ReportingTransformer):
@@ -80,15 +76,13 @@ class Unreplicate(PmapOutputs, ReportingTransformer):
         if not self._is_host_read(original_node):
             self._report(
                 original_node, Code.UNREPLICATE_ON_DEVICE,
-                f"`{code}` on pmap output `{value}` stays on device and compiles {COST}; "
-                f"kept. {ADVICE}",
+                f"`{code}` on pmap output `{value}` stays on device and compiles {COST}; kept",
             )
             return updated_node
         if not self._report(
             original_node, Code.UNREPLICATE_FOR_HOST,
-            f"`{code}` goes to the host: `{self._helper_name(HELPER)}({value})` reads the shard "
-            "holding row 0 "
-            "instead of compiling a cross-device gather",
+            f"`{code}` goes to the host: `{self._helper_name(HELPER)}({value})` reads row 0's "
+            "shard, no cross-device gather",
         ):
             return updated_node
         request_helper(self.context, HELPER, HELPER_SOURCE)
@@ -112,8 +106,7 @@ class Unreplicate(PmapOutputs, ReportingTransformer):
         if not self._is_tree_host_read(original):
             self._report(
                 original, Code.UNREPLICATE_ON_DEVICE,
-                f"`{code}` on a pmap output stays on device and compiles, per leaf, {COST}; "
-                f"kept. {ADVICE}",
+                f"`{code}` on a pmap output stays on device and compiles, per leaf, {COST}; kept",
             )
             return updated
         if not self._report(
@@ -152,8 +145,7 @@ class Unreplicate(PmapOutputs, ReportingTransformer):
         where = "on this pmap output" if on_pmap_output else "on pmap outputs"
         self._report(
             original, Code.FLAX_UNREPLICATE,
-            f"`{code}` is tree_map(lambda x: x[0], ...): {where} each leaf compiles {COST}; "
-            f"kept. {ADVICE}",
+            f"`{code}` is tree_map(lambda x: x[0], ...): {where} each leaf compiles {COST}; kept",
         )
         return updated
 

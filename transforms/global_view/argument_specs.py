@@ -90,10 +90,8 @@ class ArgumentSpecsMixin:
                 kind.rows or self._sized_by_devcount(self._only_producer(argument), 0)):
             return self._stacked_spec(argument, site, what), False
         why = self._unmergeable(argument)
-        raise Blocker(PRODUCER_UNKNOWN, argument, f"{what} (`{ast.unparse(argument)}`): " + (
-            why or "its producer is not recognised as a replicated value or a per-device batch, "
-            "and its leading axis is not provably the device count (the mesh's size), which "
-            "keeping pmap's stacked layout needs"))
+        raise Blocker(PRODUCER_UNKNOWN, argument, f"{what} (`{_short(argument)}`) " + (
+            f"has no global layout: {why}" if why else "has no known layout"))
 
     def _stacked_spec(self, argument, site: Site, what: str) -> str:
         """pmap's own layout, kept: the argument's leading axis is the device count (per-device
@@ -102,15 +100,10 @@ class ArgumentSpecsMixin:
         if not (self.stacked_arguments and self.module.can_stack_results(site)
                 and (self.module.starts_a_line(site.body) or isinstance(site.body, ast.Lambda))):
             why = self._unmergeable(argument) or "it keeps pmap's stacked layout"
-            raise Blocker(PRODUCER_UNKNOWN, argument, f"{what} (`{ast.unparse(argument)}`): "
-                          f"{why}, and its function is a lambda, shared with other code or "
-                          "starts on its `def` line, so the body cannot be given the statement "
-                          "that squeezes the device axis")
-        how = "mapped by jax.vmap over each device's block" if isinstance(
-            site.body, ast.Lambda) else "squeezed in the body"
-        self.stacked[id(argument)] = (argument, f"{what} (`{_short(argument)}`) stays in "
-                                      f"pmap's stacked layout (in_specs P(axis), {how}): "
-                                      f"{self._stacked_reason(argument)}")
+            raise Blocker(PRODUCER_UNKNOWN, argument, f"{what} (`{_short(argument)}`): "
+                          f"{why}, and its body cannot squeeze it")
+        self.stacked[id(argument)] = (argument, f"{what} (`{_short(argument)}`) keeps its "
+                                      f"device axis: {self._stacked_reason(argument)}")
         return f"P({AXIS_PLACEHOLDER}){STACKED_SPEC}"
 
     def kept_stacked_reason(self, producer) -> str | None:
@@ -118,8 +111,7 @@ class ArgumentSpecsMixin:
         multi-process analysis: a value that can differ between processes), or the consumer
         that asked for it."""
         reason = self.keep_reasons.get(id(producer))
-        return None if reason is None else f"a consumer the global style does not follow " \
-            f"reads it ({reason})"
+        return None if reason is None else f"an unfollowed use reads it ({reason})"
 
     def _stacked_reason(self, argument, seen: frozenset = frozenset()) -> str:
         """Why a stacked argument has no global layout, naming its producer and line.
@@ -133,18 +125,16 @@ class ArgumentSpecsMixin:
                 and len(producer.args) == 1:  # np.asarray(x): x's reason
             return self._stacked_reason(producer.args[0], seen | {getattr(argument, "id", "")})
         if isinstance(producer, ast.Call) and id(producer) in self.site_calls:
-            return (f"it holds per-device results of {self.site_calls[id(producer)].label} "
-                    f"(line {producer.lineno}), which keep their device axis")
+            return (f"per-device results of {self.site_calls[id(producer)].label} "
+                    f"(line {producer.lineno})")
         if isinstance(producer, ast.Call) and self.qualified(producer.func) == SHARD_PRNG_KEY:
-            return (f"per-device RNG keys (`{_short(producer)}`, line {producer.lineno}): a key "
-                    "per device has no batch axis to merge the device axis into")
+            return f"per-device RNG keys (`{_short(producer)}`, line {producer.lineno})"
         if isinstance(producer, ast.Call) and self.qualified(producer.func) in (
                 "jax.random.split", "jax.random.key_split", "numpy.arange", "jax.numpy.arange"):
             return self._unmergeable(argument) or "its leading axis is the device count"
         if producer is None:
             return "its leading axis is the device count"
-        return (f"`{_short(producer)}` (line {producer.lineno}) has the device count as its "
-                "leading axis, but is not a replicated value or a batch the tool recognises")
+        return f"`{_short(producer)}` (line {producer.lineno}) is one row per device"
 
     def _only_producer(self, node):
         """The expression a name was bound to, if it is bound once in this function (so
@@ -196,16 +186,12 @@ class ArgumentSpecsMixin:
                 for n in ast.walk(a)):
             return None
         text = ast.unparse(producer)
-        text = text if len(text) <= 60 else text[:57] + "..."
+        text = text if len(text) <= 40 else text[:37] + "..."
         if self.qualified(producer.func) in ("jax.random.split", "jax.random.key_split"):
-            return (f"per-device RNG keys (`{text}`, line {producer.lineno}): a key per device "
-                    "has no batch axis to merge the device axis into")
+            return f"per-device RNG keys (`{text}`, line {producer.lineno})"
         if self.qualified(producer.func) in ("numpy.arange", "jax.numpy.arange"):
-            return (f"per-device scalars (`{text}`, line {producer.lineno}): one number per "
-                    "device has no batch axis to merge the device axis into")
-        return (f"`{text}` (line {producer.lineno}) is built from the device count, but not by "
-                "a producer the tool recognises as a per-device batch (a reshape to "
-                "(n, -1, ...), shard, device_put_sharded, a random draw of size (n, ...))")
+            return f"per-device scalars (`{text}`, line {producer.lineno})"
+        return f"`{text}` (line {producer.lineno}) is no known batch"
 
 
 def _all_replicated(kind: Kind) -> bool:

@@ -33,7 +33,7 @@ def callers_by_site(callers: dict[str, set[str]]) -> dict[str, list[str]]:
 
 
 def caller_label(caller: str) -> str:
-    return "the module's top-level code" if caller == MODULE_CALLER else caller
+    return "top-level code" if caller == MODULE_CALLER else caller
 
 
 def top_level_function(tree: ast.Module, sites) -> ast.FunctionDef | None:
@@ -204,9 +204,8 @@ def used_in_other_modules(module, sites, blocked: dict[str, Blocker]) -> dict[st
             if (where := module.elsewhere(factory)) is not None:
                 found[site.key] = Blocker(CALLERS_UNSEEN, site.node,
                                           f"`{site.name}` maps the def `{factory}` returns, "
-                                          f"and `{factory}` is used by another module of the "
-                                          f"paths given ({where}), which would see the global "
-                                          "rewrite's edits of that def")
+                                          f"which another module uses ({where}) and would see "
+                                          "edited")
             continue
         if (site.key in blocked and NO_CALLER_HERE not in blocked[site.key].message) \
                 or (site.owner is not None and not site.factory):
@@ -215,15 +214,11 @@ def used_in_other_modules(module, sites, blocked: dict[str, Blocker]) -> dict[st
         where = module.elsewhere(name)
         if where is not None and name in module.refused:
             found[site.key] = Blocker(CALLERS_UNSEEN, site.node,
-                                      f"`{name}` is called from another module of the paths "
-                                      f"given, whose calls cannot go global "
-                                      f"({module.refused[name]}): it keeps pmap's calling "
-                                      "contract for them and here")
+                                      f"`{name}` is called from another module whose calls "
+                                      f"cannot go global ({module.refused[name]})")
         elif where is not None:
             found[site.key] = Blocker(CALLERS_UNSEEN, site.node,
-                                      f"`{name}` is used by another module of the paths given "
-                                      f"({where}), whose calls the global style does not "
-                                      "follow yet")
+                                      f"`{name}` is used by another module ({where})")
     return found
 
 

@@ -147,18 +147,16 @@ def _held_site(cls: ast.ClassDef, statement, value, factory, tree, imported, fun
         raise Blocker(CLASS_HELD, where,
                       f"this pmap is used in the class `{cls.name}`"
                       + (f" (in `{inside}`)" if inside else "") + " other than as "
-                      "`self.<name> = jax.pmap(...)` in one of its methods (a decorator, called "
-                      "where it is built, or used as a value): kept in the faithful style")
+                      "`self.<name> = jax.pmap(...)`: kept in the faithful style")
     method = _building_method(cls, statement)
     target = statement.targets[0] if len(statement.targets) == 1 else None
     self_name = method.args.args[0].arg if method is not None and method.args.args else None
     if method is None or not (isinstance(target, ast.Attribute)
                               and isinstance(target.value, ast.Name)
                               and target.value.id == self_name):
-        raise Blocker(CLASS_HELD, where, f"this pmap is held by `{cls.name}` other than by a "
-                      "`self.<name> = ...` statement of one of its methods' bodies ("
-                      + _how_built(cls, statement, target)
-                      + "), so its uses cannot all be followed: kept in the faithful style")
+        raise Blocker(CLASS_HELD, where, f"this pmap is held by `{cls.name}` other than as "
+                      "`self.<name> = ...` (" + _how_built(cls, statement, target)
+                      + "): kept in the faithful style")
     attribute = target.attr
     _class_shape(cls, tree, where)
     cls = class_view(cls, tree)  # with the methods it inherits from bases in the module
@@ -203,8 +201,7 @@ def _base_chain(cls: ast.ClassDef, tree: ast.Module, where=None) -> list[ast.Cla
             raise Blocker(CLASS_HELD, where or current,
                           f"`{current.name}` inherits from `{ast.unparse(base)}`"
                           + (" and others" if len(current.bases) > 1 else "")
-                          + ", which is not one class defined at this module's top level: "
-                          "the methods it inherits are not seen, so its pmaps stay faithful")
+                          + ", not a class of this module: its inherited methods are unseen")
         current = classes[base.id]
 
 
@@ -401,9 +398,8 @@ def _how_built(cls: ast.ClassDef, statement, target) -> str:
     if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
             and target.value.id == me):
         what = ast.unparse(target) if target is not None else "several targets"
-        return f"it is bound to `{what}` {where}, not to an attribute of `{me or 'self'}`"
-    return f"it is assigned {where} inside a block (an `if`, loop, `with` or `try`) or a " \
-        "nested def, so whether it is built is not known from the method's calls"
+        return f"bound to `{what}` {where}, not to `{me or 'self'}`"
+    return f"assigned {where} in a block or a nested def"
 
 
 def _building_method(cls: ast.ClassDef, statement) -> ast.FunctionDef | None:

@@ -31,8 +31,9 @@ import dataclasses
 import itertools
 
 from transforms.codes.findings import Finding
-from transforms.codes.global_view import CONTRACT, FALLBACKS
+from transforms.codes.global_view import FALLBACKS
 from transforms.global_view.contract_text import ACROSS_PROCESSES, ADAPTER
+from transforms.global_view.site_findings import contract_findings
 from transforms.global_view.sites import JIT, PARTIAL, PMAP, dotted
 from transforms.global_view.step_text import LINE_LIMIT, shifted
 from transforms.global_view.values import DEFAULT_AXIS, quoted, tuple_text
@@ -99,9 +100,8 @@ def contract_options(node: ast.AST, imported: dict[str, str], source_of) -> Cont
     keywords = {k.arg: k.value for k in node.keywords}
     unknown = sorted(set(keywords) - _OPTIONS)
     if unknown:
-        raise NotExpressible(f"pmap option {', '.join(unknown)} (backend, axis_size and "
-                             "global_arg_shapes pick the devices; the contract form runs on "
-                             "the first n devices, or those given with devices=)")
+        raise NotExpressible(f"pmap option {', '.join(unknown)} picks devices the "
+                             "convention cannot")
     axis_node = arguments[0] if arguments else keywords.get("axis_name")
     axis = source_of(axis_node) if axis_node is not None and not (
         isinstance(axis_node, ast.Constant) and axis_node.value is None) else quoted(DEFAULT_AXIS)
@@ -313,36 +313,23 @@ def contract_sites(module, taken_spans: list[tuple[int, int]], skip: set[int],
     held_by_taken = _Containment(taken_spans)
     none_faithful = all(id(n) in contracted or id(n) in skip or held_by_taken(module.span(n))
                         for n, _ in found)
-    kept, reasons = [], {}
+    folded: dict[int, list[Finding]] = {}  # a contract site's fallback findings, in order
+    kept = []
     for finding in findings:
         owner = next((c for c in contracts if finding.line in c.lines
                       and finding.code in _FALLBACK_CODES), None)
-        if owner is not None:  # the reason stays, under its code; the site is not faithful
-            reasons.setdefault(id(owner.site.node), []).append(f"{finding.code}, line {finding.line}")
-        if owner is not None or (none_faithful and contracts and finding.code in _FALLBACK_CODES):
+        if owner is not None:  # the site's one finding (PM612) names it: not printed apart
+            folded.setdefault(id(owner.site.node), []).append(finding)
+            continue
+        if none_faithful and contracts and finding.code in _FALLBACK_CODES:
             finding = dataclasses.replace(finding, message=_contract_reason(finding.message))
         why_not = next((why for node, why in notes.items() if node.lineno == finding.line),
                        None) if finding.code in _FALLBACK_CODES else None
         if why_not is not None:  # the site stays faithful: say why the floor could not take it
             finding = dataclasses.replace(finding, message=(
-                f"{finding.message}; nor can it keep pmap's calling contract without the "
-                f"helper: {why_not}"))
+                f"{finding.message}; nor can it keep pmap's calling convention: {why_not}"))
         kept.append(finding)
-    names = module.contract_names
-    jit = f"`{names[ACROSS_PROCESSES]}` ({_ACROSS_NOTE})" if multiprocess else "jax.jit"
-    for contract in contracts:
-        node = contract.site.node
-        why = "; ".join(dict.fromkeys(reasons.get(id(node), []))) or \
-            "its callers are not in this module, so their layouts are unknown"
-        kept.append(Finding(CONTRACT, node.lineno, node.col_offset + 1, (
-            f"the pmap at line {node.lineno} migrated with pmap's calling contract: {jit} over "
-            f"shard_map ({names[ADAPTER]}) with in_specs {contract.site.in_specs}"
-            f" and out_specs {contract.site.out_specs}, " + (
-                f"on the devices given with devices= (`{contract.site.devices}`)"
-                if contract.site.devices else "on the first n devices (n: the mapped "
-                "arguments' leading axis at the call, as pmap sizes it)") +
-            "; its arguments and results "
-            f"keep their device axis and its callers are unchanged (no global layout: {why})")))
+    kept = contract_findings([(c.site.node, c.lines) for c in contracts], folded, kept)
     return contracts, kept, notes
 
 
@@ -390,15 +377,11 @@ def _may_be_none(node: ast.AST, tree: ast.Module) -> bool:
         if isinstance(default, ast.Constant) and default.value is None and not rebound:
             return True
     return False
-_ACROSS_NOTE = ("jax.jit; with several processes each process passes and gets back its "
-                "host-local rows, and the mesh spans every process's devices")
-
-
 
 def _contract_reason(message: str) -> str:
     """A fallback finding's message, saying what the site keeps now: pmap's calling contract
     (contract.py), not the faithful style."""
-    for said, instead in (("kept in the faithful style", "kept with pmap's calling contract"),
-                          (" stays faithful: ", " keeps pmap's calling contract: ")):
+    for said, instead in (("kept in the faithful style", "kept with pmap's calling convention"),
+                          (" stays faithful: ", " keeps pmap's calling convention: ")):
         message = message.replace(said, instead)
     return message

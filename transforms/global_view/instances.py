@@ -116,11 +116,8 @@ class InstancesMixin:
             if getattr(self.module, "process_dependence", None) is not None:
                 site = next(iter(held.sites.values()))
                 raise Blocker(UNAVAILABLE, site.node, f"{site.label} is held by a class in a "
-                              "multi-process module: the multi-process global style follows "
-                              "module functions only (the global arrays it builds at a step's "
-                              "call name the caller's mesh, and the process conditions around "
-                              "a method call are not followed): kept in the faithful style "
-                              "(multi-process)")
+                              "multi-process module, where the global style follows module "
+                              "functions only: kept in the faithful style (multi-process)")
             instance = Kind("instance", holder=held.name)
             init = held.methods.get("__init__")
             if init is not None:

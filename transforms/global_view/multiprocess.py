@@ -252,9 +252,8 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
             skipped = self._condition(call) if differing is None else None
             if differing is not None:  # it may stay each process's own rows: pmap's layout
                 self.module.process_stacked[id(call)] = (
-                    f"`{shorten(ast.unparse(call))}` (line {call.lineno}) is replicated in the "
-                    f"original, but `{ast.unparse(differing)}` can differ between processes, so "
-                    "each process's own rows are kept rather than one value placed with P()")
+                    f"`{shorten(ast.unparse(call), 40)}` (line {call.lineno}) is replicated, but "
+                    f"`{ast.unparse(differing)}` can differ between processes")
                 self._same_on_every_process(call, origins=frozenset({id(call)}),
                                             differing=differing)
             elif skipped is not None:  # placing it with P() would wait for every process
@@ -342,9 +341,8 @@ class MultiProcessCallerAnalysis(CallerAnalysis):
         if site.placement:
             given = " / ".join(f"{option}=" for option in site.placement)
             raise Blocker(UNAVAILABLE, site.node,
-                          f"{site.label} runs on the devices its {given} picks, a device "
-                          "list made at run time, not the mesh of every process's devices "
-                          "the global style would give it: kept in the faithful style, whose "
+                          f"{site.label} runs on the devices its {given} picks at run time, "
+                          "not on every process's devices: kept in the faithful style, whose "
                           "mesh is those devices (multi-process)")
         if site.out_tree is not None or any(
                 axis not in (0, None) for i, axis in enumerate(site.in_axes)
@@ -559,9 +557,7 @@ def process_idiom_findings(function: ast.FunctionDef, module) -> list[tuple[ast.
         if isinstance(node, ast.Call) and dotted(node.func, imported) == "jax.random.fold_in" \
                 and len(node.args) == 2 and mentions(node.args[1]):
             found.append((node, "per-process RNG", (
-                "each process still draws its own stream; what it draws stays host-local "
-                "(a batch's rows), and a value it makes differ between processes keeps pmap's "
-                "stacked layout, each process's own rows (PM611)")))
+                "each process draws its own stream; what differs per process keeps its rows (PM611)")))
         elif isinstance(node, ast.Subscript) and mentions(node.slice) or (
                 isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr == "shard" and any(mentions(a) for a in node.args)):
@@ -577,13 +573,11 @@ def process_idiom_findings(function: ast.FunctionDef, module) -> list[tuple[ast.
                 steps = sorted({n.func.id for b in [*node.body, *node.orelse] for n in ast.walk(b)
                                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
                                 and n.func.id in site_names})
-                called = "no step is called there" if not steps else (
-                    f"{', '.join(f'`{s}`' for s in steps)} called there "
-                    f"{'has' if len(steps) == 1 else 'have'} no collectives, so process 0 "
-                    "runs it alone, as pmap did")
+                called = "" if not steps else (
+                    f"; {', '.join(f'`{s}`' for s in steps)} there "
+                    f"{'has' if len(steps) == 1 else 'have'} no collectives")
                 found.append((node.test, "block run on process 0 only,", (
-                    "replicated results are fully replicated global arrays, so process 0 "
-                    f"reads them without a collective; {called}")))
+                    f"replicated results are read there without a collective{called}")))
     return [(node, f"{what} `{shorten(_text(module, node))}` kept: {why}")
             for node, what, why in found]
 

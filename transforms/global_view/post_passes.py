@@ -45,8 +45,7 @@ def with_hoisting_noted(findings: list[Finding], sites: list[Site], moved: dict)
         key = hoist_key(site)
         if key is not None and key in moved:
             notes[(site.node.lineno, site.node.col_offset + 1)] = (
-                f"; built once, at module level as `{moved[key]}` (a shard_map made on each call "
-                "would be traced and compiled again on each call; pmap cached it)")
+                f"; built once, at module level as `{moved[key]}`")
     return [dataclasses.replace(f, message=f.message + notes[(f.line, f.col)])
             if f.code == SITE and (f.line, f.col) in notes else f for f in findings]
 

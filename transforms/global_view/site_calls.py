@@ -67,9 +67,7 @@ class SiteCallsMixin:
                 isinstance(a, ast.Starred) for a in call.args) and (
                 self.depth or site.factory or id(call.func) in self.inline or keywords):
             raise Blocker(CALLERS_UNSEEN, call,
-                          f"{site.label} called with keywords or *args (pmap "
-                          "maps keyword arguments on axis 0; one in_specs tuple describes "
-                          "positional calls only)")
+                          f"{site.label} called with keywords or *args")
         starred = any(isinstance(a, ast.Starred) for a in call.args)
         if keywords and len(call.args) != len(site.params) - len(keywords):
             raise Blocker(CALLERS_UNSEEN, call, f"{site.label} called with {len(call.args)} "

@@ -199,10 +199,9 @@ def _unfollowed(pmap: ast.AST, places: _Places) -> str:
     decorated = _decorated_by(pmap, places)
     if decorated is not None and isinstance(scope, ast.FunctionDef) and scope is not decorated:
         if scope.decorator_list:
-            return (f"decorates `{decorated.name}`, a def in `{scope.name}`, which is itself "
-                    f"under the decorator `@{ast.unparse(scope.decorator_list[0])}` (line "
-                    f"{scope.decorator_list[0].lineno}): the global style reads the pmaps of "
-                    "undecorated functions only")
+            return (f"decorates `{decorated.name}` in `{scope.name}`, itself decorated "
+                    f"(`@{ast.unparse(scope.decorator_list[0])}`, line "
+                    f"{scope.decorator_list[0].lineno})")
         return (f"decorates `{decorated.name}`, a def in `{scope.name}`, and the global style "
                 "does not follow what is done with it")
     if not (isinstance(parent, ast.Call) and parent.func is pmap):
@@ -211,8 +210,7 @@ def _unfollowed(pmap: ast.AST, places: _Places) -> str:
     if isinstance(outer, ast.Call) and parent in outer.args:
         where = f"wrapped in `{ast.unparse(outer.func)}(...)`"
     elif isinstance(outer, ast.IfExp) and isinstance(scope, ast.FunctionDef):
-        where = (f"one branch of a conditional expression (line {outer.lineno}: which function "
-                 f"it yields is known when it runs) in the function `{scope.name}`")
+        where = f"one branch of a conditional expression in `{scope.name}`"
     elif isinstance(scope, ast.ClassDef):
         return (f"is built in the class `{scope.name}` other than as `self.<name> = "
                 "jax.pmap(...)` in its `__init__`")
@@ -224,7 +222,7 @@ def _unfollowed(pmap: ast.AST, places: _Places) -> str:
         return (f"is returned by `{scope.name}`, whose result is kept as a value rather than "
                 f"called on the spot (`{scope.name}(...)(x)`), bound to a name that is only "
                 "called, or held by a class")
-    return f"is {where}, and the global style does not follow what is done with it"
+    return f"is {where}, which the global style does not follow"
 
 
 def _decorated_by(pmap: ast.AST, places: _Places) -> ast.FunctionDef | None:
@@ -593,9 +591,8 @@ def _bound_more_than_once(function: ast.FunctionDef, statement: ast.Assign,
         value = max(earlier, key=lambda n: n.lineno).value
         what = f"`{ast.unparse(value.func)}(...)`, a call's result" \
             if isinstance(value, ast.Call) else f"`{ast.unparse(value)}`"
-        return (f"`{target.id}` is rebound to the pmap of its own earlier value, {what} "
-                f"(line {value.lineno}): the global style reads the body of a mapped function "
-                "that is a lambda, a def or functools.partial of one, not a value")
+        return (f"`{target.id}` is rebound to the pmap of its earlier value, {what} "
+                f"(line {value.lineno}), whose body is not read")
     return "pmap assigned to a name bound more than once"
 
 

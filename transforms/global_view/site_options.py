@@ -160,9 +160,8 @@ def make_site(name, node, statement, body, positional, keywords, decorated, cons
             raise Blocker(OPTIONS, node, "pmap options given positionally beyond axis_name")
         options["axis_name"] = positional[0]
     if "backend" in options:
-        raise Blocker(OPTIONS, node, "pmap's backend= picks a platform; the "
-                      "global mesh is over the default backend's devices (jax.devices()), "
-                      "which may not be that platform")
+        raise Blocker(OPTIONS, node, "pmap's backend= picks a platform the global mesh "
+                      "(jax.devices()) may not be on")
     unsupported = sorted(set(options) - _ALLOWED_OPTIONS)
     if unsupported:
         raise Blocker(OPTIONS, node, f"pmap option {', '.join(unsupported)} is not supported "

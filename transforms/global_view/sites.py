@@ -101,8 +101,8 @@ class Site:
         if self.holder:
             return f"`self.{self.attribute}` of `{self.holder}` (line {self.node.lineno})"
         if self.factory:
-            return f"the jax.pmap(...) `{self.name}` returns (line {self.node.lineno})"
-        return f"the jax.pmap(...) called at line {self.node.lineno}" if self.inline else f"`{self.name}`"
+            return f"the pmap `{self.name}` returns (line {self.node.lineno})"
+        return f"the pmap at line {self.node.lineno}" if self.inline else f"`{self.name}`"
 
     @property
     def built(self) -> ast.AST:
