@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import difflib
 import re
-from typing import Callable
+from typing import Callable, Iterator
+
+from transforms.line_matcher import LineMatcher
 
 NO_NEWLINE = "\\ No newline at end of file\n"
 
@@ -21,9 +22,9 @@ def unified_diff(
     """
     old_lines, new_lines = patch_lines(old), patch_lines(new)
     out = []
-    for line in difflib.unified_diff(
+    for line in _difflib_unified_diff(
         old_lines, new_lines, "/dev/null" if new_file else f"a/{display}", f"b/{display}",
-        n=context,
+        context,
     ):
         if line.startswith(("---", "+++")):
             line = line.rstrip("\r\n") + "\n"
@@ -32,6 +33,37 @@ def unified_diff(
             line = line.rstrip("\n") + f" {section(old_lines, start + context)}\n"
         out.append(line if line.endswith("\n") else line + "\n" + NO_NEWLINE)
     return "".join(out)
+
+
+def _difflib_unified_diff(a: list[str], b: list[str], fromfile: str, tofile: str,
+                          context: int) -> Iterator[str]:
+    """`difflib.unified_diff(a, b, fromfile, tofile, n=context)`, line for line, with its
+    SequenceMatcher's blocks found by `LineMatcher`: difflib's own search is quadratic on a
+    generated file of thousands of sites (most of a faithful `diff` of a 5 MB file)."""
+    started = False
+    for group in LineMatcher(a, b, autojunk=True).get_grouped_opcodes(context):
+        if not started:
+            started = True
+            yield f"--- {fromfile}\n"
+            yield f"+++ {tofile}\n"
+        first, last = group[0], group[-1]
+        yield f"@@ -{_unified_range(first[1], last[2])} +{_unified_range(first[3], last[4])} @@\n"
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                yield from (" " + line for line in a[i1:i2])
+                continue
+            if tag in ("replace", "delete"):
+                yield from ("-" + line for line in a[i1:i2])
+            if tag in ("replace", "insert"):
+                yield from ("+" + line for line in b[j1:j2])
+
+
+def _unified_range(start: int, stop: int) -> str:
+    """A hunk's range as difflib writes it: `start,length`, `start` alone for one line."""
+    length = stop - start
+    if length == 1:
+        return f"{start + 1}"
+    return f"{start if not length else start + 1},{length}"
 
 
 def patch_lines(text: str) -> list[str]:

@@ -64,16 +64,28 @@ def mark_reads_before_binding(tree: ast.Module, sites) -> None:
     rebinds to a pmap), not the site. Sets each such site's `read_before` to those reads;
     reads inside defs, lambdas and classes run when they are called and are left alone."""
     position = {id(statement): index for index, statement in enumerate(tree.body)}
+    reads: dict[str, list[tuple[int, int]]] | None = None  # name -> (statement index, id)
     for site in sites:
         index = position.get(id(site.statement))
         if index is None or site.owner is not None or site.holder or site.inline:
             continue
+        if reads is None:  # one walk of the top level, not one per site (quadratic)
+            reads = _top_level_reads(tree)
         site.read_before = frozenset(
-            id(node) for statement in tree.body[:index]
-            if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-            for node in walk_own_scope(statement)
-            if isinstance(node, ast.Name) and node.id == site.name
-            and isinstance(node.ctx, ast.Load))
+            node for at, node in reads.get(site.name, ()) if at < index)
+
+
+def _top_level_reads(tree: ast.Module) -> dict[str, list[tuple[int, int]]]:
+    """Each name read by the module's top-level code outside defs, lambdas and classes ->
+    (index of its module statement, id of the read)."""
+    reads: dict[str, list[tuple[int, int]]] = {}
+    for index, statement in enumerate(tree.body):
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for node in walk_own_scope(statement):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                reads.setdefault(node.id, []).append((index, id(node)))
+    return reads
 
 
 def walk_own_scope(node):

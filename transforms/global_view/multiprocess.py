@@ -82,12 +82,14 @@ def host_barrier_sites(sites: list[Site], tree: ast.Module, imported) -> set[str
             if isinstance(block, list):
                 for index, statement in enumerate(block):
                     statements[id(statement)] = (block, index)
+    holders: dict[int, ast.Expr] | None = None
     for site in sites:
         if not site.inline or not isinstance(site.statement, ast.Call):
             continue
         call = site.statement  # the inline site's statement is the call of the pmap
-        holder = next((s for s in ast.walk(tree) if isinstance(s, ast.Expr)
-                       and _waits_on(s.value, call, imported)), None)
+        if holders is None:
+            holders = _holders(tree, imported)
+        holder = holders.get(id(call))
         if holder is None or id(holder) not in statements:
             continue
         if _is_psum_barrier(site, imported) and _is_local_ones(
@@ -96,14 +98,29 @@ def host_barrier_sites(sites: list[Site], tree: ast.Module, imported) -> set[str
     return found
 
 
-def _waits_on(value, call, imported) -> bool:
-    if value is call:
-        return True
+def _holders(tree: ast.Module, imported) -> dict[int, ast.Expr]:
+    """id of a call -> the first expression statement (in `ast.walk` order) whose value is
+    that call or waits on it (`_waited_calls`). One walk for every inline site: a walk per site
+    was quadratic on a module of hundreds of top-level `jax.pmap(...)(x)`."""
+    holders: dict[int, ast.Expr] = {}
+    for statement in ast.walk(tree):
+        if isinstance(statement, ast.Expr):
+            for call in _waited_calls(statement.value, imported):
+                holders.setdefault(id(call), statement)
+    return holders
+
+
+def _waited_calls(value, imported) -> list:
+    """What `value` waits on: itself, `x` of `x.block_until_ready()`,
+    and `x` of `jax.block_until_ready(x)` / `jax.device_get(x)`."""
+    waited = [value]
     if isinstance(value, ast.Call) and not value.args and not value.keywords \
             and isinstance(value.func, ast.Attribute) and value.func.attr == "block_until_ready":
-        return value.func.value is call
-    return isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords \
-        and value.args[0] is call and dotted(value.func, imported) in WAITS
+        waited.append(value.func.value)
+    if isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords \
+            and dotted(value.func, imported) in WAITS:
+        waited.append(value.args[0])
+    return waited
 
 
 def _is_psum_barrier(site: Site, imported) -> bool:

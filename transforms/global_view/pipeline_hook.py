@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from transforms.codes import Code
-from transforms.global_view.line_matcher import LineMatcher
+from transforms.line_matcher import LineMatcher
 from transforms.global_view.rewrite import migrate_global
 from transforms.tree_uses import NO_TREE
 

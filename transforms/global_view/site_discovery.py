@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 
 from transforms.codes.global_view import OPTIONS, PMAP_AS_VALUE
 from transforms.global_view.callers import top_level_function, walk_own_scope
@@ -431,6 +432,7 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants,
     closures = _factory_closures(function, imported, stores, functions)
     nested.update({k: v[0] for k, v in closures.items()})
     functions = {**functions, **nested}
+    name_calls = functools.cache(lambda: _name_calls(function))  # walked once, when needed
     for node in ast.walk(function):
         if isinstance(node, ast.FunctionDef) and node is not function \
                 and any(_is_pmap_decorator(d, imported) for d in node.decorator_list):
@@ -464,8 +466,9 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants,
                         target.id, closure[2], closure[1]))
                 site = assigned_site(target.id, pmapped, node, imported, functions,
                                      constants, owner=function.name,
-                                     arity=_call_arity(function, target.id),
-                                     call_keywords=_call_keywords(function, target.id))
+                                     arity=_call_arity(name_calls().get(target.id, [])),
+                                     call_keywords=_call_keywords(
+                                         name_calls().get(target.id, [])))
                 site.replaced = node.value if node.value is not pmapped else None
                 site.rebinds = rebound.get(target.id)  # a def rebound to it (read only by it)
                 if closure is not None:
@@ -707,29 +710,35 @@ def _is_pmap_decorator(decorator, imported) -> bool:
     return dotted(decorator, imported) == PMAP
 
 
-def _call_keywords(function: ast.FunctionDef, name: str) -> tuple[str, ...]:
-    """The keyword names every call `name(...)` in `function` passes, when every use is such a
-    call and all pass the same ones (no `**`); () otherwise."""
+def _name_calls(function: ast.FunctionDef) -> dict[str, list[ast.Call | None]]:
+    """Each name `function` loads -> for each load, the call it is the callee of (None where
+    it is not called). One walk for all the sites a function binds: the top level of a
+    generated module binds thousands, and a walk per site was quadratic."""
     calls = {id(n.func): n for n in ast.walk(function) if isinstance(n, ast.Call)}
-    found = set()
+    uses: dict[str, list[ast.Call | None]] = {}
     for node in ast.walk(function):
-        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load):
-            call = calls.get(id(node))
-            if call is None or any(k.arg is None for k in call.keywords):
-                return ()
-            found.add(tuple(sorted(k.arg for k in call.keywords)))
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            uses.setdefault(node.id, []).append(calls.get(id(node)))
+    return uses
+
+
+def _call_keywords(uses: list[ast.Call | None]) -> tuple[str, ...]:
+    """The keyword names every call `name(...)` passes (`uses`: `_name_calls`' for the name),
+    when every use is such a call and all pass the same ones (no `**`); () otherwise."""
+    found = set()
+    for call in uses:
+        if call is None or any(k.arg is None for k in call.keywords):
+            return ()
+        found.add(tuple(sorted(k.arg for k in call.keywords)))
     return found.pop() if len(found) == 1 else ()
 
 
-def _call_arity(function: ast.FunctionDef, name: str) -> int | None:
-    """How many positional arguments every use of `name` in `function` passes, when each is
-    a call `name(a, b, ...)` (no keywords, no *args); None otherwise."""
-    calls = {id(n.func): n for n in ast.walk(function) if isinstance(n, ast.Call)}
+def _call_arity(uses: list[ast.Call | None]) -> int | None:
+    """How many positional arguments every use passes (`uses`: `_name_calls`' for the name),
+    when each is a call `name(a, b, ...)` (no keywords, no *args); None otherwise."""
     counts = set()
-    for node in ast.walk(function):
-        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load):
-            call = calls.get(id(node))
-            if call is None or call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
-                return None
-            counts.add(len(call.args))
+    for call in uses:
+        if call is None or call.keywords or any(isinstance(a, ast.Starred) for a in call.args):
+            return None
+        counts.add(len(call.args))
     return counts.pop() if len(counts) == 1 else None

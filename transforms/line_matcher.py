@@ -1,4 +1,4 @@
-"""`LineMatcher`: difflib's `SequenceMatcher(None, a, b, autojunk=False)` over lines, with the
+"""`LineMatcher`: difflib's `SequenceMatcher(None, a, b, autojunk=...)` over lines, with the
 same matching blocks found in near-linear time on long files.
 
 difflib finds the longest block common to two ranges by visiting, for each line of the first
@@ -13,6 +13,12 @@ block is looked for among the blocks that hold a rare line: each is extended fro
 rare line once. A block of popular lines only can be no longer than the longest run of
 popular lines in the range; when the best block found is not longer than that run, difflib's
 own search decides (it is then a short block, in a range small enough).
+
+With `autojunk=True` (what `difflib.unified_diff` uses: migrator/diffing.py), the lines found
+in more than 1% of a long second sequence are "popular" to difflib and left out of its search:
+the block is searched among the other lines, then extended over equal lines on both sides, as
+difflib extends it. On a generated module of thousands of sites its search still visits, for
+each line, every one of up to 1% of the file's occurrences of it, in every range: quadratic.
 """
 
 from __future__ import annotations
@@ -24,13 +30,15 @@ RARE = 32  # a line found at most this many times in the second sequence is rare
 
 
 class LineMatcher(difflib.SequenceMatcher):
-    """`difflib.SequenceMatcher(None, a, b, autojunk=False)`, with a faster
+    """`difflib.SequenceMatcher(None, a, b, autojunk=autojunk)`, with a faster
     `find_longest_match` that returns the same block: the longest, and of those the one
     that starts first in `a`, then first in `b`."""
 
-    def __init__(self, a: list[str], b: list[str]):
-        super().__init__(None, a, b, autojunk=False)
+    def __init__(self, a: list[str], b: list[str], autojunk: bool = False):
+        super().__init__(None, a, b, autojunk=autojunk)
+        # 0 for a line not in b, and for one difflib found popular (left out of b2j).
         counts = [len(self.b2j.get(line, ())) for line in a]
+        self._searched = [count > 0 for count in counts]
         self._rare = [0 < count <= RARE for count in counts]
         self._rare_at = [i for i, rare in enumerate(self._rare) if rare]
         # Runs of popular lines of `a` (found in b more than RARE times), as (start, end).
@@ -47,7 +55,7 @@ class LineMatcher(difflib.SequenceMatcher):
     def find_longest_match(self, alo=0, ahi=None, blo=0, bhi=None):
         ahi = len(self.a) if ahi is None else ahi
         bhi = len(self.b) if bhi is None else bhi
-        a, b, b2j, rare = self.a, self.b, self.b2j, self._rare
+        a, b, b2j, rare, searched = self.a, self.b, self.b2j, self._rare, self._searched
         best = (0, -alo, -blo)  # (size, -start in a, -start in b): the largest wins
         first = bisect.bisect_left(self._rare_at, alo)
         for i in self._rare_at[first:bisect.bisect_left(self._rare_at, ahi, first)]:
@@ -56,18 +64,23 @@ class LineMatcher(difflib.SequenceMatcher):
                 if j >= bhi:
                     break
                 i0, j0 = i, j
-                while i0 > alo and j0 > blo and a[i0 - 1] == b[j0 - 1]:
+                while i0 > alo and j0 > blo and searched[i0 - 1] and a[i0 - 1] == b[j0 - 1]:
                     if rare[i0 - 1]:
                         break  # the block holds an earlier rare line: found from there
                     i0, j0 = i0 - 1, j0 - 1
                 else:
                     i1, j1 = i + 1, j + 1
-                    while i1 < ahi and j1 < bhi and a[i1] == b[j1]:
+                    while i1 < ahi and j1 < bhi and searched[i1] and a[i1] == b[j1]:
                         i1, j1 = i1 + 1, j1 + 1
                     best = max(best, (i1 - i0, -i0, -j0))
         size, i, j = best[0], -best[1], -best[2]
         if size <= self._longest_popular_run(alo, ahi):
-            return self._difflib_longest_match(alo, ahi, blo, bhi)
+            i, j, size = self._difflib_longest_match(alo, ahi, blo, bhi)
+        # difflib's extension over equal lines its search left out (none without autojunk).
+        while i > alo and j > blo and a[i - 1] == b[j - 1]:
+            i, j, size = i - 1, j - 1, size + 1
+        while i + size < ahi and j + size < bhi and a[i + size] == b[j + size]:
+            size += 1
         return difflib.Match(i, j, size)
 
     def _longest_popular_run(self, alo: int, ahi: int) -> int:
