@@ -198,15 +198,14 @@ class RecordsMixin:
                               "layout the analysis knows along pmap's device axis (the "
                               f"record's other fields: {_layout_words(kind.element)})")
             parts.append(f"`{field}` {_layout_words(field_kind)}{where}")
-        raise Blocker(PRODUCER_UNKNOWN, argument, f"{what} (`{ast.unparse(argument)}`): a "
-                      f"record whose fields differ in layout ({'; '.join(parts)}; the others "
-                      f"{_layout_words(kind.element)}): in_specs per field are not written "
-                      "yet")
+        raise Blocker(PRODUCER_UNKNOWN, argument, f"{what} (`{ast.unparse(argument)}`) has "
+                      f"fields of mixed layout ({'; '.join(parts)}; the others "
+                      f"{_layout_words(kind.element)})")
 
 
 def _layout_words(kind: Kind) -> str:
     if kind.rows:
-        return "per-device, one row per device (pmap's stacked layout)"
+        return "per-device"
     return {"repl": "replicated", "merged": "a per-device batch"}.get(kind.tag, describe(kind))
 
 

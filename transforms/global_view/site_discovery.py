@@ -572,10 +572,8 @@ def _last_returned(function: ast.FunctionDef) -> str:
 def _factory_read_elsewhere(name: str, call: ast.Call, factory: ast.FunctionDef) -> str:
     """Why the pmap of a factory's returned def stays faithful when the module reads the
     factory elsewhere too."""
-    return (f"`{name}` is rebound to the pmap of `{factory.name}(...)`'s nested def "
-            f"`{_last_returned(factory)}` (line {call.lineno}), but `{factory.name}` "
-            "is read elsewhere in the module too: the global rewrite may edit that def's body, "
-            "which every other use of the factory would see")
+    return (f"`{name}` maps the def `{factory.name}` returns (line {call.lineno}), and "
+            f"`{factory.name}` is also read elsewhere")
 
 
 def _bound_more_than_once(function: ast.FunctionDef, statement: ast.Assign,
