@@ -339,6 +339,10 @@ def _factory_site(function: ast.FunctionDef, imported, functions, constants) -> 
         site = assigned_site(function.name, pmapped, function, imported, functions, constants)
     except Blocker as blocker:
         raise covering(blocker, pmapped) from None
+    if site.static:  # their jitted def would take the factory's own name and place
+        raise Blocker(OPTIONS, pmapped, "static_broadcasted_argnums on a pmap a factory "
+                      "returns: its jitted step is not written inside the factory yet",
+                      covers=pmapped)
     site.factory, site.returned = True, position
     return site
 
