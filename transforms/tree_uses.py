@@ -246,28 +246,6 @@ def tree_facts(modules: Iterable[TreeModule]) -> TreeFacts:
             if kind is not None and written:
                 facts.values.setdefault(importer.display, {})[written] = kind
     return facts
-    summaries: dict[str, dict[str, str]] = {}
-    for importer in modules:
-        if not _imports_any(importer, targets):
-            continue
-        try:
-            tree = ast.parse(importer.source)
-        except (SyntaxError, ValueError, RecursionError):
-            continue
-        imported = ImportTable.from_tree(tree).imported
-        for target, name, node in _uses_in(tree, importer, targets):
-            if target is importer:
-                continue
-            facts.uses.setdefault(target.display, {}).setdefault(name, importer.where(node.lineno))
-            if target.display not in summaries:
-                summaries[target.display] = _device_order_values(target)
-            kind = summaries[target.display].get(name)
-            written = dotted(node, imported) if not isinstance(node, ast.ImportFrom) else \
-                next((imported.get(a.asname or a.name) for a in node.names if a.name == name), None)
-            if kind is not None and written:
-                facts.values.setdefault(importer.display, {})[written] = kind
-    return facts
-
 
 def _plain_import(node: ast.AST, name: str, importer: TreeModule, top_level: set[int]) -> bool:
     """`from <module> import name` (no alias) as a module-level statement of a .py module."""
