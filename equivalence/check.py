@@ -165,8 +165,9 @@ def check(original_root: Path, migrated_root: Path, entries: list[str], options:
 
 
 def _run(root: Path, entry: str, devices: int, python: str, options: CheckOptions,
-         hlo: bool = True) -> list[RunOutcome]:
-    """One run of `entry`: its outcome per process (one with --processes 1)."""
+         hlo: bool = True, lane: int = 0) -> list[RunOutcome]:
+    """One run of `entry`: its outcome per process (one with --processes 1). `lane`: the
+    repeat's number, so that no two runs of a side share an interpreter (runner.run_entry)."""
     if options.processes > 1:
         from equivalence.multiprocess import run_entry_processes
 
@@ -174,7 +175,8 @@ def _run(root: Path, entry: str, devices: int, python: str, options: CheckOption
                                    python=python, timeout=options.timeout,
                                    rng_compat=options.rng_compat, hlo=hlo)
     return [run_entry(root, entry, devices=devices, python=python, timeout=options.timeout,
-                      rng_compat=options.rng_compat, hlo=hlo, platform=options.platform)]
+                      rng_compat=options.rng_compat, hlo=hlo, platform=options.platform,
+                      lane=lane)]
 
 
 def _run_side(root: Path, entry: str, devices: int, python: str, options: CheckOptions
@@ -185,8 +187,8 @@ def _run_side(root: Path, entry: str, devices: int, python: str, options: CheckO
     costs one timeout, not one per repeat."""
     runs = [_run(root, entry, devices, python, options, hlo=True)]
     if all(outcome.ok for outcome in runs[0]):
-        runs += [_run(root, entry, devices, python, options, hlo=False)
-                 for _ in range(max(1, options.repeat) - 1)]
+        runs += [_run(root, entry, devices, python, options, hlo=False, lane=repeat)
+                 for repeat in range(1, max(1, options.repeat))]
     return runs
 
 

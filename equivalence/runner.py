@@ -113,6 +113,20 @@ def start_worker(command: list[str], *, group: int | None = None, **popen) -> su
     return process
 
 
+def track_group(pgid: int) -> None:
+    """Track a worker's process group started by other means (a warm worker's fork) until
+    `worker_ended`; killed at once if the harness is stopping."""
+    with _running_lock:
+        if not _stopping:
+            _running_groups.add(pgid)
+            return
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    raise HarnessStopped("the check was interrupted")
+
+
 def worker_ended(pgid: int) -> None:
     with _running_lock:
         _running_groups.discard(pgid)
@@ -169,9 +183,11 @@ def _run_in(
     rng_compat: bool = True,
     hlo: bool = True,
     platform: str = "cpu",
+    lane: int = 0,
 ) -> RunOutcome:
     """`hlo`: dump and read the compiled HLO (collectives, donation); off, the outcome's
-    `compiled` is empty."""
+    `compiled` is empty. `lane`: runs in different lanes never share a warm worker (the
+    determinism guard's repeats; equivalence/warm_workers.py)."""
     if os.sep in python:
         python = os.path.abspath(python)
     hlo_dir = out_dir / "hlo"
@@ -182,23 +198,20 @@ def _run_in(
         return RunOutcome(False, 0.0, error=failed)
     # Output goes to files, not pipes: an entry that prints megabytes cannot fill memory or
     # block, and the tail of stderr explains a crash.
-    with open(out_dir / "stdout.txt", "wb") as stdout, open(out_dir / "stderr.txt", "wb") as stderr:
-        process = start_worker(
-            [python, str(WORKER), str(root), entry, str(out_dir)],
-            env=env, cwd=str(root), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-        )
-        try:
-            returncode = process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(process)
-            stall = stall_message(out_dir / "stderr.txt")
-            error = f"timed out after {timeout:g} s" + (f" in a collective rendezvous: {stall}" if stall else "")
-            return RunOutcome(False, time.perf_counter() - start, error=error, stall=stall)
-        except BaseException:
-            _kill_group(process)  # interrupted while waiting (in the calling thread)
-            raise
-        finally:
-            worker_ended(process.pid)
+    argv = [str(root), entry, str(out_dir)]
+    from equivalence import warm_workers  # it builds on this module
+
+    try:
+        if not warm_workers.enabled(platform):
+            raise warm_workers.WarmWorkerLost("turned off")
+        returncode = warm_workers.run_warm(python, argv, env, str(root), out_dir / "stdout.txt",
+                                           out_dir / "stderr.txt", timeout, lane)
+    except warm_workers.WarmWorkerLost:  # none could start the run: a fresh worker runs it
+        returncode = _run_fresh(python, argv, env, root, out_dir, timeout)
+    if returncode is None:
+        stall = stall_message(out_dir / "stderr.txt")
+        error = f"timed out after {timeout:g} s" + (f" in a collective rendezvous: {stall}" if stall else "")
+        return RunOutcome(False, time.perf_counter() - start, error=error, stall=stall)
     seconds = time.perf_counter() - start
     result_file = out_dir / "result.json"
     if not result_file.exists():
@@ -214,6 +227,26 @@ def _run_in(
         return RunOutcome(False, seconds, error=result["error"], jax_version=result.get("jax_version", ""),
                           stall=stall)
     return finished_outcome(result, out_dir, seconds)
+
+
+def _run_fresh(python: str, argv: list[str], env: dict[str, str], root: Path, out_dir: Path,
+               timeout: float) -> int | None:
+    """Run the worker in a new interpreter; its return code, or None past `timeout`."""
+    with open(out_dir / "stdout.txt", "wb") as stdout, open(out_dir / "stderr.txt", "wb") as stderr:
+        process = start_worker(
+            [python, str(WORKER), *argv],
+            env=env, cwd=str(root), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+        )
+        try:
+            return process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            return None
+        except BaseException:
+            _kill_group(process)  # interrupted while waiting (in the calling thread)
+            raise
+        finally:
+            worker_ended(process.pid)
 
 
 def prepare_notebook(root: Path, entry: str, out_dir: Path) -> str:

@@ -7,6 +7,7 @@ XLA_FLAGS (device count, HLO dump folder) before this starts.
 usage: python worker.py ROOT MODULE:FUNCTION OUT_DIR
    or: python worker.py ROOT path/name.ipynb[:NAME] OUT_DIR (the parent has written the
        notebook's masked code cells to OUT_DIR/notebook_cells.json, equivalence/notebook_entry.py)
+   or: python worker.py --serve (a warm worker: equivalence/warm_workers.py)
 Writes OUT_DIR/outputs.npz (one array per leaf, keyed by leaf index) and OUT_DIR/result.json
 (key paths, dtypes, jax version, wall time, or the error).
 """
@@ -14,6 +15,7 @@ Writes OUT_DIR/outputs.npz (one array per leaf, keyed by leaf index) and OUT_DIR
 import importlib
 import json
 import os
+import select
 import signal
 import sys
 import threading
@@ -24,13 +26,14 @@ import traceback
 PARENT_PID = "PMAP_MIGRATE_HARNESS_PID"
 
 
-def exit_with_parent(kill_group, poll_seconds=0.5):
+def exit_with_parent(kill_group, poll_seconds=0.5, parent=None):
     """End this process as soon as the harness that started it is gone. A `check` killed
     with SIGKILL (an OOM kill, a CI runner stopping its job) cannot stop its workers, and a
     worker left behind runs the program on for minutes. `kill_group`: this process's group
     holds only the run's own processes (the harness started it in a new session or group),
-    so they go too."""
-    parent = int(os.environ.get(PARENT_PID) or os.getppid())
+    so they go too. `parent`: the pid to outlive no longer (a warm worker's run watches the
+    warm worker, which watches the harness)."""
+    parent = parent or int(os.environ.get(PARENT_PID) or os.getppid())
 
     def watch():
         while os.getppid() == parent:
@@ -166,6 +169,102 @@ def main(root, entry, out_dir):
         json.dump(result, handle)
 
 
+def serve(poll_seconds=0.02):
+    """A warm worker: import numpy and jax once, then run each requested entry in a process
+    forked from this one, so a run starts where a fresh worker would be after its imports
+    (`main` imports jax before the program in both cases; no backend is started here, and
+    the child's environment, with its device count and HLO dump folder, is in place before
+    the program starts one).
+
+    Requests come one JSON line at a time on stdin: argv (main's ROOT ENTRY OUT_DIR), env,
+    cwd, stdout, stderr. Answers go to stdout: {"pid"} once the run is forked (it leads its
+    own process group), then {"pid", "returncode"} when it has ended, as Popen reports it.
+    Ends when stdin closes or the harness is gone, killing a run in progress."""
+    import numpy  # noqa: F401  - the preload
+    import jax  # noqa: F401
+
+    harness = os.getppid()
+    pending = b""
+    while True:
+        if os.getppid() != harness:
+            os._exit(0)
+        if b"\n" not in pending:
+            if not select.select([0], [], [], 0.5)[0]:
+                continue
+            chunk = os.read(0, 1 << 16)
+            if not chunk:
+                os._exit(0)
+            pending += chunk
+            continue
+        line, _, pending = pending.partition(b"\n")
+        request = json.loads(line)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _run_forked(request)
+        try:
+            os.setpgid(pid, pid)  # the child does it too: whichever runs first
+        except OSError:
+            pass
+        os.write(1, json.dumps({"pid": pid}).encode() + b"\n")
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if os.getppid() != harness:
+                _kill_group(pid)
+                os._exit(0)
+            time.sleep(poll_seconds)
+        returncode = os.waitstatus_to_exitcode(status)
+        os.write(1, json.dumps({"pid": pid, "returncode": returncode}).encode() + b"\n")
+
+
+def _run_forked(request):
+    """The forked child: become the run a fresh worker would have been, run it, and exit."""
+    code = 1
+    try:
+        os.setpgid(0, 0)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+            os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.argv = [os.path.abspath(__file__), *request["argv"]]
+        # A fresh interpreter seeds these from the OS; a fork would share the warm worker's.
+        import random
+
+        import numpy
+
+        random.seed()
+        numpy.random.seed()
+        exit_with_parent(kill_group=True, parent=os.getppid())  # the warm worker
+        main(*request["argv"])
+        code = 0
+    except BaseException:  # noqa: BLE001 - main reports the program's errors itself
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _kill_group(pgid):
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        os.waitpid(pgid, 0)
+    except ChildProcessError:
+        pass
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--serve"]:
+        serve()
     exit_with_parent(kill_group=True)  # the runner starts it in a new session
     main(*sys.argv[1:4])

@@ -433,21 +433,39 @@ def run():
 '''
 
 
-def _processes_naming(marker: str) -> list[int]:
-    """Pids of running harness workers whose command line contains `marker`: not this process,
-    not the CLI that names the entry too, nor a child of it forked but not yet a worker."""
-    found = []
+def _process_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command line) of every live (not zombie) process."""
+    table = {}
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+        if not proc.name.isdigit():
             continue
         try:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = (proc / "stat").read_text().split(")")[-1].split()[0]
+            fields = (proc / "stat").read_text().split(")")[-1].split()
         except OSError:
             continue
-        if marker in cmdline and "worker.py" in cmdline and state != "Z":
-            found.append(int(proc.name))
-    return found
+        if fields[0] != "Z":
+            table[int(proc.name)] = (int(fields[1]), cmdline)
+    return table
+
+
+def _processes_naming(marker: str, harness: int | None = None) -> list[int]:
+    """Pids of running harness workers: those whose command line names `marker` (a fresh
+    worker), not this process, not the CLI that names the entry too; and with `harness`, the
+    runs forked by that harness's warm workers (equivalence/warm_workers.py), whose command
+    line is their warm worker's."""
+    table = _process_table()
+    warm = {pid for pid, (parent, cmdline) in table.items()
+            if "worker.py --serve" in cmdline and parent == harness}
+    return [pid for pid, (parent, cmdline) in table.items()
+            if pid != os.getpid() and (
+                (marker in cmdline and "worker.py" in cmdline and "--serve" not in cmdline)
+                or parent in warm)]
+
+
+def _alive(pids) -> list[int]:
+    table = _process_table()
+    return [pid for pid in pids if pid in table]
 
 
 def _wait_for(predicate, seconds: float) -> bool:
@@ -474,16 +492,19 @@ def test_a_stopped_check_leaves_no_worker_behind(tmp_path, signal_number, proces
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
-        # Every worker of both sides (the original and the migrated copy) names the entry.
-        assert _wait_for(lambda: len(_processes_naming(f"{module}:run")) >= 2 * processes, 120)
+        # Every worker of both sides (the original and the migrated copy): a fresh one names
+        # the entry, a warm worker's run is its child.
+        assert _wait_for(
+            lambda: len(_processes_naming(f"{module}:run", cli.pid)) >= 2 * processes, 120)
+        seen = _processes_naming(f"{module}:run", cli.pid)
         cli.send_signal(signal_number)
         cli.wait(timeout=60)
-        assert _wait_for(lambda: not _processes_naming(f"{module}:run"), 15), \
-            _processes_naming(f"{module}:run")
+        assert _wait_for(lambda: not _alive(seen) and not _processes_naming(f"{module}:run"),
+                         15), _alive(seen)
     finally:
         if cli.poll() is None:
             cli.kill()
-        for pid in _processes_naming(f"{module}:run"):
+        for pid in _processes_naming(f"{module}:run", cli.pid):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -500,11 +521,16 @@ def test_an_interrupted_pool_kills_its_running_worker_and_starts_no_queued_one(t
         with worker_threads(1) as pool:
             running = pool.submit(run_entry, tmp_path, f"{module}:run", devices=1)
             queued = pool.submit(run_entry, tmp_path, f"{module}:run", devices=1)
-            assert _wait_for(lambda: len(_processes_naming(f"{module}:run")) == 1, 60)
+            assert _wait_for(
+                lambda: len(_processes_naming(f"{module}:run", os.getpid())) == 1, 60)
+            seen = _processes_naming(f"{module}:run", os.getpid())
             raise KeyboardInterrupt
     assert time.monotonic() - started < 60
     assert queued.cancelled() and running.done()
-    assert not _processes_naming(f"{module}:run")
+    # Killed by the stop, or (a warm worker killed between its fork and its answer) by the
+    # run's own watch of its parent within a poll.
+    assert _wait_for(lambda: not _alive(seen), 10), _alive(seen)
+    assert not _processes_naming(f"{module}:run", os.getpid())
     # The stop is over once the pool has joined: workers start again.
     process = start_worker([sys.executable, "-c", "pass"])
     assert process.wait(timeout=30) == 0
