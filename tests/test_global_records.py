@@ -231,3 +231,17 @@ def keyed_step(state, x):
         "its specs per field fail (PM610, line 40)"]
     (message,) = _messages(findings, "PM600")
     assert message.startswith('went global: in_specs (P("batch"), P()), out_specs P()')
+
+
+def test_a_record_mapped_with_in_axes_none_keeps_the_contract_and_says_so():
+    """in_axes None hands every device the whole record, per-device keys included: no spec per
+    field fits, and the finding names the field, its line and the in_axes."""
+    _, findings = _findings('''    state = State(w=jnp.ones((3, 3)), key=jax.random.PRNGKey(0)).replicate()
+    state = state.replace(key=jax.random.split(jax.random.PRNGKey(1), n))
+    step = jax.pmap(train_step, "batch", in_axes=(None, 0))
+    state = step(state, x)
+    return np.asarray(state.w)''')
+    assert _messages(findings, "PM604") == [
+        "argument 0 of `step` (`state`) has fields of mixed layout (`key` per-device, set at "
+        "line 37; the others replicated): its in_axes is None, not 0"]
+    assert not _messages(findings, "PM600")

@@ -187,7 +187,7 @@ class RecordsMixin:
                    for n in ast.walk(self.module.tree))
 
     # -- a record as a step's argument ------------------------------------------------------
-    def _record_spec(self, argument, kind: Kind, what: str, site: Site | None) -> str:
+    def _record_spec(self, argument, kind: Kind, what: str, site: Site | None, axis=0) -> str:
         """The in_specs of a record reaching a step (record_specs.py): P() on its replicated
         fields, P(axis) on those with one row per device. A field the analysis does not know
         along pmap's device axis, a field of another layout (a batch), or a step that cannot
@@ -210,7 +210,8 @@ class RecordsMixin:
             raise Blocker(PRODUCER_UNKNOWN, argument, f"{what} (`{ast.unparse(argument)}`), a "
                           f"record ({fields}; the others {_layout_words(kind.element)}): "
                           f"{self.records_refused}")
-        why = self._record_spec_refused(kind, site)
+        why = f"its in_axes is {axis!r}, not 0" if axis != 0 else \
+            self._record_spec_refused(kind, site)
         if why:
             raise Blocker(PRODUCER_UNKNOWN, argument, f"{mixed}: {why}")
         if self.record_log is not None:
