@@ -1,7 +1,8 @@
 """Records whose fields differ in layout (transforms/global_view/records.py), as properties
 of the analysis: `.replace(f=v)` gives each field its own layout, `x.f` reads one, and a
-method of the module's own class, called on an instance a constructor made, is followed. The
-fixture pairs tests/fixtures_global/fallback_record_* and producer_record_method_replicates
+method of the module's own class, called on an instance a constructor made, is followed. A record
+given to a step named in its function gets a spec per field (record_specs.py). The fixture
+pairs tests/fixtures_global/fallback_record_*, record_* and producer_record_method_replicates
 show whole rewrites and run them."""
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def test_a_record_reaching_a_step_names_the_field_that_differs_and_its_line():
     return np.asarray(state.w)''')
     (message,) = _messages(findings, "PM604")
     assert message == ("argument 0 of the pmap at line 38 (`state`) has fields of mixed layout "
-                       "(`key` per-device, set at line 37; the others replicated)")
+                       "(`key` per-device, set at line 37; the others replicated): only a step "
+                       "built as `name = jax.pmap(f, ...)` in a function gets specs per field")
 
 
 def test_a_field_the_record_did_not_replace_keeps_the_records_layout():
@@ -124,3 +126,122 @@ def test_a_method_rewritten_for_one_call_is_not_followed_when_read_elsewhere():
     state = jax.pmap(train_step, "batch")(state, x)
     return np.asarray(jax.tree_util.tree_map(lambda a: a[0], state).w), again''')
     assert any("`State.replicate` would be rewritten" in m for _, m in findings)
+
+
+def test_a_named_step_gets_a_spec_per_field_and_gives_the_record_back_with_it():
+    """The same record given to `step = jax.pmap(...)`: its spec is built from the argument in
+    the step's jitted def, P() on every leaf and P(axis) on `key`, and is the out_specs of the
+    state the body gives back; the body squeezes `key` on entry and expands it at the return."""
+    result, findings = _findings('''    state = State(w=jnp.ones((3, 3)), key=jax.random.PRNGKey(0)).replicate()
+    state = state.replace(key=jax.random.split(jax.random.PRNGKey(1), n))
+    step = jax.pmap(keyed_step, "batch")
+    state = step(state, x)
+    return np.asarray(state.w)
+
+
+def keyed_step(state, x):
+    key, next_key = jax.random.split(state.key)
+    grad = jax.lax.pmean(jnp.mean(x, axis=0) + 0 * jax.random.normal(key, ()), "batch")
+    return state.replace(w=state.w - 0.1 * grad, key=next_key)''')
+    (message,) = _messages(findings, "PM600")
+    assert message.startswith('went global: in_specs (state: P() but key=P("batch"), P()), '
+                              'out_specs state\'s specs')
+    text = result.source.decode()
+    assert 'state_spec = jax.tree.map(lambda _: P(), state).replace(key=P("batch"))' in text
+    assert "in_specs=(state_spec, P()),\n            out_specs=state_spec," in text
+    assert "state = state.replace(key=jax.tree.map(lambda y: jnp.squeeze(y, 0), state.key))" \
+        in text
+    assert "key=jax.tree.map(lambda y: jnp.expand_dims(y, 0), next_key)\n" in text
+
+
+def test_a_field_the_body_makes_per_device_keeps_the_whole_record_stacked():
+    """`w` comes in replicated but the body gives it back per-device: the record does not
+    leave with the spec it came in with, so it gets no spec per field; the step takes the
+    whole state in pmap's stacked layout instead (PM611 names why)."""
+    result, findings = _findings('''    state = State(w=jnp.ones((3, 3)), key=jax.random.PRNGKey(0)).replicate()
+    state = state.replace(key=jax.random.split(jax.random.PRNGKey(1), n))
+    step = jax.pmap(local_step, "batch")
+    for _ in range(2):
+        state = step(state, x)
+    return np.asarray(state.w)
+
+
+def local_step(state, x):
+    return state.replace(w=state.w - 0.1 * jax.lax.axis_index("batch"), key=state.key)''')
+    (message,) = _messages(findings, "PM600")
+    assert message.startswith('went global: in_specs (P("batch"), P()), out_specs P("batch")')
+    assert "state_spec" not in result.source.decode()
+    assert any("argument 0 of `step` (`state`) keeps its device axis" in m
+               for m in _messages(findings, "PM611"))
+
+
+def test_a_methods_keywords_passed_on_to_replace_set_those_fields():
+    """flax's `apply_gradients(self, *, grads, **kwargs)` returns `self.replace(...,
+    **kwargs)`: the call's extra keyword `key=next_key` sets `key`, per-device, and every
+    other field comes from replicated values, so the state goes back with its spec (the
+    returned name rebuilt with `key` expanded)."""
+    source = _STATE.format(body='''    state = State(w=jnp.ones((3, 3)), key=jax.random.PRNGKey(0)).replicate()
+    state = state.replace(key=jax.random.split(jax.random.PRNGKey(1), n))
+    step = jax.pmap(keyed_step, "batch")
+    for _ in range(2):
+        state = step(state, x)
+    return np.asarray(state.w)
+
+
+def keyed_step(state, x):
+    key, next_key = jax.random.split(state.key)
+    grad = jax.lax.pmean(jnp.mean(x, axis=0) + 0 * jax.random.normal(key, ()), "batch")
+    new_state = state.apply(grad=grad, key=next_key)
+    return new_state''').replace('''    def replicate(self):''', '''    def apply(self, *, grad, **changes):
+        return self.replace(w=self.w - 0.1 * grad, **changes)
+
+    def replicate(self):''')
+    result = migrate_source(source.encode(), style="global")
+    findings = with_named_blockers(result.findings)
+    assert [f.code for f in findings if f.code.startswith("PM6")] == ["PM600"]
+    assert "return new_state.replace(key=jax.tree.map(lambda y: jnp.expand_dims(y, 0), " \
+        "new_state.key))" in result.source.decode()
+    # `changes` bound again in the method: which fields it sets is not followed, so the
+    # state gets no spec per field (it is taken whole, in pmap's stacked layout)
+    rebound = source.replace("        return self.replace(w=self.w - 0.1 * grad, **changes)",
+                             "        changes = dict(changes)\n"
+                             "        return self.replace(w=self.w - 0.1 * grad, **changes)")
+    assert "state_spec" not in migrate_source(rebound.encode(), style="global").source.decode()
+
+
+def test_a_caller_that_fails_with_specs_per_field_is_analysed_again_without_them():
+    """The step donates the state and is also given `state.w`: with specs per field the
+    caller fails (PM610, the donated buffers handed twice). Analysed again without them, the
+    record's step alone keeps the contract, its finding says where the specs failed, and the
+    caller's other step still goes global."""
+    _, findings = _findings('''    state = State(w=jnp.ones((3, 3)), key=jax.random.PRNGKey(0)).replicate()
+    state = state.replace(key=jax.random.split(jax.random.PRNGKey(1), n))
+    step = jax.pmap(keyed_step, "batch", donate_argnums=(0,))
+    other = jax.pmap(evaluate, "batch")
+    state = step(state, state.w)
+    return np.asarray(other(state.w, x))
+
+
+def keyed_step(state, x):
+    key, next_key = jax.random.split(state.key)
+    grad = jax.lax.pmean(jnp.mean(x, axis=0) + 0 * jax.random.normal(key, ()), "batch")
+    return state.replace(w=state.w - 0.1 * grad, key=next_key)''')
+    assert _messages(findings, "PM604") == [
+        "argument 0 of `step` (`state`), a record (`key` per-device; the others replicated): "
+        "its specs per field fail (PM610, line 40)"]
+    (message,) = _messages(findings, "PM600")
+    assert message.startswith('went global: in_specs (P("batch"), P()), out_specs P()')
+
+
+def test_a_record_mapped_with_in_axes_none_keeps_the_contract_and_says_so():
+    """in_axes None hands every device the whole record, per-device keys included: no spec per
+    field fits, and the finding names the field, its line and the in_axes."""
+    _, findings = _findings('''    state = State(w=jnp.ones((3, 3)), key=jax.random.PRNGKey(0)).replicate()
+    state = state.replace(key=jax.random.split(jax.random.PRNGKey(1), n))
+    step = jax.pmap(train_step, "batch", in_axes=(None, 0))
+    state = step(state, x)
+    return np.asarray(state.w)''')
+    assert _messages(findings, "PM604") == [
+        "argument 0 of `step` (`state`) has fields of mixed layout (`key` per-device, set at "
+        "line 37; the others replicated): its in_axes is None, not 0"]
+    assert not _messages(findings, "PM600")

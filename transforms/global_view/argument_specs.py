@@ -34,7 +34,7 @@ class ArgumentSpecsMixin:
         fields (a dict or tuple literal of values of known layouts). `site`: given for a
         whole argument, which may stay stacked (`_stacked_spec`)."""
         if kind.tag == "record":  # fields of mixed layouts (records.py)
-            self._record_spec(argument, kind, what)
+            return self._record_spec(argument, kind, what, site, axis), False
         if axis == 0 and _all_replicated(kind):  # a tuple / list of replicated stacks
             return "P()", True
         if isinstance(axis, (dict, tuple)):

@@ -174,6 +174,12 @@ class CallerAnalysis(LocalFunctionsMixin, StatementsMixin, InstancesMixin, Expre
     # cause) rather than the last attempt's blocker. Off where the fixpoint demotes one site
     # by the last blocker's site (single-process modules), unless that blocker names no site.
     report_first_cause = False
+    # Records with per-device fields get in_specs per field (records.py); `record_log` lists
+    # the ones given in this run (`run` analyses again without them where it fails), and
+    # `records_refused` says why they were not given.
+    record_specs = True
+    record_log: list | None = None
+    records_refused = ""
 
     def site_read(self, node: ast.AST) -> Site | None:
         """The site a name node reads by its name, if any: not one of the top-level reads
@@ -186,6 +192,25 @@ class CallerAnalysis(LocalFunctionsMixin, StatementsMixin, InstancesMixin, Expre
 
     # -- driver ---------------------------------------------------------------------------
     def run(self) -> CallerResult:
+        """The caller's edits (`_run_keeping`). Where a record was given specs per field
+        (record_specs.py) and the function still fails, it is analysed again without them:
+        the record's step keeps pmap's contract on its own (a blocker naming that site) and
+        the function's other sites may still go global, as before specs per field."""
+        if self.depth or not self.record_specs:
+            return self._run_keeping()
+        self.record_log = []
+        try:
+            return self._run_keeping()
+        except Blocker as blocker:
+            if not self.record_log:
+                raise
+            plain = type(self)(self.function, self.all_sites, self.module)
+            plain.record_specs = False
+            line = f", line {blocker.node.lineno}" if blocker.node is not None else ""
+            plain.records_refused = f"its specs per field fail ({blocker.code}{line})"
+            return plain.run()
+
+    def _run_keeping(self) -> CallerResult:
         """The caller's edits. A consumer the analysis cannot follow sends the producers of the
         values it reads back to pmap's stacked layout (no edit, leading axis the device
         count), and the function is analysed again, until nothing more can be kept stacked."""
@@ -216,6 +241,8 @@ class CallerAnalysis(LocalFunctionsMixin, StatementsMixin, InstancesMixin, Expre
         fresh = type(self)(self.function, self.all_sites, self.module)
         fresh.keep_stacked = keep
         fresh.keep_reasons = reasons
+        fresh.record_specs, fresh.record_log = self.record_specs, self.record_log
+        fresh.records_refused = self.records_refused
         return fresh
 
     def _modes(self) -> CallerResult:
@@ -266,6 +293,8 @@ class CallerAnalysis(LocalFunctionsMixin, StatementsMixin, InstancesMixin, Expre
         stacked.split_results = split
         stacked.keep_stacked = self.keep_stacked
         stacked.keep_reasons = self.keep_reasons
+        stacked.record_specs, stacked.record_log = self.record_specs, self.record_log
+        stacked.records_refused = self.records_refused
         return stacked
 
     def _run(self) -> CallerResult:

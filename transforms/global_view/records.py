@@ -19,7 +19,8 @@ import ast
 import dataclasses
 
 from transforms.codes.global_view import CONSUMER_UNKNOWN, PRODUCER_UNKNOWN
-from transforms.global_view.sites import Blocker
+from transforms.global_view.record_specs import record_spec
+from transforms.global_view.sites import Blocker, Site
 from transforms.global_view.values import SAME, Kind, describe
 
 # How deep methods are followed from one another (a bound on the work, not a rule).
@@ -46,8 +47,11 @@ class RecordsMixin:
         else:
             return None
         kind = self.eval(base)
+        # how the program rebuilds it (the spec of its fields is written so: record_specs.py)
+        form = ast.unparse(call.func) if name == "dataclasses.replace" else func.attr
         if kind.tag == "record":
             fields, rest, lines = dict(kind.fields), kind.element, dict(kind.lines)
+            form = form if kind.holder == form else ""  # two forms: which type is it?
         elif kind.tag == "repl" and kind.axis == 0:
             fields, rest, lines = {}, kind, {}
         else:
@@ -63,7 +67,7 @@ class RecordsMixin:
         if not differing:
             return rest
         return Kind("record", fields=tuple(sorted(differing.items())), element=rest,
-                    lines=tuple(sorted(lines.items())),
+                    lines=tuple(sorted(lines.items())), holder=form,
                     origin=kind.origin.union(*(k.origin for k in differing.values())))
 
     def _record_field(self, node: ast.Attribute, kind: Kind) -> Kind:
@@ -183,11 +187,12 @@ class RecordsMixin:
                    for n in ast.walk(self.module.tree))
 
     # -- a record as a step's argument ------------------------------------------------------
-    def _record_spec(self, argument, kind: Kind, what: str):
-        """A record reaching a step. Its fields' layouts are named, the one the analysis does
-        not know first (a plain value set by `.replace`, whose rows along pmap's device axis
-        are unknown); per-field in_specs are not written yet, so the step keeps pmap's calling
-        contract with a finding that says which fields differ and where they were set."""
+    def _record_spec(self, argument, kind: Kind, what: str, site: Site | None, axis=0) -> str:
+        """The in_specs of a record reaching a step (record_specs.py): P() on its replicated
+        fields, P(axis) on those with one row per device. A field the analysis does not know
+        along pmap's device axis, a field of another layout (a batch), or a step that cannot
+        be given the spec (the def that builds it, the squeeze in its body) keeps pmap's
+        calling contract, with a finding that names the fields and the lines that set them."""
         lines = dict(kind.lines)
         parts = []
         for field, field_kind in kind.fields:
@@ -198,9 +203,42 @@ class RecordsMixin:
                               "layout the analysis knows along pmap's device axis (the "
                               f"record's other fields: {_layout_words(kind.element)})")
             parts.append(f"`{field}` {_layout_words(field_kind)}{where}")
-        raise Blocker(PRODUCER_UNKNOWN, argument, f"{what} (`{ast.unparse(argument)}`) has "
-                      f"fields of mixed layout ({'; '.join(parts)}; the others "
-                      f"{_layout_words(kind.element)})")
+        mixed = f"{what} (`{ast.unparse(argument)}`) has fields of mixed layout " \
+            f"({'; '.join(parts)}; the others {_layout_words(kind.element)})"
+        if not self.record_specs:  # the caller failed with them (dataflow.run): why, short
+            fields = "; ".join(f"`{field}` {_layout_words(k)}" for field, k in kind.fields)
+            raise Blocker(PRODUCER_UNKNOWN, argument, f"{what} (`{ast.unparse(argument)}`), a "
+                          f"record ({fields}; the others {_layout_words(kind.element)}): "
+                          f"{self.records_refused}")
+        why = f"its in_axes is {axis!r}, not 0" if axis != 0 else \
+            self._record_spec_refused(kind, site)
+        if why:
+            raise Blocker(PRODUCER_UNKNOWN, argument, f"{mixed}: {why}")
+        if self.record_log is not None:
+            self.record_log.append(argument)
+        return record_spec(kind.holder, [field for field, _ in kind.fields])
+
+    def _record_spec_refused(self, kind: Kind, site: Site | None) -> str | None:
+        """Why a record's per-field spec cannot be written for `site`, if it cannot."""
+        if not (kind.element.tag == "repl" and kind.element.axis == 0) or not all(
+                k.tag == "same" and k.rows for _, k in kind.fields):
+            return "only replicated fields and one-row-per-device fields get specs per field"
+        if not kind.holder or kind.holder not in ("replace", "_replace") and \
+                kind.holder.split(".")[0] not in self.module.imported:
+            return "it is rebuilt by calls of different kinds"
+        statement = site.statement if site is not None else None
+        if site is None or site.owner is None or site.decorated or site.holder or site.factory \
+                or site.inline \
+                or site.opaque or site.rebinds is not None or site.keyword_params \
+                or site.replaced is not None or not isinstance(site.body, ast.FunctionDef) \
+                or not isinstance(statement, ast.Assign) or statement.value is not site.node \
+                or [ast.unparse(t) for t in statement.targets] != [site.name]:
+            return "only a step built as `name = jax.pmap(f, ...)` in a function gets specs " \
+                "per field"
+        if not (self.stacked_arguments and self.module.can_stack_results(site)
+                and self.module.starts_a_line(site.body)):
+            return "its body, shared with other code, cannot squeeze the per-device fields"
+        return None
 
 
 def _layout_words(kind: Kind) -> str:

@@ -20,7 +20,14 @@ from transforms.global_view.ranks import (
     leading_axis_transparent,
     least_result_ranks,
 )
-from transforms.global_view.replication import NotProvable
+from transforms.global_view.module_info import own_returns
+from transforms.global_view.record_specs import (
+    RECORD_OUT,
+    RecordResult,
+    parse_record_spec,
+    returned_record_edits,
+)
+from transforms.global_view.replication import NotProvable, result_elements
 from transforms.global_view.site_shapes import (
     closed_over,
     defaults_fill,
@@ -90,6 +97,7 @@ class SiteCallsMixin:
             arguments = ((argument, None, index) for index, argument in enumerate(
                 [*call.args, *(keywords or ())]))
         specs, replicated, ranks, scalars = [], set(), {}, False
+        records = {}  # record parameters with fields per-device -> (rebuild form, fields)
         seen = self.expansions[id(call)] = []
         for position, ((argument, kind, index), axis) in enumerate(zip(arguments, site.in_axes)):
             kind = self.eval(argument) if kind is None else kind
@@ -110,6 +118,8 @@ class SiteCallsMixin:
                 spec, whole = self._argument_spec(argument, kind, axis, f"argument {position} "
                                                   f"of {site.label}", None if starred else site)
                 specs.append(spec)
+                if parse_record_spec(spec) is not None:
+                    records[site.params[position]] = parse_record_spec(spec)
                 if whole:
                     replicated.add(site.params[position])
         self._read_when_built(site)
@@ -146,10 +156,14 @@ class SiteCallsMixin:
             return self._scalars_call(call, site, tuple(specs))
         tree = site.out_tree if site.out_tree is not None or not self.split_results \
             else tuple_of_results(site)
+        given = {site.params[position]: kind for position, (_, kind, _) in enumerate(seen)}
         if tree is not None:
-            return self._result_tree(call, site, replicated, tree)
+            return self._result_tree(call, site, replicated, tree, records, given)
         replicated.update(site.params[len(seen):])  # defaults: the same constant everywhere
-        varying = self.module.body_analysis(site).first_varying_output(replicated)
+        varying = self.module.body_analysis(site).first_varying_output(
+            replicated, {p: fields for p, (_, fields) in records.items()})
+        if isinstance(varying, RecordResult):
+            return self._record_result(site, varying, None, None, records, given)
         least = least_result_ranks(site, ranks, self.module.imported) if varying is not None \
             and self.merge_outputs and not site.out_none else None
         if varying is None and vmapped and not site.out_none \
@@ -237,7 +251,29 @@ class SiteCallsMixin:
                               f"`{ast.unparse(node)}`, not provably {what}: under the caller's "
                               "mesh over all devices it would run on different devices")
 
-    def _result_tree(self, call: ast.Call, site: Site, replicated: set[str], tree) -> Kind:
+    def _record_result(self, site: Site, result: RecordResult, key, keys, records: dict,
+                       given: dict) -> Kind:
+        """A record parameter the body gives back rebuilt: it leaves with the spec it came in
+        with, so the caller gets the argument's own kind back (a loop feeding it in again
+        passes the same layout). Its returns must let the per-device fields be expanded."""
+        form, fields = records[result.base]  # every field per-device on entry leaves P(axis)
+        for node in own_returns(site.body):
+            element = node.value if key is None else \
+                (result_elements(node.value, keys) or {}).get(key)
+            if element is None or returned_record_edits(
+                    element, form, fields, ast.unparse, "jax", "np") is None:
+                raise Blocker(OUTPUT_NOT_REPLICATED, node, f"{site.label} gives back the record "
+                              f"`{result.base}` as `{ast.unparse(element or node)}`, not a name "
+                              "or a rebuild that sets its per-device fields, whose device axis "
+                              "the body's return could put back")
+        mode = f"{RECORD_OUT}{result.base}"
+        if key is None and self.modes.setdefault(site.key, mode) != mode:
+            raise Blocker(OUTPUT_NOT_REPLICATED, site.node, f"{site.label} is called with "
+                          "different layouts")
+        return given[result.base]
+
+    def _result_tree(self, call: ast.Call, site: Site, replicated: set[str], tree,
+                     records: dict | None = None, given: dict | None = None) -> Kind:
         """`out_axes=(0, None, ...)` (`tree`: the site's, or (0, 0, ...) for a body returning a
         tuple literal): per result, None needs a proven-replicated value (P(), unstacked as in
         the original); 0 is P() when proven (a replicated stack in the original) and otherwise
@@ -255,13 +291,23 @@ class SiteCallsMixin:
             return SAME
         axes = dict(enumerate(tree)) if isinstance(tree, tuple) else tree
         try:
-            varying = self.module.body_analysis(site).varying_results(replicated, list(axes))
+            varying = self.module.body_analysis(site).varying_results(
+                replicated, list(axes), {p: fields for p, (_, fields) in (records or {}).items()})
         except NotProvable as error:
             raise Blocker(OUTPUT_NOT_REPLICATED, error.node,
                           f"{site.label}: {error.why}") from None
         modes, fields = [], []
         for position, axis in axes.items():
             node = varying[position]
+            if isinstance(node, RecordResult) and axis == 0:
+                fields.append((f"[{position!r}]", self._record_result(
+                    site, node, position, list(axes), records, given)))
+                modes.append(f"{RECORD_OUT}{node.base}")
+                continue
+            if isinstance(node, RecordResult):  # out_axes None / k >= 1 of a record
+                raise Blocker(OUTPUT_NOT_REPLICATED, site.node, f"result {position!r} of "
+                              f"{site.label}, the record `{node.base}` given back, has "
+                              f"out_axes {axis}")
             if axis not in (0, None):  # out_axes k >= 1: keeps pmap's layout, P(None, ..., axis)
                 if not self.module.can_stack_results(site):
                     raise Blocker(OUTPUT_NOT_REPLICATED, site.node,

@@ -16,6 +16,14 @@ from transforms.global_view.axes import MESH, fresh_name
 from transforms.global_view.callers import MODULE_CALLER
 from transforms.global_view.dataflow import CallerResult
 from transforms.global_view.module_info import ModuleInfo, first_body_statement, own_returns
+from transforms.global_view.record_specs import (
+    RECORD_OUT,
+    RECORD_SPEC,
+    parse_record_spec,
+    returned_record_edits,
+    spec_line,
+)
+from transforms.global_view.record_specs import squeezed as squeezed_record
 from transforms.global_view.replication import result_elements
 from transforms.global_view.sites import Site, dotted
 from transforms.global_view.step_text import LINE_LIMIT, shifted, step_def
@@ -88,6 +96,8 @@ def out_specs_text(site: Site, mode, axis: str) -> str:
     """out_specs text: P() for replicated results, P(axis) (after pmap's out_axes position of
     Nones) for results that keep their device axis; a tuple / dict of them for out_axes trees."""
     def spec(one_mode: str) -> str:
+        if one_mode.startswith(RECORD_OUT):  # the record's own in_specs (global_site_edits)
+            return RECORD_SPEC + one_mode.removeprefix(RECORD_OUT)
         if one_mode in (MERGED_OUT, SCALARS_OUT):  # leading axis: the merged device axis
             return f"P({quoted(axis)})"
         at = stacked_axis(one_mode)
@@ -111,7 +121,9 @@ def stacked_positions(site: Site, specs) -> tuple[tuple[str, ...], tuple[int, ..
 def global_site_edits(site: Site, specs, out_specs: str, mode: str, module: ModuleInfo,
                       axis: str, stacked: tuple[int, ...] = ()) -> dict:
     """The edits of one global site: its pmap expression, and with per-device results an
-    expand of every value the body returns (pmap's stacked output layout, kept)."""
+    expand of every value the body returns (pmap's stacked output layout, kept). Records
+    with per-device fields (record_specs.py) get their spec built in the step's def."""
+    records, specs, out_specs, prelude = _record_specs(site, specs, out_specs, module, axis)
     body_edits = {}
     if stacked and isinstance(site.body, ast.Lambda):  # site_calls.vmapped_lambda
         body_edits[module.span(site.body)] = _vmapped(site, specs, module)
@@ -123,16 +135,50 @@ def global_site_edits(site: Site, specs, out_specs: str, mode: str, module: Modu
             keys = list(site.out_tree) if isinstance(site.out_tree, dict) else list(range(len(mode)))
             elements = result_elements(value, keys)
             for key, element_mode in zip(keys, mode):
-                if stacked_axis(element_mode) is not None:
+                if element_mode.startswith(RECORD_OUT):
+                    body_edits.update(_record_expanded(
+                        module, elements[key], records[element_mode.removeprefix(RECORD_OUT)]))
+                elif stacked_axis(element_mode) is not None:
                     body_edits[module.span(elements[key])] = _expanded(
                         module, elements[key], stacked_axis(element_mode))
+        elif mode.startswith(RECORD_OUT):
+            body_edits.update(_record_expanded(module, value,
+                                               records[mode.removeprefix(RECORD_OUT)]))
         elif stacked_axis(mode) is not None:
             body_edits[module.span(value)] = _expanded(module, value, stacked_axis(mode))
         if not isinstance(site.body, ast.Lambda):
             _fit_return(module, value, body_edits, stacked_axis(mode) if isinstance(mode, str)
                         else None)
-    body_edits.update(_squeeze_edits(site, module, stacked))
-    return _site_edits(site, _options(specs, out_specs, module, axis), module, body_edits)
+    body_edits.update(_squeeze_edits(site, module, stacked, records))
+    return _site_edits(site, _options(specs, out_specs, module, axis), module, body_edits,
+                       prelude)
+
+
+def _record_specs(site: Site, specs, out_specs: str, module: ModuleInfo, axis: str):
+    """The records among the mapped parameters (name -> (rebuild form, per-device fields)),
+    the in_specs and out_specs with each record's spec named, and the def's lines that build
+    those specs from the arguments."""
+    mapped = [p for i, p in enumerate(site.params) if i not in site.static]
+    records, named, prelude = {}, [], []
+    for param, spec in zip(mapped, specs):
+        parsed = parse_record_spec(spec)
+        if parsed is None:
+            named.append(spec)
+            continue
+        records[param] = parsed
+        name = module.fresh(f"{param}_spec")
+        prelude.append(spec_line(name, param, *parsed, module.jax, quoted(axis)))
+        named.append(name)
+        out_specs = out_specs.replace(RECORD_SPEC + param, name)
+    return records, tuple(named), out_specs, prelude
+
+
+def _record_expanded(module: ModuleInfo, value, record) -> dict:
+    """A returned record's per-device fields given their device axis back (spans -> text)."""
+    form, fields = record
+    edits = returned_record_edits(value, form, fields, lambda node: _source(module, node),
+                                  module.jax, module.numpy)
+    return {module.span(node): text for node, text in edits.items()}
 
 
 def _vmapped(site: Site, specs, module: ModuleInfo) -> str:
@@ -145,8 +191,10 @@ def _vmapped(site: Site, specs, module: ModuleInfo) -> str:
     return f"{module.jax}.vmap({text}, in_axes={axes})"
 
 
-def _site_edits(site: Site, options: list[str], module: ModuleInfo, body_edits: dict) -> dict:
-    """The site's own text, with the `body_edits` inside what it builds made in it."""
+def _site_edits(site: Site, options: list[str], module: ModuleInfo, body_edits: dict,
+                prelude: list[str] = ()) -> dict:
+    """The site's own text, with the `body_edits` inside what it builds made in it.
+    `prelude`: lines the step's def runs first (a record's spec): the site becomes a def."""
     if site.decorated:
         return {**body_edits, **_decorated_def_edits(site, options, module)}
     at_module_level = site.owner is None and not site.holder and not site.factory
@@ -162,6 +210,18 @@ def _site_edits(site: Site, options: list[str], module: ModuleInfo, body_edits: 
         name_at = module.span(site.rebinds)[0] + re.match(r"def\s+", header).end()
         return {**outside, (name_at, name_at + len(site.name)): private,
                 built: _step_def(site, options, module, inside, private)}
+    if prelude:  # records.py `_record_spec_refused`: `name = jax.pmap(f, ...)` in a function
+        built = module.span(site.statement)
+        inside = {k: v for k, v in body_edits.items() if within(k, built)}
+        outside = {k: v for k, v in body_edits.items() if k not in inside}
+        text = _arguments_read_once(site, module, inside) + _step_def(
+            site, options, module, inside, prelude=prelude)
+        lines = module.source.splitlines()
+        above = lines[site.statement.lineno - 2].strip() if site.statement.lineno > 1 else b""
+        if above and not above.endswith(b":"):  # a blank line before a nested def (E306)
+            line_start = module.line_starts[site.statement.lineno - 1]
+            built, text = (line_start, built[1]), "\n" + " " * site.statement.col_offset + text
+        return {**outside, built: text}
     if site.static or at_module_level or site.keyword_params:
         bindings = _arguments_read_once(site, module, inside)
         return {**outside, built: bindings + _step_def(site, options, module, inside)}
@@ -259,20 +319,23 @@ def _multiline(module: ModuleInfo, value, edits: dict, indent: str, whole_axis: 
     return text
 
 
-def _squeeze_edits(site: Site, module: ModuleInfo, stacked: tuple[int, ...]) -> dict:
+def _squeeze_edits(site: Site, module: ModuleInfo, stacked: tuple[int, ...],
+                   records: dict | None = None) -> dict:
     """in_axes k >= 1, or a stacked argument (k = 0): shard_map hands the body a block with a
     size-1 axis k where pmap handed it the slice without that axis, so the body's first
-    statement drops it."""
+    statement drops it; a record's per-device fields likewise (`records`)."""
     squeezed = [(p, 0 if i in stacked else a)
                 for i, (p, a) in enumerate(zip(site.params, site.in_axes))
                 if type(a) is int and (a >= 1 or i in stacked) and i not in site.static]
-    if not squeezed:
+    if not squeezed and not records:
         return {}
     first = first_body_statement(site.body)
     start = module.statement_start(first)
     indent = " " * first.col_offset
     text = "".join(f"{p} = {module.jax}.tree.map(lambda y: {module.numpy}.squeeze(y, {a}), {p})"
                    f"\n{indent}" for p, a in squeezed)
+    text += "".join(squeezed_record(p, form, fields, module.jax, module.numpy) + f"\n{indent}"
+                    for p, (form, fields) in (records or {}).items())
     if isinstance(first, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         text = text[:-len(indent)] + f"\n{indent}"  # a blank line before a nested def (E306)
     return {(start, start): text}
@@ -318,7 +381,7 @@ def _decorated_def_edits(site: Site, options: list[str], module: ModuleInfo) -> 
 
 
 def _step_def(site: Site, options: list[str], module: ModuleInfo, inner_edits: dict,
-              private: str | None = None) -> str:
+              private: str | None = None, prelude=()) -> str:
     """`@jax.jit` (pmap's static and donated numbering) over `def name(params)` returning
     shard_map of the body (of a lambda of the mapped parameters only, with static ones)."""
     params = ", ".join(site.called_params)
@@ -345,7 +408,7 @@ def _step_def(site: Site, options: list[str], module: ModuleInfo, inner_edits: d
     line = module.source.splitlines()[site.statement.lineno - 1].decode("utf-8")
     indent = line[:len(line) - len(line.lstrip())]
     return step_def(site.name, params, inner, options, mapped, module.jax, module.partial,
-                    jit_options, indent, module.indent_unit)
+                    jit_options, indent, module.indent_unit, prelude)
 
 
 def _is_partial(site: Site, module: ModuleInfo) -> bool:

@@ -17,6 +17,7 @@ from transforms.codes.global_view import CONTRACT, FALLS_BACK_WITH_CALLER, SITE,
 from transforms.global_view.callers import caller_label, inside
 from transforms.global_view.fixpoint import Decision
 from transforms.global_view.module_info import ModuleInfo
+from transforms.global_view.record_specs import spec_words
 from transforms.global_view.sites import Blocker, Site
 from transforms.global_view.values import (
     MERGED_OUT,
@@ -100,6 +101,8 @@ def migrated_finding(site: Site, specs, out_specs: str, mode, axis: str, decisio
     names = _callers_text(decision.callers_of(site.key), elsewhere)
     callers = ", ".join(names)
     verb = "passes" if len(names) == 1 and not names[0].startswith("those ") else "pass"
+    mapped = [p for i, p in enumerate(site.params) if i not in site.static]
+    specs, out_specs = spec_words(specs, out_specs, mapped, quoted(axis))
     return Finding(
         SITE, site.node.lineno, site.node.col_offset + 1,
         f"went global: in_specs {tuple_text(specs)}, out_specs {out_specs}; "

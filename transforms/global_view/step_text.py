@@ -30,14 +30,15 @@ def jit_decorator(jax: str, partial: str, jit_options: list[str]) -> str:
 
 def step_def(name: str, params: str, callee: str, options: list[str], mapped: str,
              jax: str, partial: str, jit_options: list[str], indent: str = "",
-             unit: str = "    ") -> str:
+             unit: str = "    ", prelude=()) -> str:
     """`@jax.jit` (with pmap's donation / static numbering) over `def name(params)` that
     returns `jax.shard_map(callee, options...)(mapped)`; the shard_map call is wrapped the way
     a formatter would wrap it when it does not fit on one line. `unit`: the module's block
     indentation (indent_unit); continuation lines add four spaces, as black and Google's
-    style both do."""
-    head = f"{jit_decorator(jax, partial, jit_options)}\n{indent}def {name}({params}):\n"
+    style both do. `prelude`: statements the def runs before (a record's spec)."""
     pad = indent + unit
+    head = f"{jit_decorator(jax, partial, jit_options)}\n{indent}def {name}({params}):\n" \
+        + "".join(f"{pad}{line}\n" for line in prelude)
     arguments = ", ".join([callee, *options])
     one_line = f"{pad}return {jax}.shard_map({arguments})({mapped})"
     if len(one_line) <= LINE_LIMIT and "\n" not in callee:

@@ -1,10 +1,11 @@
-"""PM604: a train state whose fields differ in layout. Its `replicate()` method (followed: the
-state is made by the classmethod `State.create`, which returns `cls(...)`) replicates the
-whole state, then `.replace(key=...)` gives each device its own RNG key (one row per device).
-The analysis tracks each field: `key` per-device (set at line 36), every other replicated.
-shard_map would need in_specs per field and the body's results per field, which the global
-style does not write yet: the step keeps pmap's calling contract, and the finding names the
-field, its layout and the line that set it."""
+"""A train state whose fields differ in layout. Its `replicate()` method (followed: the state
+is made by the classmethod `State.create`, which returns `cls(...)`) replicates the whole
+state, then `.replace(key=...)` gives each device its own RNG key (one row per device). The
+analysis tracks each field: `key` per-device (set at line 36), every other replicated. The
+step goes global with a spec of the state's own shape, built in its jitted def from the
+argument (`jax.tree.map(lambda _: P(), state).replace(key=P("batch"))`), for in_specs and
+out_specs alike: the body gives the state back rebuilt with `key` still its only per-device
+field. `key` keeps pmap's stacked layout, squeezed on entry and expanded at the return."""
 # pmap-migrate-test: original needs legacy jax
 import dataclasses
 import functools
