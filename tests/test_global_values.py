@@ -115,13 +115,69 @@ def run():
 '''
 
 
+# jax.vmap with in_axes / out_axes 0 gives every result leaf the leading axis of what it maps:
+# chains initialised by vmap over a dict of fills `np.ones(n)` (blackjax's multiple-chains
+# notebook), and over per-device keys, keep that axis, the device count, into the step.
+VMAPPED = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def init(position):
+    return {"x": position["loc"] * 2.0, "y": jnp.sum(position["scale"])}
+
+
+def run_chain(key, state, steps):
+    def one(state, key):
+        return {"x": state["x"] + jax.random.normal(key), "y": state["y"]}, None
+
+    state, _ = jax.lax.scan(one, state, jax.random.split(key, steps))
+    return state
+
+
+def run():
+    num_chains = jax.local_device_count()
+    positions = {"loc": np.ones(num_chains, np.float32),
+                 "scale": np.ones((num_chains, 3), np.float32)}
+    states = jax.vmap(init)(positions)
+    keys = jax.random.split(jax.random.PRNGKey(0), num_chains)
+    loop = jax.pmap(run_chain, in_axes=(0, 0, None), static_broadcasted_argnums=2)
+    out = loop(keys, states, 5)
+    return {"x": np.asarray(out["x"]), "y": np.asarray(out["y"])}
+'''
+
+VMAPPED_KEYS = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def init(position):
+    return {"x": position["loc"] * 2.0, "y": jnp.sum(position["scale"])}
+
+
+def step(state, scale):
+    return {"x": state["x"] * scale, "y": state["y"] + 1.0}
+
+
+def run():
+    n = jax.local_device_count()
+    keys = jax.random.split(jax.random.PRNGKey(0), n)
+    positions = jax.vmap(lambda k: {"loc": jax.random.normal(k), "scale": jnp.ones(3)})(keys)
+    states = jax.vmap(init)(positions)
+    out = jax.pmap(step, in_axes=(0, None))(states, 3.0)
+    return {"x": np.asarray(out["x"]), "y": np.asarray(out["y"])}
+'''
+
+
 def _migrate(source: str):
     result = migrate_source(source.encode(), style="global")
     return result, {f.code for f in result.findings}
 
 
-@pytest.mark.parametrize("source", [BROADCAST, SHAPE_READ, GRAD_OF_SITE, REARRANGED],
-                         ids=["broadcast", "shape_read", "grad_of_site", "rearranged"])
+@pytest.mark.parametrize("source", [BROADCAST, SHAPE_READ, GRAD_OF_SITE, REARRANGED, VMAPPED,
+                                    VMAPPED_KEYS],
+                         ids=["broadcast", "shape_read", "grad_of_site", "rearranged", "vmapped",
+                              "vmapped_keys"])
 def test_the_rows_facts_take_the_sites_global(source):
     result, codes = _migrate(source)
     assert "PM600" in codes and "PM612" not in codes and "PM604" not in codes
@@ -181,6 +237,38 @@ def test_rearranging_axis_zero_keeps_the_contract(line, moved):
     assert "PM612" in codes and "PM600" not in codes
 
 
+@pytest.mark.parametrize("old, new", [
+    # the chains mapped on another axis, or their results stacked on another: the leading axis
+    # of the vmap's result is not the one the fills have
+    ("jax.vmap(init)(positions)", "jax.vmap(init, in_axes=1)(positions)"),
+    ("jax.vmap(init)(positions)", "jax.vmap(init, out_axes=1)(positions)"),
+    # five chains, whatever the device count (pmap of them fails on 8 devices)
+    ("num_chains = jax.local_device_count()\n    positions",
+     "num_chains = jax.local_device_count()\n    chains = 5\n    positions"),
+])
+def test_vmap_that_does_not_lead_with_the_device_count_keeps_the_contract(old, new):
+    source = VMAPPED.replace(old, new)
+    if "chains = 5" in new:
+        source = source.replace("np.ones(num_chains,", "np.ones(chains,").replace(
+            "np.ones((num_chains, 3)", "np.ones((chains, 3)")
+    assert source != VMAPPED
+    result, codes = _migrate(source)
+    assert "PM612" in codes and "PM600" not in codes and pmap_contract_code(result.source)
+    line = source.splitlines().index("    out = loop(keys, states, 5)") + 1
+    blocker = next(f for f in result.findings if f.code == "PM612")
+    assert f"argument 1 of `loop` (`states`) has no known layout (PM604, line {line})" \
+        in blocker.message
+
+
+def test_vmapped_states_keep_their_device_axis_and_say_why():
+    """The stacked floor per value: the vmapped states go in as P(axis), squeezed in the
+    body, and the finding names the vmap that made them one row per device."""
+    result, _ = _migrate(VMAPPED)
+    kept = [f.message for f in result.findings if f.code == "PM611"]
+    assert any("`states`) keeps its device axis: `jax.vmap(init)(positions)` (line 22)" in m
+               for m in kept)
+
+
 def _index(text: str) -> list | None:
     return basic_index(ast.parse(f"x[{text}]", mode="eval").body.slice)
 
@@ -236,8 +324,10 @@ def test_broadcasting_keeps_the_leading_axis_of_the_highest_rank_only():
 
 
 @pytest.mark.equivalence
-@pytest.mark.parametrize("source", [BROADCAST, SHAPE_READ, GRAD_OF_SITE, REARRANGED],
-                         ids=["broadcast", "shape_read", "grad_of_site", "rearranged"])
+@pytest.mark.parametrize("source", [BROADCAST, SHAPE_READ, GRAD_OF_SITE, REARRANGED, VMAPPED,
+                                    VMAPPED_KEYS],
+                         ids=["broadcast", "shape_read", "grad_of_site", "rearranged", "vmapped",
+                              "vmapped_keys"])
 def test_the_migrated_programs_compute_the_same(source, tmp_path):
     """Original on legacy JAX (pmap), migration on this one, 8 fake devices, compared through
     the layout map the migration records."""

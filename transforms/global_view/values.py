@@ -48,6 +48,8 @@ ELEMENTWISE_FUNCTIONS = frozenset(
                      "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "square", "abs",
                      "absolute", "negative", "sign", "floor", "ceil", "round", "clip",
                      "reciprocal", "isnan", "isfinite", "logical_not", "copy"))
+# jax.vmap: with in_axes and out_axes 0, its results lead with its arguments' mapped axis
+VMAP = {"jax.vmap"}
 DEVICE_COUNT = {"jax.local_device_count", "jax.device_count"}
 DEVICES = {"jax.local_devices", "jax.devices"}
 REPLICATE = {"jax.device_put_replicated", "flax.jax_utils.replicate"}
