@@ -169,15 +169,40 @@ def run():
 '''
 
 
+# n equal rows written as numpy repeats them: `jnp.repeat(x[None], n, axis=0)` over the
+# parameters (in a tree_map lambda), and a stack of n copies `[scale for _ in range(n)]`: both
+# replicated stacks, so the migrated program holds the one value, placed with P().
+REPEATED = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def step(params, scale, x):
+    y = jnp.tanh(x @ params["w"] + params["b"]) * scale
+    return jax.lax.pmean(jnp.mean(y), "i"), y
+
+
+def run():
+    n = jax.local_device_count()
+    params = {"w": np.ones((3, 2), np.float32) * 0.5, "b": np.zeros((2,), np.float32)}
+    replicated = jax.tree_util.tree_map(lambda x: jnp.repeat(x[None], n, axis=0), params)
+    scale = jnp.float32(2.0)
+    scales = jnp.stack([scale for _ in range(n)])
+    x = np.arange(n * 4 * 3, dtype=np.float32).reshape(n, 4, 3) / 10.0
+    loss, y = jax.pmap(step, axis_name="i")(replicated, scales, x)
+    return {"loss": np.asarray(loss), "y": np.asarray(y)}
+'''
+
+
 def _migrate(source: str):
     result = migrate_source(source.encode(), style="global")
     return result, {f.code for f in result.findings}
 
 
 @pytest.mark.parametrize("source", [BROADCAST, SHAPE_READ, GRAD_OF_SITE, REARRANGED, VMAPPED,
-                                    VMAPPED_KEYS],
+                                    VMAPPED_KEYS, REPEATED],
                          ids=["broadcast", "shape_read", "grad_of_site", "rearranged", "vmapped",
-                              "vmapped_keys"])
+                              "vmapped_keys", "repeated"])
 def test_the_rows_facts_take_the_sites_global(source):
     result, codes = _migrate(source)
     assert "PM600" in codes and "PM612" not in codes and "PM604" not in codes
@@ -269,6 +294,35 @@ def test_vmapped_states_keep_their_device_axis_and_say_why():
                for m in kept)
 
 
+def test_repeated_copies_are_replicated_stacks_written_once():
+    result, _ = _migrate(REPEATED)
+    text = result.source.decode()
+    assert "jnp.repeat" not in text and "range(n)" not in text
+    assert "replicated = jax.device_put(params, NamedSharding(mesh, P()))" in text
+    assert "scales = jax.device_put(scale, NamedSharding(mesh, P()))" in text
+
+
+@pytest.mark.parametrize("old, new, argument", [
+    # along another axis, without the new axis (each row repeated: no equal rows), flattened
+    ("jnp.repeat(x[None], n, axis=0)", "jnp.repeat(x[None], n, axis=1)", "replicated"),
+    ("jnp.repeat(x[None], n, axis=0)", "jnp.repeat(x, n, axis=0)", "replicated"),
+    ("jnp.repeat(x[None], n, axis=0)", "jnp.repeat(x[None], n)", "replicated"),
+    # rows that differ: the loop's own index, a draw evaluated once per row; or 4 rows
+    ("[scale for _ in range(n)]", "[scale * i for i in range(n)]", "scales"),
+    ("[scale for _ in range(n)]", "[jax.random.normal(jax.random.PRNGKey(0)) for _ in range(n)]",
+     "scales"),
+    ("[scale for _ in range(n)]", "[scale for _ in range(4)]", "scales"),
+])
+def test_copies_that_are_not_n_equal_rows_keep_the_contract(old, new, argument):
+    assert old in REPEATED
+    result, codes = _migrate(REPEATED.replace(old, new))
+    assert "PM612" in codes and "PM600" not in codes and pmap_contract_code(result.source)
+    blocker = next(f for f in result.findings if f.code == "PM612")
+    index = 0 if argument == "replicated" else 1
+    assert f"argument {index} of the pmap at line 18 (`{argument}`) has no" in blocker.message \
+        and "(PM604" in blocker.message
+
+
 def _index(text: str) -> list | None:
     return basic_index(ast.parse(f"x[{text}]", mode="eval").body.slice)
 
@@ -325,9 +379,9 @@ def test_broadcasting_keeps_the_leading_axis_of_the_highest_rank_only():
 
 @pytest.mark.equivalence
 @pytest.mark.parametrize("source", [BROADCAST, SHAPE_READ, GRAD_OF_SITE, REARRANGED, VMAPPED,
-                                    VMAPPED_KEYS],
+                                    VMAPPED_KEYS, REPEATED],
                          ids=["broadcast", "shape_read", "grad_of_site", "rearranged", "vmapped",
-                              "vmapped_keys"])
+                              "vmapped_keys", "repeated"])
 def test_the_migrated_programs_compute_the_same(source, tmp_path):
     """Original on legacy JAX (pmap), migration on this one, 8 fake devices, compared through
     the layout map the migration records."""
