@@ -194,15 +194,38 @@ def run():
 '''
 
 
+# A draw of shape (n, 3) is led by the device count (pmap's stacked layout), as is the
+# batch kept stacked beside it; tree_map of a lambda that keeps each leaf's leading axis
+# (elementwise arithmetic, numpy's broadcasting rules) gives a tree in that layout too.
+TREE_MAPPED = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def step(state, key):
+    return {"x": state["x"] + jax.random.normal(key, (3,)), "y": state["y"] * 2.0}
+
+
+def run():
+    n = jax.local_device_count()
+    keys = jax.random.split(jax.random.PRNGKey(0), n)
+    base = {"x": jax.random.normal(jax.random.PRNGKey(1), (n, 3)),
+            "y": jnp.arange(n * 2.0).reshape(n, 2)}
+    state = jax.tree_util.tree_map(lambda v: v * 0.5 + 1.0, base)
+    out = jax.pmap(step)(state, keys)
+    return {"x": np.asarray(out["x"]), "y": np.asarray(out["y"])}
+'''
+
+
 def _migrate(source: str):
     result = migrate_source(source.encode(), style="global")
     return result, {f.code for f in result.findings}
 
 
 @pytest.mark.parametrize("source", [BROADCAST, SHAPE_READ, GRAD_OF_SITE, REARRANGED, VMAPPED,
-                                    VMAPPED_KEYS, REPEATED],
+                                    VMAPPED_KEYS, REPEATED, TREE_MAPPED],
                          ids=["broadcast", "shape_read", "grad_of_site", "rearranged", "vmapped",
-                              "vmapped_keys", "repeated"])
+                              "vmapped_keys", "repeated", "tree_mapped"])
 def test_the_rows_facts_take_the_sites_global(source):
     result, codes = _migrate(source)
     assert "PM600" in codes and "PM612" not in codes and "PM604" not in codes
@@ -323,6 +346,21 @@ def test_copies_that_are_not_n_equal_rows_keep_the_contract(old, new, argument):
         and "(PM604" in blocker.message
 
 
+@pytest.mark.parametrize("function", [
+    "lambda v: v[1:]",  # n - 1 rows
+    "lambda v: jnp.sum(v, axis=0)",  # the device axis summed away (a generic call)
+    "lambda v: v.T",  # the device axis moved last
+    "lambda v: v * jnp.ones((2, 1, 1))",  # broadcast to a new leading axis of 2
+])
+def test_tree_map_that_may_lose_the_leading_axis_keeps_the_contract(function):
+    source = TREE_MAPPED.replace("lambda v: v * 0.5 + 1.0", function)
+    result, codes = _migrate(source)
+    assert "PM612" in codes and "PM600" not in codes and pmap_contract_code(result.source)
+    blocker = next(f for f in result.findings if f.code == "PM612")
+    assert "argument 0 of the pmap at line 16 (`state`) has no known layout (PM604)" \
+        in blocker.message
+
+
 def _index(text: str) -> list | None:
     return basic_index(ast.parse(f"x[{text}]", mode="eval").body.slice)
 
@@ -379,9 +417,9 @@ def test_broadcasting_keeps_the_leading_axis_of_the_highest_rank_only():
 
 @pytest.mark.equivalence
 @pytest.mark.parametrize("source", [BROADCAST, SHAPE_READ, GRAD_OF_SITE, REARRANGED, VMAPPED,
-                                    VMAPPED_KEYS, REPEATED],
+                                    VMAPPED_KEYS, REPEATED, TREE_MAPPED],
                          ids=["broadcast", "shape_read", "grad_of_site", "rearranged", "vmapped",
-                              "vmapped_keys", "repeated"])
+                              "vmapped_keys", "repeated", "tree_mapped"])
 def test_the_migrated_programs_compute_the_same(source, tmp_path):
     """Original on legacy JAX (pmap), migration on this one, 8 fake devices, compared through
     the layout map the migration records."""

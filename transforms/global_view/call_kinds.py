@@ -189,8 +189,11 @@ class CallKindsMixin:
             mapped_rows = mapped_rows or kind.rows and any(argument is a for a in vmapped)
         # A pmap kept with its calling contract maps every argument on axis 0: given stacked
         # rows, its results have the device count as leading axis too. So does jax.vmap
-        # mapping stacked rows on axis 0 (out_axes 0): its results lead with their axis.
-        return ROWS if rows and self._contract_pmap(func) or mapped_rows else SAME
+        # mapping stacked rows on axis 0 (out_axes 0): its results lead with their axis; and
+        # so does an array built with the device count as its leading extent
+        # (`jax.random.normal(key, (n, 3))`, `np.linspace(0, 1, n)`: argument_specs.py).
+        return ROWS if rows and self._contract_pmap(func) or mapped_rows \
+            or self._sized_by_devcount(call, 0) else SAME
 
     def _popped(self, call: ast.Call) -> Kind | None:
         """`xs.pop()`, `xs.pop(0)`, `queue.popleft()` of a list (or deque) this function
