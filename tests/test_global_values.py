@@ -361,6 +361,19 @@ def test_tree_map_that_may_lose_the_leading_axis_keeps_the_contract(function):
         in blocker.message
 
 
+def test_a_literal_number_of_rows_is_named_in_the_finding():
+    """pmap of `jnp.arange(1024)` fails on 8 devices (blackjax's notebook catches that): the
+    site keeps the contract, and the finding says the rows are a literal count."""
+    source = (
+        "import jax\nimport jax.numpy as jnp\n\n\ndef fn(x):\n    return x + 1\n\n\n"
+        "def run():\n    data = jnp.arange(1024)\n    return jax.pmap(fn)(data)\n")
+    result, codes = _migrate(source)
+    assert "PM612" in codes and "PM600" not in codes
+    blocker = next(f for f in result.findings if f.code == "PM612")
+    assert "(`data`) has no known layout: `jnp.arange(1024)` (line 10) has 1024 rows, not " \
+        "provably one per device" in blocker.message
+
+
 def _index(text: str) -> list | None:
     return basic_index(ast.parse(f"x[{text}]", mode="eval").body.slice)
 

@@ -93,7 +93,8 @@ class ArgumentSpecsMixin:
             return self._stacked_spec(argument, site, what), False
         why = self._unmergeable(argument)
         raise Blocker(PRODUCER_UNKNOWN, argument, f"{what} (`{_short(argument)}`) " + (
-            f"has no global layout: {why}" if why else "has no known layout"))
+            f"has no global layout: {why}" if why
+            else "has no known layout" + self._literal_extent(argument)))
 
     def _stacked_spec(self, argument, site: Site, what: str) -> str:
         """pmap's own layout, kept: the argument's leading axis is the device count (per-device
@@ -173,20 +174,47 @@ class ArgumentSpecsMixin:
                 (k.value for k in node.keywords if k.arg == "num"), None)
             return axis == 0 and num is not None and self._is_devcount(num) and not any(
                 k.arg in ("axis", "retstep") for k in node.keywords)
-        size = next((k.value for k in node.keywords if k.arg in ("size", "shape")), None)
-        if size is None and isinstance(node.func, ast.Attribute) and node.func.attr == "reshape":
-            size = node.args[0] if len(node.args) == 1 else ast.Tuple(elts=node.args)
-        elif size is None and self.qualified(node.func) in CONSTANT_FILLS and node.args:
-            size = node.args[0]
-        elif size is None and self.qualified(node.func) in BROADCAST_TO and len(node.args) == 2:
-            size = node.args[1]
-        elif size is None and self.qualified(node.func) in _SHAPE_SECOND and len(node.args) >= 2:
-            size = node.args[1]  # jax.random.normal(key, (n, ...))
+        size = self._shape_argument(node)
         if size is not None and axis == 0 and not isinstance(size, (ast.Tuple, ast.List)):
             return self._is_devcount(size)  # `np.ones(n)`: a shape of one int is `(n,)`
         return isinstance(size, ast.Tuple) and len(size.elts) > axis \
             and not any(isinstance(e, ast.Starred) for e in size.elts[:axis + 1]) \
             and self._is_devcount(size.elts[axis])
+
+    def _shape_argument(self, call: ast.Call):
+        """The shape `call` is given, as written: a draw's `size=` / `shape=`, a fill's first
+        argument, `broadcast_to`'s second, `x.reshape`'s, a jax.random draw's second."""
+        size = next((k.value for k in call.keywords if k.arg in ("size", "shape")), None)
+        if size is None and isinstance(call.func, ast.Attribute) and call.func.attr == "reshape":
+            size = call.args[0] if len(call.args) == 1 else ast.Tuple(elts=call.args)
+        elif size is None and self.qualified(call.func) in CONSTANT_FILLS and call.args:
+            size = call.args[0]
+        elif size is None and self.qualified(call.func) in BROADCAST_TO and len(call.args) == 2:
+            size = call.args[1]
+        elif size is None and self.qualified(call.func) in _SHAPE_SECOND and len(call.args) >= 2:
+            size = call.args[1]  # jax.random.normal(key, (n, ...))
+        return size
+
+    def _literal_extent(self, node) -> str:
+        """Where `node` (or the value a name is bound to once) has a literal number of rows
+        (`jnp.arange(1024)`, `np.zeros((4, 3))`): that number, its producer and line, for a
+        finding; "" otherwise."""
+        producer = self._only_producer(node) if isinstance(node, ast.Name) else node
+        if not isinstance(producer, ast.Call):
+            return ""
+        if self.qualified(producer.func) in ("numpy.arange", "jax.numpy.arange") \
+                and len(producer.args) == 1 and not producer.keywords:
+            extent = producer.args[0]
+        else:
+            extent = self._shape_argument(producer)
+            if isinstance(extent, (ast.Tuple, ast.List)):
+                extent = extent.elts[0] if extent.elts else None
+        if not (isinstance(extent, ast.Constant) and type(extent.value) is int):
+            return ""
+        text = ast.unparse(producer)
+        text = text if len(text) <= 40 else text[:37] + "..."
+        return (f": `{text}` (line {producer.lineno}) has {extent.value} rows, not provably "
+                "one per device")
 
     def _keeps_shape(self, call: ast.Call) -> bool:
         """`np.asarray(x)`, `jnp.array(x, jnp.float32)`, `np.exp(x)`: a call whose result has
