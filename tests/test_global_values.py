@@ -115,13 +115,117 @@ def run():
 '''
 
 
+# jax.vmap with in_axes / out_axes 0 gives every result leaf the leading axis of what it maps:
+# chains initialised by vmap over a dict of fills `np.ones(n)` (blackjax's multiple-chains
+# notebook), and over per-device keys, keep that axis, the device count, into the step.
+VMAPPED = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def init(position):
+    return {"x": position["loc"] * 2.0, "y": jnp.sum(position["scale"])}
+
+
+def run_chain(key, state, steps):
+    def one(state, key):
+        return {"x": state["x"] + jax.random.normal(key), "y": state["y"]}, None
+
+    state, _ = jax.lax.scan(one, state, jax.random.split(key, steps))
+    return state
+
+
+def run():
+    num_chains = jax.local_device_count()
+    positions = {"loc": np.ones(num_chains, np.float32),
+                 "scale": np.ones((num_chains, 3), np.float32)}
+    states = jax.vmap(init)(positions)
+    keys = jax.random.split(jax.random.PRNGKey(0), num_chains)
+    loop = jax.pmap(run_chain, in_axes=(0, 0, None), static_broadcasted_argnums=2)
+    out = loop(keys, states, 5)
+    return {"x": np.asarray(out["x"]), "y": np.asarray(out["y"])}
+'''
+
+VMAPPED_KEYS = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def init(position):
+    return {"x": position["loc"] * 2.0, "y": jnp.sum(position["scale"])}
+
+
+def step(state, scale):
+    return {"x": state["x"] * scale, "y": state["y"] + 1.0}
+
+
+def run():
+    n = jax.local_device_count()
+    keys = jax.random.split(jax.random.PRNGKey(0), n)
+    positions = jax.vmap(lambda k: {"loc": jax.random.normal(k), "scale": jnp.ones(3)})(keys)
+    states = jax.vmap(init)(positions)
+    out = jax.pmap(step, in_axes=(0, None))(states, 3.0)
+    return {"x": np.asarray(out["x"]), "y": np.asarray(out["y"])}
+'''
+
+
+# n equal rows written as numpy repeats them: `jnp.repeat(x[None], n, axis=0)` over the
+# parameters (in a tree_map lambda), and a stack of n copies `[scale for _ in range(n)]`: both
+# replicated stacks, so the migrated program holds the one value, placed with P().
+REPEATED = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def step(params, scale, x):
+    y = jnp.tanh(x @ params["w"] + params["b"]) * scale
+    return jax.lax.pmean(jnp.mean(y), "i"), y
+
+
+def run():
+    n = jax.local_device_count()
+    params = {"w": np.ones((3, 2), np.float32) * 0.5, "b": np.zeros((2,), np.float32)}
+    replicated = jax.tree_util.tree_map(lambda x: jnp.repeat(x[None], n, axis=0), params)
+    scale = jnp.float32(2.0)
+    scales = jnp.stack([scale for _ in range(n)])
+    x = np.arange(n * 4 * 3, dtype=np.float32).reshape(n, 4, 3) / 10.0
+    loss, y = jax.pmap(step, axis_name="i")(replicated, scales, x)
+    return {"loss": np.asarray(loss), "y": np.asarray(y)}
+'''
+
+
+# A draw of shape (n, 3) is led by the device count (pmap's stacked layout), as is the
+# batch kept stacked beside it; tree_map of a lambda that keeps each leaf's leading axis
+# (elementwise arithmetic, numpy's broadcasting rules) gives a tree in that layout too.
+TREE_MAPPED = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def step(state, key):
+    return {"x": state["x"] + jax.random.normal(key, (3,)), "y": state["y"] * 2.0}
+
+
+def run():
+    n = jax.local_device_count()
+    keys = jax.random.split(jax.random.PRNGKey(0), n)
+    base = {"x": jax.random.normal(jax.random.PRNGKey(1), (n, 3)),
+            "y": jnp.arange(n * 2.0).reshape(n, 2)}
+    state = jax.tree_util.tree_map(lambda v: v * 0.5 + 1.0, base)
+    out = jax.pmap(step)(state, keys)
+    return {"x": np.asarray(out["x"]), "y": np.asarray(out["y"])}
+'''
+
+
 def _migrate(source: str):
     result = migrate_source(source.encode(), style="global")
     return result, {f.code for f in result.findings}
 
 
-@pytest.mark.parametrize("source", [BROADCAST, SHAPE_READ, GRAD_OF_SITE, REARRANGED],
-                         ids=["broadcast", "shape_read", "grad_of_site", "rearranged"])
+@pytest.mark.parametrize("source", [BROADCAST, SHAPE_READ, GRAD_OF_SITE, REARRANGED, VMAPPED,
+                                    VMAPPED_KEYS, REPEATED, TREE_MAPPED],
+                         ids=["broadcast", "shape_read", "grad_of_site", "rearranged", "vmapped",
+                              "vmapped_keys", "repeated", "tree_mapped"])
 def test_the_rows_facts_take_the_sites_global(source):
     result, codes = _migrate(source)
     assert "PM600" in codes and "PM612" not in codes and "PM604" not in codes
@@ -181,6 +285,95 @@ def test_rearranging_axis_zero_keeps_the_contract(line, moved):
     assert "PM612" in codes and "PM600" not in codes
 
 
+@pytest.mark.parametrize("old, new", [
+    # the chains mapped on another axis, or their results stacked on another: the leading axis
+    # of the vmap's result is not the one the fills have
+    ("jax.vmap(init)(positions)", "jax.vmap(init, in_axes=1)(positions)"),
+    ("jax.vmap(init)(positions)", "jax.vmap(init, out_axes=1)(positions)"),
+    # five chains, whatever the device count (pmap of them fails on 8 devices)
+    ("num_chains = jax.local_device_count()\n    positions",
+     "num_chains = jax.local_device_count()\n    chains = 5\n    positions"),
+])
+def test_vmap_that_does_not_lead_with_the_device_count_keeps_the_contract(old, new):
+    source = VMAPPED.replace(old, new)
+    if "chains = 5" in new:
+        source = source.replace("np.ones(num_chains,", "np.ones(chains,").replace(
+            "np.ones((num_chains, 3)", "np.ones((chains, 3)")
+    assert source != VMAPPED
+    result, codes = _migrate(source)
+    assert "PM612" in codes and "PM600" not in codes and pmap_contract_code(result.source)
+    line = source.splitlines().index("    out = loop(keys, states, 5)") + 1
+    blocker = next(f for f in result.findings if f.code == "PM612")
+    assert f"argument 1 of `loop` (`states`) has no known layout (PM604, line {line})" \
+        in blocker.message
+
+
+def test_vmapped_states_keep_their_device_axis_and_say_why():
+    """The stacked floor per value: the vmapped states go in as P(axis), squeezed in the
+    body, and the finding names the vmap that made them one row per device."""
+    result, _ = _migrate(VMAPPED)
+    kept = [f.message for f in result.findings if f.code == "PM611"]
+    assert any("`states`) keeps its device axis: `jax.vmap(init)(positions)` (line 22)" in m
+               for m in kept)
+
+
+def test_repeated_copies_are_replicated_stacks_written_once():
+    result, _ = _migrate(REPEATED)
+    text = result.source.decode()
+    assert "jnp.repeat" not in text and "range(n)" not in text
+    assert "replicated = jax.device_put(params, NamedSharding(mesh, P()))" in text
+    assert "scales = jax.device_put(scale, NamedSharding(mesh, P()))" in text
+
+
+@pytest.mark.parametrize("old, new, argument", [
+    # along another axis, without the new axis (each row repeated: no equal rows), flattened
+    ("jnp.repeat(x[None], n, axis=0)", "jnp.repeat(x[None], n, axis=1)", "replicated"),
+    ("jnp.repeat(x[None], n, axis=0)", "jnp.repeat(x, n, axis=0)", "replicated"),
+    ("jnp.repeat(x[None], n, axis=0)", "jnp.repeat(x[None], n)", "replicated"),
+    # rows that differ: the loop's own index, a draw evaluated once per row; or 4 rows
+    ("[scale for _ in range(n)]", "[scale * i for i in range(n)]", "scales"),
+    ("[scale for _ in range(n)]", "[jax.random.normal(jax.random.PRNGKey(0)) for _ in range(n)]",
+     "scales"),
+    ("[scale for _ in range(n)]", "[scale for _ in range(4)]", "scales"),
+])
+def test_copies_that_are_not_n_equal_rows_keep_the_contract(old, new, argument):
+    assert old in REPEATED
+    result, codes = _migrate(REPEATED.replace(old, new))
+    assert "PM612" in codes and "PM600" not in codes and pmap_contract_code(result.source)
+    blocker = next(f for f in result.findings if f.code == "PM612")
+    index = 0 if argument == "replicated" else 1
+    assert f"argument {index} of the pmap at line 18 (`{argument}`) has no" in blocker.message \
+        and "(PM604" in blocker.message
+
+
+@pytest.mark.parametrize("function", [
+    "lambda v: v[1:]",  # n - 1 rows
+    "lambda v: jnp.sum(v, axis=0)",  # the device axis summed away (a generic call)
+    "lambda v: v.T",  # the device axis moved last
+    "lambda v: v * jnp.ones((2, 1, 1))",  # broadcast to a new leading axis of 2
+])
+def test_tree_map_that_may_lose_the_leading_axis_keeps_the_contract(function):
+    source = TREE_MAPPED.replace("lambda v: v * 0.5 + 1.0", function)
+    result, codes = _migrate(source)
+    assert "PM612" in codes and "PM600" not in codes and pmap_contract_code(result.source)
+    blocker = next(f for f in result.findings if f.code == "PM612")
+    assert "argument 0 of the pmap at line 16 (`state`) has no known layout (PM604)" \
+        in blocker.message
+
+
+def test_a_literal_number_of_rows_is_named_in_the_finding():
+    """pmap of `jnp.arange(1024)` fails on 8 devices (blackjax's notebook catches that): the
+    site keeps the contract, and the finding says the rows are a literal count."""
+    source = (
+        "import jax\nimport jax.numpy as jnp\n\n\ndef fn(x):\n    return x + 1\n\n\n"
+        "def run():\n    data = jnp.arange(1024)\n    return jax.pmap(fn)(data)\n")
+    result, codes = _migrate(source)
+    assert "PM612" in codes and "PM600" not in codes
+    blocker = next(f for f in result.findings if f.code == "PM612")
+    assert "(`data`) has no known layout: `jnp.arange(1024)` (line 10) has 1024 rows, not " \
+        "provably one per device" in blocker.message
+
+
 def _index(text: str) -> list | None:
     return basic_index(ast.parse(f"x[{text}]", mode="eval").body.slice)
 
@@ -236,8 +429,10 @@ def test_broadcasting_keeps_the_leading_axis_of_the_highest_rank_only():
 
 
 @pytest.mark.equivalence
-@pytest.mark.parametrize("source", [BROADCAST, SHAPE_READ, GRAD_OF_SITE, REARRANGED],
-                         ids=["broadcast", "shape_read", "grad_of_site", "rearranged"])
+@pytest.mark.parametrize("source", [BROADCAST, SHAPE_READ, GRAD_OF_SITE, REARRANGED, VMAPPED,
+                                    VMAPPED_KEYS, REPEATED, TREE_MAPPED],
+                         ids=["broadcast", "shape_read", "grad_of_site", "rearranged", "vmapped",
+                              "vmapped_keys", "repeated", "tree_mapped"])
 def test_the_migrated_programs_compute_the_same(source, tmp_path):
     """Original on legacy JAX (pmap), migration on this one, 8 fake devices, compared through
     the layout map the migration records."""

@@ -10,6 +10,7 @@ import ast
 
 from transforms.codes.global_view import PRODUCER_UNKNOWN
 from transforms.global_view.sites import Blocker, Site
+from transforms.global_view.stacked_rows import vmapped_arguments
 from transforms.global_view.values import (
     AS_ARRAY,
     AXIS_PLACEHOLDER,
@@ -17,6 +18,7 @@ from transforms.global_view.values import (
     CONSTANT_FILLS,
     DEVICE_COUNT,
     SAME,
+    ELEMENTWISE_FUNCTIONS,
     SHARD_PRNG_KEY,
     STACKED_SPEC,
     Kind,
@@ -91,7 +93,8 @@ class ArgumentSpecsMixin:
             return self._stacked_spec(argument, site, what), False
         why = self._unmergeable(argument)
         raise Blocker(PRODUCER_UNKNOWN, argument, f"{what} (`{_short(argument)}`) " + (
-            f"has no global layout: {why}" if why else "has no known layout"))
+            f"has no global layout: {why}" if why
+            else "has no known layout" + self._literal_extent(argument)))
 
     def _stacked_spec(self, argument, site: Site, what: str) -> str:
         """pmap's own layout, kept: the argument's leading axis is the device count (per-device
@@ -145,34 +148,105 @@ class ArgumentSpecsMixin:
                      for n in ast.walk(self.function))
         return self.producers.get(node.id) if stores == 1 else None
 
-    def _sized_by_devcount(self, node, axis: int) -> bool:
+    def _sized_by_devcount(self, node, axis: int, seen: frozenset = frozenset()) -> bool:
         """`node` is built here with the device count at `axis` of its shape: a numpy draw
         `size=(..., n, ...)`, a fill `np.zeros((..., n, ...))`, `broadcast_to(x, (..., n, ...))`
         or `x.reshape(..., n, ...)`, a jax.random draw of shape `(..., n, ...)`, or at axis 0
-        `linspace(a, b, n)`,
-        possibly followed by `.astype(...)`."""
-        while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr == "astype":
-            node = node.func.value
+        `linspace(a, b, n)`, a shape of one int `np.ones(n)`, a `jax.vmap` call mapping such a
+        value (`_vmapped_over_devcount`), or a name bound once to one of those,
+        possibly followed by `.astype(...)` or a function that keeps its argument's shape
+        (`_keeps_shape`)."""
+        while isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "astype":
+                node = node.func.value
+            elif self._keeps_shape(node):
+                node = node.args[0]
+            else:
+                break
+        if isinstance(node, ast.Name) and node.id not in seen:
+            return self._sized_by_devcount(self._only_producer(node), axis, seen | {node.id})
         if not isinstance(node, ast.Call):
             return False
+        if axis == 0 and self._vmapped_over_devcount(node, seen):
+            return True
         if self.qualified(node.func) in ("numpy.linspace", "jax.numpy.linspace"):
             num = node.args[2] if len(node.args) >= 3 else next(
                 (k.value for k in node.keywords if k.arg == "num"), None)
             return axis == 0 and num is not None and self._is_devcount(num) and not any(
                 k.arg in ("axis", "retstep") for k in node.keywords)
-        size = next((k.value for k in node.keywords if k.arg in ("size", "shape")), None)
-        if size is None and isinstance(node.func, ast.Attribute) and node.func.attr == "reshape":
-            size = node.args[0] if len(node.args) == 1 else ast.Tuple(elts=node.args)
-        elif size is None and self.qualified(node.func) in CONSTANT_FILLS and node.args:
-            size = node.args[0]
-        elif size is None and self.qualified(node.func) in BROADCAST_TO and len(node.args) == 2:
-            size = node.args[1]
-        elif size is None and self.qualified(node.func) in _SHAPE_SECOND and len(node.args) >= 2:
-            size = node.args[1]  # jax.random.normal(key, (n, ...))
+        size = self._shape_argument(node)
+        if size is not None and axis == 0 and not isinstance(size, (ast.Tuple, ast.List)):
+            return self._is_devcount(size)  # `np.ones(n)`: a shape of one int is `(n,)`
         return isinstance(size, ast.Tuple) and len(size.elts) > axis \
             and not any(isinstance(e, ast.Starred) for e in size.elts[:axis + 1]) \
             and self._is_devcount(size.elts[axis])
+
+    def _shape_argument(self, call: ast.Call):
+        """The shape `call` is given, as written: a draw's `size=` / `shape=`, a fill's first
+        argument, `broadcast_to`'s second, `x.reshape`'s, a jax.random draw's second."""
+        size = next((k.value for k in call.keywords if k.arg in ("size", "shape")), None)
+        if size is None and isinstance(call.func, ast.Attribute) and call.func.attr == "reshape":
+            size = call.args[0] if len(call.args) == 1 else ast.Tuple(elts=call.args)
+        elif size is None and self.qualified(call.func) in CONSTANT_FILLS and call.args:
+            size = call.args[0]
+        elif size is None and self.qualified(call.func) in BROADCAST_TO and len(call.args) == 2:
+            size = call.args[1]
+        elif size is None and self.qualified(call.func) in _SHAPE_SECOND and len(call.args) >= 2:
+            size = call.args[1]  # jax.random.normal(key, (n, ...))
+        return size
+
+    def _literal_extent(self, node) -> str:
+        """Where `node` (or the value a name is bound to once) has a literal number of rows
+        (`jnp.arange(1024)`, `np.zeros((4, 3))`): that number, its producer and line, for a
+        finding; "" otherwise."""
+        producer = self._only_producer(node) if isinstance(node, ast.Name) else node
+        if not isinstance(producer, ast.Call):
+            return ""
+        if self.qualified(producer.func) in ("numpy.arange", "jax.numpy.arange") \
+                and len(producer.args) == 1 and not producer.keywords:
+            extent = producer.args[0]
+        else:
+            extent = self._shape_argument(producer)
+            if isinstance(extent, (ast.Tuple, ast.List)):
+                extent = extent.elts[0] if extent.elts else None
+        if not (isinstance(extent, ast.Constant) and type(extent.value) is int):
+            return ""
+        text = ast.unparse(producer)
+        text = text if len(text) <= 40 else text[:37] + "..."
+        return (f": `{text}` (line {producer.lineno}) has {extent.value} rows, not provably "
+                "one per device")
+
+    def _keeps_shape(self, call: ast.Call) -> bool:
+        """`np.asarray(x)`, `jnp.array(x, jnp.float32)`, `np.exp(x)`: a call whose result has
+        its first argument's shape (one array: an elementwise function of several broadcasts,
+        and `ndmin` adds axes)."""
+        name = self.qualified(call.func)
+        if name in ELEMENTWISE_FUNCTIONS:
+            return len(call.args) == 1 and not call.keywords
+        return name in AS_ARRAY and name != "jax.device_get" and 1 <= len(call.args) <= 2 \
+            and all(k.arg in ("dtype", "copy") for k in call.keywords)
+
+    def _vmapped_over_devcount(self, call: ast.Call, seen: frozenset) -> bool:
+        """`jax.vmap(f)(x, ...)` (`stacked_rows.vmapped_arguments`) with one mapped argument,
+        or one field of a dict / tuple / list literal it is, sized by the device count."""
+        mapped = vmapped_arguments(call, self.qualified)
+        return mapped is not None and any(
+            self._sized_by_devcount(leaf, 0, seen)
+            for argument in mapped for leaf in self._literal_leaves(argument, seen))
+
+    def _literal_leaves(self, node, seen: frozenset) -> list:
+        """The values of a dict / tuple / list literal, nested, or of the one a name is bound
+        to once; any other node itself."""
+        if isinstance(node, ast.Name) and node.id not in seen:
+            producer = self._only_producer(node)
+            if isinstance(producer, (ast.Dict, ast.Tuple, ast.List)):
+                return self._literal_leaves(producer, seen | {node.id})
+        if isinstance(node, ast.Dict) and None not in node.keys:
+            return [leaf for value in node.values for leaf in self._literal_leaves(value, seen)]
+        if isinstance(node, (ast.Tuple, ast.List)) and not any(
+                isinstance(e, ast.Starred) for e in node.elts):
+            return [leaf for e in node.elts for leaf in self._literal_leaves(e, seen)]
+        return [node]
 
     def _unmergeable(self, argument) -> str | None:
         """Why a mapped argument built from the device count cannot be merged, if it is:

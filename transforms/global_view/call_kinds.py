@@ -12,7 +12,7 @@ import dataclasses
 from transforms.codes.global_view import CALLERS_UNSEEN, CONSUMER_UNKNOWN, PRODUCER_UNKNOWN
 from transforms.global_view.callers import MODULE_CALLER
 from transforms.global_view.sites import PMAP, Blocker
-from transforms.global_view.stacked_rows import joined_rank, literal_axis
+from transforms.global_view.stacked_rows import joined_rank, literal_axis, vmapped_arguments
 from transforms.global_view.values import (
     ELEMENTWISE_FUNCTIONS,
     SHAPE_KEEPING_METHODS,
@@ -178,15 +178,22 @@ class CallKindsMixin:
         elif not isinstance(func, ast.Name):
             self._same(func)
         rows = False
+        vmapped = vmapped_arguments(call, self.qualified) or []
+        mapped_rows = False
         for argument in [*call.args, *(k.value for k in call.keywords)]:
             kind = self.eval(argument.value if isinstance(argument, ast.Starred) else argument)
             if kind.changed:
                 raise Blocker(CONSUMER_UNKNOWN, argument, f"{describe(kind)} passed to "
                               f"`{ast.unparse(func)}`, which the global style does not follow")
             rows = rows or kind.rows
+            mapped_rows = mapped_rows or kind.rows and any(argument is a for a in vmapped)
         # A pmap kept with its calling contract maps every argument on axis 0: given stacked
-        # rows, its results have the device count as leading axis too.
-        return ROWS if rows and self._contract_pmap(func) else SAME
+        # rows, its results have the device count as leading axis too. So does jax.vmap
+        # mapping stacked rows on axis 0 (out_axes 0): its results lead with their axis; and
+        # so does an array built with the device count as its leading extent
+        # (`jax.random.normal(key, (n, 3))`, `np.linspace(0, 1, n)`: argument_specs.py).
+        return ROWS if rows and self._contract_pmap(func) or mapped_rows \
+            or self._sized_by_devcount(call, 0) else SAME
 
     def _popped(self, call: ast.Call) -> Kind | None:
         """`xs.pop()`, `xs.pop(0)`, `queue.popleft()` of a list (or deque) this function

@@ -18,6 +18,7 @@ from transforms.global_view.values import (
     GET_METRICS,
     REDUCTIONS,
     SAME,
+    ROWS,
     SAME_ON_EQUAL_ROWS,
     SHAPED_LIKE,
     STACK,
@@ -91,7 +92,7 @@ class ConsumersMixin:
         if name in TREE_MAP and len(call.args) == 2 and not call.keywords \
                 and self.qualified(call.args[0]) in AS_ARRAY - {"jax.device_get"}:
             kind = self.eval(call.args[1])  # `tree_map(np.asarray, stacks)`: each leaf as is
-            if kind.tag in ("repl", "merged"):
+            if kind.tag in ("repl", "merged") or kind.tag == "same" and kind.rows:
                 return kind
         if name in CONSTANT_FILLS and call.args and isinstance(call.args[0], ast.Tuple) \
                 and not call.args[0].elts:
@@ -217,6 +218,8 @@ class ConsumersMixin:
                 or arguments.kwonlyargs or arguments.posonlyargs:
             return None
         kind = self.eval(tree)
+        if kind.tag == "same" and kind.rows:
+            return self._tree_map_rows(function)
         if kind.tag not in ("repl", "merged"):
             return None
         saved = dict(self.kinds)
@@ -229,6 +232,25 @@ class ConsumersMixin:
             raise Blocker(CONSUMER_UNKNOWN, function, f"a tree_map whose function gives back "
                           f"{describe(leaf)}")
         return SAME if leaf.tag == "same" else leaf
+
+    def _tree_map_rows(self, function: ast.Lambda) -> Kind | None:
+        """`tree_map(lambda x: x * 0.5 + 1.0, stacked)` of a tree in pmap's stacked layout: the
+        lambda is read with its leaf in that layout (leading axis the device count, rank
+        unknown); where what it gives back keeps that axis (numpy's rules, stacked_rows.py),
+        so does every leaf of the result. None where it may not, or the lambda is not read."""
+        saved, edits = dict(self.kinds), dict(self.edits)
+        try:
+            self.kinds[function.args.args[0].arg] = ROWS
+            leaf = self.eval(function.body)
+        except Blocker:
+            self.edits = edits
+            return None
+        finally:
+            self.kinds = saved
+        if self.edits != edits:
+            self.edits = edits
+            return None
+        return ROWS if leaf.rows and not leaf.changed else None
 
     def _row_zero(self, call: ast.Call, operand) -> Kind:
         kind = self.eval(operand)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from transforms.global_view.values import Kind
+from transforms.global_view.values import VMAP, Kind
 
 _ELEMENTWISE = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow,
                 ast.BitAnd, ast.BitOr, ast.BitXor)
@@ -122,3 +122,31 @@ def joined_rank(kinds: list[Kind]) -> int | None:
     """The one rank of several stacked values, or None where any is unknown or they differ."""
     ranks = {kind.rank for kind in kinds}
     return ranks.pop() if len(ranks) == 1 else None
+
+
+def vmapped_arguments(call: ast.Call, qualified) -> list | None:
+    """The arguments `jax.vmap(f, in_axes=..., out_axes=0)(...)` maps on axis 0, or None for
+    any other call. With out_axes 0 every leaf of its result leads with the mapped axis, whose
+    size every mapped leaf shares: one mapped argument in pmap's stacked layout makes the
+    result so too. in_axes: absent, 0, or a tuple of 0 / None (one entry per argument);
+    `qualified`: the caller's name resolver (`jax.vmap` however imported)."""
+    vmap = call.func
+    if not (isinstance(vmap, ast.Call) and qualified(vmap.func) in VMAP and len(vmap.args) == 1
+            and not call.keywords and not any(isinstance(a, ast.Starred) for a in call.args)):
+        return None
+    options = {k.arg: k.value for k in vmap.keywords}
+    if set(options) - {"in_axes", "out_axes"} or not _zero_or_absent(options.get("out_axes")):
+        return None
+    in_axes = options.get("in_axes")
+    if _zero_or_absent(in_axes):
+        return list(call.args)
+    if isinstance(in_axes, ast.Tuple) and len(in_axes.elts) == len(call.args) and all(
+            _zero_or_absent(e) or _constant(e, None) for e in in_axes.elts):
+        return [a for a, e in zip(call.args, in_axes.elts) if _zero_or_absent(e)]
+    return None
+
+
+def _zero_or_absent(node) -> bool:
+    """An option left out (vmap's in_axes and out_axes default to 0) or the literal 0."""
+    return node is None or isinstance(node, ast.Constant) and type(node.value) is int \
+        and node.value == 0

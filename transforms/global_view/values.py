@@ -28,6 +28,8 @@ STACK = {"jax.numpy.stack", "numpy.stack"}
 # of one shape stacks them)
 ARRAY_OF_ROWS = {"jax.numpy.array", "numpy.array", "jax.numpy.asarray", "numpy.asarray"}
 BROADCAST_TO = {"jax.numpy.broadcast_to", "numpy.broadcast_to"}
+# `np.repeat(x[None], n, axis=0)`: n copies of x along a new leading axis
+REPEAT = {"jax.numpy.repeat", "numpy.repeat"}
 AS_ARRAY = {"numpy.asarray", "numpy.array", "jax.numpy.asarray", "jax.numpy.array",
             "jax.device_get"}
 # jax.numpy's conversions: the array they make is on one device (a batch the steps then split
@@ -48,6 +50,8 @@ ELEMENTWISE_FUNCTIONS = frozenset(
                      "exp", "expm1", "log", "log1p", "log2", "log10", "sqrt", "square", "abs",
                      "absolute", "negative", "sign", "floor", "ceil", "round", "clip",
                      "reciprocal", "isnan", "isfinite", "logical_not", "copy"))
+# jax.vmap: with in_axes and out_axes 0, its results lead with its arguments' mapped axis
+VMAP = {"jax.vmap"}
 DEVICE_COUNT = {"jax.local_device_count", "jax.device_count"}
 DEVICES = {"jax.local_devices", "jax.devices"}
 REPLICATE = {"jax.device_put_replicated", "flax.jax_utils.replicate"}
@@ -192,14 +196,24 @@ def layouts_of(kind: Kind, path: str, node) -> list[OutputLayout]:
 
 
 def replicated_operand(call: ast.Call, name: str, is_devcount, rank_of) -> ast.AST | None:
-    """x of `jnp.stack([x] * n)`, `np.broadcast_to(x, (n,) + x.shape)` or, for a 0-d x,
-    `np.broadcast_to(x, (n,))` (n: device count)."""
+    """x of `jnp.stack([x] * n)`, `jnp.stack([x for _ in range(n)])`, `np.broadcast_to(x,
+    (n,) + x.shape)`, `jnp.repeat(x[None], n, axis=0)` or, for a 0-d x, `np.broadcast_to(x,
+    (n,))` (n: device count): n equal rows, each x."""
     if name in STACK | ARRAY_OF_ROWS and len(call.args) == 1 and not call.keywords:
         items = call.args[0]
         if isinstance(items, ast.BinOp) and isinstance(items.op, ast.Mult):
             for listed, count in ((items.left, items.right), (items.right, items.left)):
                 if isinstance(listed, ast.List) and len(listed.elts) == 1 and is_devcount(count):
                     return listed.elts[0]
+        copies = _copies(items, is_devcount)
+        if copies is not None:
+            return copies
+    if name in REPEAT and len(call.args) >= 2 and is_devcount(call.args[1]):
+        axis = call.args[2:] + [k.value for k in call.keywords if k.arg == "axis"]
+        if len(axis) == 1 and len(call.args) + len(call.keywords) == 3 \
+                and isinstance(axis[0], ast.Constant) and type(axis[0].value) is int \
+                and axis[0].value == 0:
+            return _with_new_axis_zero(call.args[0])
     if name in BROADCAST_TO and len(call.args) == 2 and not call.keywords:
         value, shape = call.args
         leading = None
@@ -216,6 +230,35 @@ def replicated_operand(call: ast.Call, name: str, is_devcount, rank_of) -> ast.A
                 and rest.attr == "shape" and _pure(value) and ast.dump(rest.value) == ast.dump(value):
             return value
     return None
+
+
+def _copies(items, is_devcount) -> ast.AST | None:
+    """x of `[x for _ in range(n)]`: n copies of one value (x names nothing the loop binds,
+    and evaluating it n times gives the same value: `_pure`)."""
+    if not (isinstance(items, ast.ListComp) and len(items.generators) == 1):
+        return None
+    loop = items.generators[0]
+    bound = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    counted = loop.iter
+    if loop.ifs or loop.is_async or not isinstance(counted, ast.Call) \
+            or not (isinstance(counted.func, ast.Name) and counted.func.id == "range") \
+            or len(counted.args) != 1 or counted.keywords or not is_devcount(counted.args[0]) \
+            or not _pure(items.elt) or any(isinstance(n, ast.Name) and n.id in bound
+                                           for n in ast.walk(items.elt)):
+        return None
+    return items.elt
+
+
+def _with_new_axis_zero(node) -> ast.AST | None:
+    """x of `x[None]` or `x[None, ...]`: x with a new leading axis of 1."""
+    if not isinstance(node, ast.Subscript):
+        return None
+    index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    if not index or not (isinstance(index[0], ast.Constant) and index[0].value is None) or \
+            not all(isinstance(e, ast.Constant) and e.value is Ellipsis for e in index[1:2]) \
+            or len(index) > 2:
+        return None
+    return node.value
 
 
 def _pure(node) -> bool:
