@@ -431,6 +431,12 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants,
                    if isinstance(n, ast.Assign) and len(n.targets) == 1
                    and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Lambda)
                    and stores.get(n.targets[0].id) == 1 and loads.count(n.targets[0].id) == 1})
+    # `check = functools.partial(f, axis_name="i")` read only where it is mapped: that partial.
+    partials = {n.targets[0].id: n.value for n in ast.walk(function)
+                if isinstance(n, ast.Assign) and len(n.targets) == 1
+                and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Call)
+                and dotted(n.value.func, imported) == PARTIAL
+                and stores.get(n.targets[0].id) == 1 and loads.count(n.targets[0].id) == 1}
     rebound = _rebound_defs(function, imported, stores)
     nested.update({k: v for k, v in rebound.items() if not isinstance(v, int)})
     closures = _factory_closures(function, imported, stores, functions)
@@ -472,7 +478,7 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants,
                                      constants, owner=function.name,
                                      arity=_call_arity(name_calls().get(target.id, [])),
                                      call_keywords=_call_keywords(
-                                         name_calls().get(target.id, [])))
+                                         name_calls().get(target.id, [])), aliases=partials)
                 site.replaced = node.value if node.value is not pmapped else None
                 site.rebinds = rebound.get(target.id)  # a def rebound to it (read only by it)
                 if closure is not None:
@@ -490,7 +496,7 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants,
                     isinstance(a, ast.Starred) for a in node.args) else len(node.args)
                 site = assigned_site(f"{function.name}:{node.lineno}:{node.col_offset}", node.func,
                                      node, imported, functions, constants, owner=function.name,
-                                     arity=arity)
+                                     arity=arity, aliases=partials)
                 if site.static:
                     raise Blocker(OPTIONS, node.func, "static_broadcasted_argnums on a pmap "
                                   "called where it is built: assign it to a name first")
