@@ -1,7 +1,9 @@
 """What a mapped function may be, besides a lambda or a def: a name bound once, in the
 function that maps it, to a functools.partial, and read only where it is mapped
-(site_discovery._local_sites, site_options.assigned_site). The fixture
-partial_bound_to_a_name runs the form."""
+(site_discovery._local_sites, site_options.assigned_site); a module-level pmap of a bound
+method (any function whose body is not read) that is only called. A tree of leaves of several
+layouts is not given to a function run as jax.vmap. The fixtures partial_bound_to_a_name and
+module_level_bound_method run the forms."""
 
 from __future__ import annotations
 
@@ -59,3 +61,74 @@ def test_a_partial_name_mapped_with_static_arguments_is_refused_by_name():
     result = migrate_source(source, style="global")
     assert "PM600" not in {f.code for f in result.findings}
     assert any("a functools.partial bound to a name" in f.message for f in result.findings)
+
+
+_MODULE_LEVEL = b'''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class Model:
+    def apply(self, w, x):
+        return jnp.tanh(x @ w)
+
+
+model = Model()
+p_apply = jax.pmap(model.apply)
+AFTER
+
+
+def run():
+    n = jax.local_device_count()
+    w = jax.device_put_replicated(jnp.ones((3, 2)), jax.local_devices())
+    return np.asarray(p_apply(w, jnp.arange(n * 12.0).reshape(n, 4, 3)))
+'''
+
+
+def _module_level(after: bytes = b""):
+    result = migrate_source(_MODULE_LEVEL.replace(b"AFTER", after), style="global")
+    return {f.code for f in result.findings}, result
+
+
+def test_a_module_level_pmap_of_a_bound_method_runs_per_device():
+    """Only called, always with two positional arguments, and `model` bound once: the method,
+    whose body is not read, runs as jax.vmap over each device's block."""
+    codes, result = _module_level()
+    assert "PM600" in codes and "PM612" not in codes
+    assert "jax.vmap(model.apply, in_axes=(None, 0))" in result.source.decode()
+
+
+def test_a_rebound_object_keeps_the_contract():
+    """`model` rebound: the migrated step, reading `model.apply` when traced, could see the
+    other object where pmap kept the first."""
+    codes, result = _module_level(b"model = Model()")
+    assert "PM600" not in codes
+    assert any("the mapped function is not a lambda" in f.message for f in result.findings)
+
+
+def test_an_assigned_method_keeps_the_contract():
+    codes, _ = _module_level(b"Model.apply = lambda self, w, x: x @ w")
+    assert "PM600" not in codes
+
+
+def test_a_pmap_of_a_bound_method_read_other_than_called_keeps_the_contract():
+    codes, _ = _module_level(b"STEPS = [p_apply]")
+    assert "PM600" not in codes
+
+
+def test_a_tree_of_replicated_and_batch_leaves_is_not_vmapped():
+    """jax.vmap's in_axes is one per argument: a dict with a replicated leaf and a merged batch
+    leaf given to a function run as jax.vmap over stacked rows would be mapped over an axis
+    the replicated leaf does not have (a wrong rewrite before: vmap's sizes disagreed)."""
+    source = _MODULE_LEVEL.replace(b"AFTER", b"").replace(
+        b"p_apply = jax.pmap(model.apply)\n", b"").replace(
+        b"return jnp.tanh(x @ w)", b'return jnp.tanh(x @ w["w"]) + w["b"]').replace(
+        b"w = jax.device_put_replicated(jnp.ones((3, 2)), jax.local_devices())",
+        b'p_apply = jax.pmap(model.apply)\n'
+        b'    w = {"w": jnp.ones((n, 3, 2)), "b": jnp.arange(n * 2.0).reshape(n, 2)}')
+    assert b"    p_apply = jax.pmap(model.apply)" in source  # a local site
+    result = migrate_source(source, style="global")
+    assert "PM600" not in {f.code for f in result.findings}
+    assert any("a tree whose leaves are not all stacked rows" in f.message
+               for f in result.findings)
+

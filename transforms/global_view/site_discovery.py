@@ -53,6 +53,7 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             loads.setdefault(node.id, []).append(node)
     inline = _top_level_inline_sites(tree, imported, functions, constants) if top_level else []
+    module_calls = functools.cache(lambda: _name_calls(tree))  # walked once, when needed
     sites += inline
     spotted = {id(site.statement) for site in inline}  # `jax.pmap(f)(x)`, claimed below
     for site in inline:
@@ -101,7 +102,7 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
             continue
         try:
             site = _site_of(statement, imported, functions, constants,
-                            _nearest_first(tree.body, index))
+                            _nearest_first(tree.body, index), tree, module_calls)
         except Blocker as blocker:
             blockers.append(blocker)
             claimed.update(id(n) for n in ast.walk(statement))
@@ -634,7 +635,13 @@ def _rebound_defs(function: ast.FunctionDef, imported, stores) -> dict[str, ast.
     return found
 
 
-def _site_of(statement, imported, functions, constants, earlier=()) -> Site | None:
+def _site_of(statement, imported, functions, constants, earlier=(), tree=None,
+             module_calls=None) -> Site | None:
+    """The site of a module statement: a pmap-decorated def, or `name = jax.pmap(f, ...)`.
+    `tree`, `module_calls`: the module and its `_name_calls`, so that a module-level name only
+    ever called, always with the same number of positional arguments, may map a function `f`
+    whose body is not read (a bound method `pipeline._generate`) as a local site may
+    (`assigned_site`'s `arity`), where `f` reads the same object at every trace."""
     if isinstance(statement, ast.FunctionDef):
         decorators = statement.decorator_list
         for index, decorator in enumerate(decorators):
@@ -667,12 +674,50 @@ def _site_of(statement, imported, functions, constants, earlier=()) -> Site | No
                               f"`{target}` is rebound at module level to a pmap of itself, "
                               "other than right after its plain def as `name = "
                               "jax.pmap(name, ...)`")
+        mapped = pmapped.args[0] if pmapped.args else None
+        opaque = isinstance(mapped, ast.Attribute) or (
+            isinstance(mapped, ast.Name) and mapped.id not in functions)
+        arity = _call_arity(module_calls().get(target, [])) \
+            if tree is not None and rebinds is None and opaque \
+            and _same_at_every_read(mapped, tree) else None
         site = assigned_site(statement.targets[0].id, pmapped, statement, imported,
-                             functions, constants)
+                             functions, constants, arity=arity)
         site.replaced = statement.value if statement.value is not pmapped else None
         site.rebinds = rebinds
         return site
     return None
+
+
+def _same_at_every_read(function: ast.AST, tree: ast.Module) -> bool:
+    """`name` or `name.a.b` whose name is bound once in the module and whose attributes are
+    never assigned (no `x.a = ...`, no setattr): read when a migrated module-level step is
+    traced, it gives what pmap read once where it was built (`pmap(pipeline._generate)`)."""
+    chain = function
+    attributes = set()
+    while isinstance(chain, ast.Attribute):
+        attributes.add(chain.attr)
+        chain = chain.value
+    if not isinstance(chain, ast.Name):
+        return False
+    root = chain.id
+    bindings = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == root and not isinstance(node.ctx, ast.Load):
+            bindings += 1
+        elif isinstance(node, ast.arg) and node.arg == root or isinstance(
+                node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == root:
+            bindings += 2
+        elif isinstance(node, (ast.Global, ast.Nonlocal)) and root in node.names:
+            bindings += 2
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                (a.asname or a.name.split(".")[0]) == root for a in node.names):
+            bindings += 2
+        elif isinstance(node, ast.Attribute) and node.attr in attributes \
+                and not isinstance(node.ctx, ast.Load):
+            return False
+        elif isinstance(node, ast.Name) and node.id in ("setattr", "delattr", "vars"):
+            return False
+    return bindings == 1
 
 
 def _rebound_at_module_level(statement: ast.Assign, pmapped: ast.Call, earlier):
