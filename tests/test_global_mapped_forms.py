@@ -2,7 +2,8 @@
 function that maps it, to a functools.partial, and read only where it is mapped
 (site_discovery._local_sites, site_options.assigned_site); a module-level pmap of a bound
 method (any function whose body is not read) that is only called. A tree of leaves of several
-layouts is not given to a function run as jax.vmap. The fixtures partial_bound_to_a_name and
+layouts is not given to a function run as jax.vmap. A pmap under a decorator of the module
+names what that decorator does. The fixtures partial_bound_to_a_name and
 module_level_bound_method run the forms."""
 
 from __future__ import annotations
@@ -132,3 +133,47 @@ def test_a_tree_of_replicated_and_batch_leaves_is_not_vmapped():
     assert any("a tree whose leaves are not all stacked rows" in f.message
                for f in result.findings)
 
+
+_DECORATED = b'''import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+DECORATOR
+
+
+@deco
+@functools.partial(jax.pmap, axis_name="i")
+def step(x):
+    return jax.lax.psum(x, "i")
+
+
+def run():
+    return np.asarray(step(jnp.ones((jax.local_device_count(), 3))))
+'''
+
+
+def _decorated_finding(decorator: bytes) -> str:
+    result = migrate_source(_DECORATED.replace(b"DECORATOR", decorator), style="global")
+    assert "PM600" not in {f.code for f in result.findings}
+    return next(f.message for f in result.findings if "stacked with the decorator" in f.message)
+
+
+def test_a_module_decorator_that_runs_code_around_the_call_is_named_with_that_code():
+    message = _decorated_finding(
+        b"def deco(fn):\n    def call(x):\n        x = x * 2\n        return fn(x)\n\n"
+        b"    return call")
+    assert "`deco` (line 7), whose wrapper `call` runs code besides the call (line 9)" \
+        in message
+
+
+def test_a_pass_through_module_decorator_is_named_as_such():
+    message = _decorated_finding(
+        b"def deco(fn):\n    def call(x):\n        return fn(x)\n\n    return call")
+    assert "whose wrapper `call` only passes the calls through (not followed yet)" in message
+
+
+def test_a_decorator_from_elsewhere_keeps_the_general_finding():
+    message = _decorated_finding(b"from functools import lru_cache as deco")
+    assert "`deco` (only a bare @jax.jit is followed)" in message

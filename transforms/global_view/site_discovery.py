@@ -646,7 +646,7 @@ def _site_of(statement, imported, functions, constants, earlier=(), tree=None,
         decorators = statement.decorator_list
         for index, decorator in enumerate(decorators):
             if _is_pmap_decorator(decorator, imported):
-                outer_jit = _stacked_jit(decorators, index, imported)
+                outer_jit = _stacked_jit(decorators, index, imported, functions)
                 options = ([], []) if not isinstance(decorator, ast.Call) else \
                     pmap_call_options(decorator, imported)[1:]
                 site = make_site(statement.name, decorator, statement, statement, *options, True,
@@ -740,20 +740,48 @@ def _rebound_at_module_level(statement: ast.Assign, pmapped: ast.Call, earlier):
     return None
 
 
-def _stacked_jit(decorators, index: int, imported) -> ast.AST | None:
+def _stacked_jit(decorators, index: int, imported, functions=None) -> ast.AST | None:
     """The bare `@jax.jit` right above the pmap decorator at `index`, if any. Only bare
     `@jax.jit` may be stacked with pmap, above (jit of the new jit is that jit) or below (the
-    body is a jitted function, traced inside shard_map as it was inside pmap)."""
+    body is a jitted function, traced inside shard_map as it was inside pmap). `functions`:
+    the defs in scope, so that a decorator defined in the module is named with what it does."""
     for position, decorator in enumerate(decorators):
         if position != index and _is_pmap_decorator(decorator, imported):
             raise Blocker(OPTIONS, decorators[min(position, index)], "a nested pmap (pmap of "
                           "a pmap): the global style does not build a 2-D mesh for it")
         if position != index and dotted(decorator, imported) != JIT:
+            own = (functions or {}).get(decorator.id) if isinstance(decorator, ast.Name) \
+                else None
+            what = "(only a bare @jax.jit is followed)" if not isinstance(
+                own, ast.FunctionDef) else f"(line {own.lineno}), {_what_decorator_does(own)}"
             raise Blocker(OPTIONS, decorator, f"pmap stacked with the decorator "
-                          f"`{ast.unparse(decorator)}` (only a bare @jax.jit is followed)")
+                          f"`{ast.unparse(decorator)}` {what}")
     if index > 1:
         raise Blocker(OPTIONS, decorators[0], "pmap under more than one decorator")
     return decorators[0] if index == 1 else None
+
+
+def _what_decorator_does(decorator: ast.FunctionDef) -> str:
+    """How a decorator of the module wraps what it decorates, for the finding that keeps a
+    pmap under it: a wrapper that only returns the wrapped function's call on its own
+    parameters passes the pmap's calls through; any other code in it is named by its line."""
+    parameters = [a.arg for a in decorator.args.args]
+    wrapper = decorator.body[0] if decorator.body else None
+    last = decorator.body[-1] if decorator.body else None
+    if len(parameters) != 1 or len(decorator.body) != 2 \
+            or not isinstance(wrapper, ast.FunctionDef) or not isinstance(last, ast.Return) \
+            or not (isinstance(last.value, ast.Name) and last.value.id == wrapper.name):
+        return "which does more than return a wrapper of what it decorates"
+    statement = wrapper.body[0]
+    passed = [a.arg for a in wrapper.args.args]
+    call = statement.value if isinstance(statement, ast.Return) else None
+    if len(wrapper.body) == 1 and isinstance(call, ast.Call) \
+            and isinstance(call.func, ast.Name) and call.func.id == parameters[0] \
+            and [ast.unparse(a) for a in call.args] == passed and not call.keywords:
+        return f"whose wrapper `{wrapper.name}` only passes the calls through (not followed yet)"
+    first = next((s for s in wrapper.body if not (
+        isinstance(s, ast.Return) and isinstance(s.value, ast.Call))), wrapper.body[0])
+    return f"whose wrapper `{wrapper.name}` runs code besides the call (line {first.lineno})"
 
 
 def _is_pmap_decorator(decorator, imported) -> bool:
