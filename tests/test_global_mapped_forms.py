@@ -177,3 +177,30 @@ def test_a_pass_through_module_decorator_is_named_as_such():
 def test_a_decorator_from_elsewhere_keeps_the_general_finding():
     message = _decorated_finding(b"from functools import lru_cache as deco")
     assert "`deco` (only a bare @jax.jit is followed)" in message
+
+
+def test_a_pmap_in_one_branch_of_a_conditional_names_the_other_and_the_nested_def():
+    """`_f = jit(_f) if cpu else pmap(_f)` in a def nested in a factory: the value is a pmap
+    only when the condition holds; the finding names the other branch and the def it is in."""
+    source = b'''import jax
+import numpy as np
+
+
+def make(cpu):
+    def mapped(x):
+        def _f(v):
+            return v * 2
+
+        _f = jax.jit(_f) if cpu else jax.pmap(_f)
+        return _f(x)
+
+    return mapped
+
+
+def run():
+    return np.asarray(make(False)(np.ones((jax.local_device_count(), 3))))
+'''
+    result = migrate_source(source, style="global")
+    message = next(f.message for f in result.findings if "conditional" in f.message)
+    assert "one branch of a conditional (the other: `jax.jit(_f)`) in `mapped` (in `make`)" \
+        in message

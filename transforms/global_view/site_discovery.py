@@ -212,7 +212,11 @@ def _unfollowed(pmap: ast.AST, places: _Places) -> str:
     if isinstance(outer, ast.Call) and parent in outer.args:
         where = f"wrapped in `{ast.unparse(outer.func)}(...)`"
     elif isinstance(outer, ast.IfExp) and isinstance(scope, ast.FunctionDef):
-        where = f"one branch of a conditional expression in `{scope.name}`"
+        other = outer.orelse if outer.body is parent else outer.body
+        inner = _innermost_def(outer, places)
+        nested = f"`{inner.name}` (in `{scope.name}`)" \
+            if inner is not None and inner is not scope else f"`{scope.name}`"
+        where = f"one branch of a conditional (the other: `{_short(other)}`) in {nested}"
     elif isinstance(scope, ast.ClassDef):
         return (f"is built in the class `{scope.name}` other than as `self.<name> = "
                 "jax.pmap(...)` in its `__init__`")
@@ -225,6 +229,20 @@ def _unfollowed(pmap: ast.AST, places: _Places) -> str:
                 f"called on the spot (`{scope.name}(...)(x)`), bound to a name that is only "
                 "called, or held by a class")
     return f"is {where}, which the global style does not follow"
+
+
+def _innermost_def(node: ast.AST, places: _Places) -> ast.FunctionDef | None:
+    """The def whose body `node` stands in, nearest first."""
+    current = places.parent(node)
+    while current is not None and not isinstance(current, (ast.FunctionDef,
+                                                            ast.AsyncFunctionDef)):
+        current = places.parent(current)
+    return current
+
+
+def _short(node: ast.AST, limit: int = 30) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _decorated_by(pmap: ast.AST, places: _Places) -> ast.FunctionDef | None:
