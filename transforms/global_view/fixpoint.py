@@ -3,7 +3,8 @@
 Sites and their callers fall back together: a caller that cannot be followed keeps every site
 it calls faithful, and a site that cannot go global keeps every caller faithful, so no value
 ever crosses between the two layouts. A caller also stays faithful when it reaches code that
-keeps pmap in the faithful style (PM608), or returns global values to module code (PM605);
+keeps pmap in the faithful style (PM608), or returns global values to module code that reads
+them (PM605; a call that drops them or returns them as is reads nothing: handed_on.py);
 a site whose callers disagree on its layouts stays faithful (PM604). Blocking only grows, so
 the loop ends.
 """
@@ -32,6 +33,7 @@ from transforms.global_view.callers import (
 from transforms.global_view.class_uses import faithful_class_use
 from transforms.global_view.classes import view_of
 from transforms.global_view.dataflow import CallerResult
+from transforms.global_view.handed_on import entry_points
 from transforms.global_view.module_info import ModuleInfo
 from transforms.global_view.site_edits import site_usage
 from transforms.global_view.sites import Blocker, Site
@@ -42,6 +44,8 @@ class Decision:
     callers: dict[str, set[str]]  # module function -> keys of the sites it calls
     results: dict[str, CallerResult]  # the callers that go global, with their edits
     blocked: dict[str, Blocker]  # site key -> why it stays faithful
+    # a global caller returning global values -> the functions that hand them out unchanged
+    handed_on: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         self.by_site = callers_by_site(self.callers)
@@ -92,6 +96,7 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
     analysed: dict[str, set[str]] = {}  # caller -> the sites its result was analysed with
     blocked_callers: dict[str, Blocker] = {}
     returns_blocked: set[str] = set()  # callers blocked for returning global values
+    handed_on: dict[str, tuple[str, ...]] = {}
     functions = module.functions
     called_names = called_function_names(tree)
     followed = {**callers, **module.folded}  # a folded caller's pmaps are its hosts' sites
@@ -137,7 +142,12 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
                         raise Blocker(FALLS_BACK_WITH_CALLER, faithful_call, f"`{caller}` calls "
                                       f"`{faithful_call.id}`, which keeps pmap code in the "
                                       "faithful style; it would run under this function's mesh")
-                    if result.returns_changed and caller in called_names:
+                    entries = entry_points(tree, caller, module.elsewhere,
+                                           frozenset(callers) | frozenset(module.folded)) \
+                        if result.returns_changed and caller in called_names else None
+                    if entries is not None:
+                        handed_on[caller] = entries  # every call drops or returns them
+                    elif result.returns_changed and caller in called_names:
                         returns_blocked.add(caller)
                         raise Blocker(CONSUMER_UNKNOWN, functions[caller],
                                       f"`{caller}` returns values "
@@ -197,7 +207,8 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
     if failed:
         return decide(module, sites, blockers, analysis, barrier_pmaps, demote,
                       unfolded | failed, returning)
-    return Decision(callers, results, blocked)
+    return Decision(callers, results, blocked,
+                    {c: e for c, e in handed_on.items() if c in results})
 
 
 def _outcome(outcomes, caller: str, live: set[str], analyse):

@@ -240,6 +240,10 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
                                          global_sites, findings, contract_features,
                                          helper_module, mesh_needed=bool(usages))
     layouts = tuple(FunctionLayout(c, r.layouts) for c, r in sorted(results.items()) if r.layouts)
+    # a function that only returns a global caller's result hands out the same layouts
+    layouts += tuple(FunctionLayout(entry, results[c].layouts)
+                     for c, entries in sorted(decision.handed_on.items())
+                     for entry in entries if results[c].layouts)
     return GlobalResult(new_module.bytes, dedupe(findings), layouts,
                         tuple(s.key for s in global_sites), usages, foreign_blocked)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 
 from transforms.codes.global_view import (
     CALLERS_UNSEEN,
@@ -139,6 +140,13 @@ class SiteCallsMixin:
             raise Blocker(PRODUCER_UNKNOWN, call, f"{site.label} maps a lambda over stacked "
                           "rows (jax.vmap over each device's block) and also over a batch, "
                           "per-device numbers, static arguments or an out_axes tree")
+        if vmapped and any(_leaves_not_all_stacked(spec) for spec in specs):
+            # jax.vmap's in_axes is one per argument: a tree of replicated leaves and merged
+            # or stacked ones would be mapped over an axis some leaves do not have. Tried
+            # again with those producers kept stacked, the tree is stacked rows throughout.
+            raise Blocker(PRODUCER_UNKNOWN, call, f"{site.label} runs as jax.vmap over stacked "
+                          "rows, and an argument is a tree whose leaves are not all stacked "
+                          "rows", origins=frozenset().union(*(kind.origin for _, kind, _ in seen)))
         if site.opaque and (scalars or batch):
             # A function whose body is not read sees what pmap gave it: one device's row. So
             # the batches' producers may go back to pmap's stacked layout (the caller's
@@ -411,6 +419,14 @@ class SiteCallsMixin:
                               f"`{self.function.name}`: the jitted def a site with static "
                               "arguments or keyword calls becomes would read it at each trace "
                               "instead")
+
+
+_MERGED_LEAF = re.compile(re.escape(f"P({AXIS_PLACEHOLDER})") + f"(?!{re.escape(STACKED_SPEC)})")
+
+
+def _leaves_not_all_stacked(spec: str) -> bool:
+    """A spec other than P() with a replicated (P()) or a merged leaf in it."""
+    return spec != "P()" and ("P()" in spec or _MERGED_LEAF.search(spec) is not None)
 
 
 def vmapped_lambda(site: Site, specs) -> bool:

@@ -53,6 +53,7 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             loads.setdefault(node.id, []).append(node)
     inline = _top_level_inline_sites(tree, imported, functions, constants) if top_level else []
+    module_calls = functools.cache(lambda: _name_calls(tree))  # walked once, when needed
     sites += inline
     spotted = {id(site.statement) for site in inline}  # `jax.pmap(f)(x)`, claimed below
     for site in inline:
@@ -101,7 +102,7 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
             continue
         try:
             site = _site_of(statement, imported, functions, constants,
-                            _nearest_first(tree.body, index))
+                            _nearest_first(tree.body, index), tree, module_calls)
         except Blocker as blocker:
             blockers.append(blocker)
             claimed.update(id(n) for n in ast.walk(statement))
@@ -211,7 +212,11 @@ def _unfollowed(pmap: ast.AST, places: _Places) -> str:
     if isinstance(outer, ast.Call) and parent in outer.args:
         where = f"wrapped in `{ast.unparse(outer.func)}(...)`"
     elif isinstance(outer, ast.IfExp) and isinstance(scope, ast.FunctionDef):
-        where = f"one branch of a conditional expression in `{scope.name}`"
+        other = outer.orelse if outer.body is parent else outer.body
+        inner = _innermost_def(outer, places)
+        nested = f"`{inner.name}` (in `{scope.name}`)" \
+            if inner is not None and inner is not scope else f"`{scope.name}`"
+        where = f"one branch of a conditional (the other: `{_short(other)}`) in {nested}"
     elif isinstance(scope, ast.ClassDef):
         return (f"is built in the class `{scope.name}` other than as `self.<name> = "
                 "jax.pmap(...)` in its `__init__`")
@@ -224,6 +229,20 @@ def _unfollowed(pmap: ast.AST, places: _Places) -> str:
                 f"called on the spot (`{scope.name}(...)(x)`), bound to a name that is only "
                 "called, or held by a class")
     return f"is {where}, which the global style does not follow"
+
+
+def _innermost_def(node: ast.AST, places: _Places) -> ast.FunctionDef | None:
+    """The def whose body `node` stands in, nearest first."""
+    current = places.parent(node)
+    while current is not None and not isinstance(current, (ast.FunctionDef,
+                                                            ast.AsyncFunctionDef)):
+        current = places.parent(current)
+    return current
+
+
+def _short(node: ast.AST, limit: int = 30) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _decorated_by(pmap: ast.AST, places: _Places) -> ast.FunctionDef | None:
@@ -431,6 +450,12 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants,
                    if isinstance(n, ast.Assign) and len(n.targets) == 1
                    and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Lambda)
                    and stores.get(n.targets[0].id) == 1 and loads.count(n.targets[0].id) == 1})
+    # `check = functools.partial(f, axis_name="i")` read only where it is mapped: that partial.
+    partials = {n.targets[0].id: n.value for n in ast.walk(function)
+                if isinstance(n, ast.Assign) and len(n.targets) == 1
+                and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Call)
+                and dotted(n.value.func, imported) == PARTIAL
+                and stores.get(n.targets[0].id) == 1 and loads.count(n.targets[0].id) == 1}
     rebound = _rebound_defs(function, imported, stores)
     nested.update({k: v for k, v in rebound.items() if not isinstance(v, int)})
     closures = _factory_closures(function, imported, stores, functions)
@@ -472,7 +497,7 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants,
                                      constants, owner=function.name,
                                      arity=_call_arity(name_calls().get(target.id, [])),
                                      call_keywords=_call_keywords(
-                                         name_calls().get(target.id, [])))
+                                         name_calls().get(target.id, [])), aliases=partials)
                 site.replaced = node.value if node.value is not pmapped else None
                 site.rebinds = rebound.get(target.id)  # a def rebound to it (read only by it)
                 if closure is not None:
@@ -490,7 +515,7 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants,
                     isinstance(a, ast.Starred) for a in node.args) else len(node.args)
                 site = assigned_site(f"{function.name}:{node.lineno}:{node.col_offset}", node.func,
                                      node, imported, functions, constants, owner=function.name,
-                                     arity=arity)
+                                     arity=arity, aliases=partials)
                 if site.static:
                     raise Blocker(OPTIONS, node.func, "static_broadcasted_argnums on a pmap "
                                   "called where it is built: assign it to a name first")
@@ -628,12 +653,18 @@ def _rebound_defs(function: ast.FunctionDef, imported, stores) -> dict[str, ast.
     return found
 
 
-def _site_of(statement, imported, functions, constants, earlier=()) -> Site | None:
+def _site_of(statement, imported, functions, constants, earlier=(), tree=None,
+             module_calls=None) -> Site | None:
+    """The site of a module statement: a pmap-decorated def, or `name = jax.pmap(f, ...)`.
+    `tree`, `module_calls`: the module and its `_name_calls`, so that a module-level name only
+    ever called, always with the same number of positional arguments, may map a function `f`
+    whose body is not read (a bound method `pipeline._generate`) as a local site may
+    (`assigned_site`'s `arity`), where `f` reads the same object at every trace."""
     if isinstance(statement, ast.FunctionDef):
         decorators = statement.decorator_list
         for index, decorator in enumerate(decorators):
             if _is_pmap_decorator(decorator, imported):
-                outer_jit = _stacked_jit(decorators, index, imported)
+                outer_jit = _stacked_jit(decorators, index, imported, functions)
                 options = ([], []) if not isinstance(decorator, ast.Call) else \
                     pmap_call_options(decorator, imported)[1:]
                 site = make_site(statement.name, decorator, statement, statement, *options, True,
@@ -661,12 +692,50 @@ def _site_of(statement, imported, functions, constants, earlier=()) -> Site | No
                               f"`{target}` is rebound at module level to a pmap of itself, "
                               "other than right after its plain def as `name = "
                               "jax.pmap(name, ...)`")
+        mapped = pmapped.args[0] if pmapped.args else None
+        opaque = isinstance(mapped, ast.Attribute) or (
+            isinstance(mapped, ast.Name) and mapped.id not in functions)
+        arity = _call_arity(module_calls().get(target, [])) \
+            if tree is not None and rebinds is None and opaque \
+            and _same_at_every_read(mapped, tree) else None
         site = assigned_site(statement.targets[0].id, pmapped, statement, imported,
-                             functions, constants)
+                             functions, constants, arity=arity)
         site.replaced = statement.value if statement.value is not pmapped else None
         site.rebinds = rebinds
         return site
     return None
+
+
+def _same_at_every_read(function: ast.AST, tree: ast.Module) -> bool:
+    """`name` or `name.a.b` whose name is bound once in the module and whose attributes are
+    never assigned (no `x.a = ...`, no setattr): read when a migrated module-level step is
+    traced, it gives what pmap read once where it was built (`pmap(pipeline._generate)`)."""
+    chain = function
+    attributes = set()
+    while isinstance(chain, ast.Attribute):
+        attributes.add(chain.attr)
+        chain = chain.value
+    if not isinstance(chain, ast.Name):
+        return False
+    root = chain.id
+    bindings = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == root and not isinstance(node.ctx, ast.Load):
+            bindings += 1
+        elif isinstance(node, ast.arg) and node.arg == root or isinstance(
+                node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == root:
+            bindings += 2
+        elif isinstance(node, (ast.Global, ast.Nonlocal)) and root in node.names:
+            bindings += 2
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                (a.asname or a.name.split(".")[0]) == root for a in node.names):
+            bindings += 2
+        elif isinstance(node, ast.Attribute) and node.attr in attributes \
+                and not isinstance(node.ctx, ast.Load):
+            return False
+        elif isinstance(node, ast.Name) and node.id in ("setattr", "delattr", "vars"):
+            return False
+    return bindings == 1
 
 
 def _rebound_at_module_level(statement: ast.Assign, pmapped: ast.Call, earlier):
@@ -689,20 +758,48 @@ def _rebound_at_module_level(statement: ast.Assign, pmapped: ast.Call, earlier):
     return None
 
 
-def _stacked_jit(decorators, index: int, imported) -> ast.AST | None:
+def _stacked_jit(decorators, index: int, imported, functions=None) -> ast.AST | None:
     """The bare `@jax.jit` right above the pmap decorator at `index`, if any. Only bare
     `@jax.jit` may be stacked with pmap, above (jit of the new jit is that jit) or below (the
-    body is a jitted function, traced inside shard_map as it was inside pmap)."""
+    body is a jitted function, traced inside shard_map as it was inside pmap). `functions`:
+    the defs in scope, so that a decorator defined in the module is named with what it does."""
     for position, decorator in enumerate(decorators):
         if position != index and _is_pmap_decorator(decorator, imported):
             raise Blocker(OPTIONS, decorators[min(position, index)], "a nested pmap (pmap of "
                           "a pmap): the global style does not build a 2-D mesh for it")
         if position != index and dotted(decorator, imported) != JIT:
+            own = (functions or {}).get(decorator.id) if isinstance(decorator, ast.Name) \
+                else None
+            what = "(only a bare @jax.jit is followed)" if not isinstance(
+                own, ast.FunctionDef) else f"(line {own.lineno}), {_what_decorator_does(own)}"
             raise Blocker(OPTIONS, decorator, f"pmap stacked with the decorator "
-                          f"`{ast.unparse(decorator)}` (only a bare @jax.jit is followed)")
+                          f"`{ast.unparse(decorator)}` {what}")
     if index > 1:
         raise Blocker(OPTIONS, decorators[0], "pmap under more than one decorator")
     return decorators[0] if index == 1 else None
+
+
+def _what_decorator_does(decorator: ast.FunctionDef) -> str:
+    """How a decorator of the module wraps what it decorates, for the finding that keeps a
+    pmap under it: a wrapper that only returns the wrapped function's call on its own
+    parameters passes the pmap's calls through; any other code in it is named by its line."""
+    parameters = [a.arg for a in decorator.args.args]
+    wrapper = decorator.body[0] if decorator.body else None
+    last = decorator.body[-1] if decorator.body else None
+    if len(parameters) != 1 or len(decorator.body) != 2 \
+            or not isinstance(wrapper, ast.FunctionDef) or not isinstance(last, ast.Return) \
+            or not (isinstance(last.value, ast.Name) and last.value.id == wrapper.name):
+        return "which does more than return a wrapper of what it decorates"
+    statement = wrapper.body[0]
+    passed = [a.arg for a in wrapper.args.args]
+    call = statement.value if isinstance(statement, ast.Return) else None
+    if len(wrapper.body) == 1 and isinstance(call, ast.Call) \
+            and isinstance(call.func, ast.Name) and call.func.id == parameters[0] \
+            and [ast.unparse(a) for a in call.args] == passed and not call.keywords:
+        return f"whose wrapper `{wrapper.name}` only passes the calls through (not followed yet)"
+    first = next((s for s in wrapper.body if not (
+        isinstance(s, ast.Return) and isinstance(s.value, ast.Call))), wrapper.body[0])
+    return f"whose wrapper `{wrapper.name}` runs code besides the call (line {first.lineno})"
 
 
 def _is_pmap_decorator(decorator, imported) -> bool:

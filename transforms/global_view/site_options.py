@@ -81,15 +81,23 @@ def _class_constants(cls: ast.ClassDef, tree: ast.Module) -> dict[str, str]:
 
 
 def assigned_site(name, call, statement, imported, functions, constants, owner=None,
-                  arity: int | None = None, call_keywords: tuple[str, ...] = ()) -> Site:
+                  arity: int | None = None, call_keywords: tuple[str, ...] = (),
+                  aliases: dict[str, ast.Call] | None = None) -> Site:
     """The site of `name = jax.pmap(f, ...)` (module-level, local, inline or a factory's): `f`
     is a lambda, a module-level def, or functools.partial of one with keywords. `arity`: the
     number of positional arguments every call passes (an inline site, or a local name only
     called); with it, any other function `f` (its body not read) of a pmap without options
     gets the stand-in body of `opaque_lambda`. `call_keywords`: the keyword names every call
-    passes (a partial's parameters after its bound ones)."""
+    passes (a partial's parameters after its bound ones). `aliases`: local names bound once
+    to `functools.partial(...)` and read only where they are mapped (`check = partial(f,
+    axis_name="i")` then `jax.pmap(check, ...)`): the name maps that partial, built once where
+    it is bound, as pmap's own partial argument is built once where pmap is called."""
     function, positional, keywords = pmap_call_options(call, imported)
     bound, opaque = [], False
+    named = function if isinstance(function, ast.Name) and function.id in (aliases or {}) \
+        else None
+    if named is not None:
+        function = aliases[named.id]
     if isinstance(function, ast.Lambda):
         body = function
     elif isinstance(function, ast.Name) and function.id in functions:
@@ -117,7 +125,11 @@ def assigned_site(name, call, statement, imported, functions, constants, owner=N
                       "or functools.partial of one with keywords")
     site = make_site(name, call, statement, body, positional, keywords, False, constants, bound,
                      call_keywords if bound else ())
-    site.owner, site.function_node = owner, function
+    if named is not None and (site.static or site.keyword_params):
+        raise Blocker(OPTIONS, named, f"`{named.id}`, a functools.partial bound to a name, is "
+                      "mapped with static_broadcasted_argnums or called with keywords: its "
+                      "jitted def would write the partial's call out, and the name holds it")
+    site.owner, site.function_node = owner, named if named is not None else function
     site.opaque = opaque
     return site
 
