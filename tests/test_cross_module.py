@@ -159,10 +159,89 @@ def _group_names(importer: str) -> set[str]:
 @pytest.mark.parametrize("importer, names", [
     ("from pkg.steps import step\n", {"step"}),
     ("from pkg.steps import step as other\n", set()),  # an alias: its calls are not by name
-    ("from pkg import steps\nsteps.step(1)\n", set()),  # an attribute
-    ("from pkg.steps import step\nimport pkg.steps\npkg.steps.step(1)\n", set()),
+    # Through the module object, bound only by a module-level import: as plain as by name.
+    ("from pkg import steps\nsteps.step(1)\n", {"step"}),
+    ("import pkg.steps as s\ns.step(1)\n", {"step"}),
+    ("from pkg.steps import step\nimport pkg.steps\npkg.steps.step(1)\n", {"step"}),
+    ("from pkg import steps\nsteps = None\nsteps.step(1)\n", set()),  # the name rebound
+    ("from pkg import steps\nsteps.step = None\n", set()),  # the step replaced
+    ("import pkg.steps\nimport pkg\npkg.steps.step(1)\n", set()),  # `pkg` bound twice
+    ("from pkg import steps\nrun(steps)\n", set()),  # the module handed around
     ("def f():\n    from pkg.steps import step\n    return step\n", set()),  # not module level
     ("from pkg.steps import *\n", set()),
 ])
 def test_only_steps_every_other_module_imports_by_name_are_decided_across(importer, names):
     assert _group_names(importer) == names
+
+
+# Steps called through their module (`steps.train_step(...)`, tests/packages/modcallpkg).
+_MODULE_FORMS = {
+    "from-import": ("from modcallpkg import steps\n", "steps."),
+    "alias": ("import modcallpkg.steps as st\n", "st."),
+    "dotted": ("import modcallpkg.steps\n", "modcallpkg.steps."),
+}
+
+
+def _modcall_package(tmp_path: Path, form: str = "from-import", main_edit=None) -> Path:
+    root = tmp_path / "proj"
+    shutil.copytree(PACKAGES / "modcallpkg", root / "modcallpkg")
+    main = root / "modcallpkg" / "main.py"
+    statement, prefix = _MODULE_FORMS[form]
+    text = main.read_text().replace("from modcallpkg import steps\n", statement)
+    text = text.replace(" steps.", f" {prefix}")
+    main.write_text(main_edit(text) if main_edit else text)
+    return root
+
+
+@pytest.mark.parametrize("form", sorted(_MODULE_FORMS))
+def test_steps_called_through_their_module_go_global_with_their_callers(tmp_path, form):
+    """Before, any `steps.train_step` read kept the step on the contract (PM603 "is used by
+    another module")."""
+    root = _modcall_package(tmp_path, form)
+    scan = cli("scan", "modcallpkg", "--style", "global", cwd=root).stdout.decode()
+    assert "modcallpkg/steps.py:10:2: PM600" in scan and "modcallpkg/steps.py:16:12: PM600" \
+        in scan and "those in modcallpkg/main.py pass global arrays" in scan, scan
+    assert "PM603" not in scan and "PM612" not in scan, scan
+    assert cli("apply", "modcallpkg", "--style", "global", cwd=root).returncode == 0
+    main = (root / "modcallpkg" / "main.py").read_text()
+    prefix = _MODULE_FORMS[form][1]
+    # The calls keep their text; the caller's values lose pmap's device axis.
+    assert f"params, loss = {prefix}train_step(params, x)" in main
+    assert f"per_device = {prefix}evaluate(params, x)" in main
+    assert "jax.device_put(jnp.linspace(0.5, 1.5, 3), NamedSharding(mesh, P()))" in main
+    assert ".reshape(n * 4, 3) / 10" in main and '"loss": np.asarray(loss)' in main
+    assert "jax.pmap" not in (root / "modcallpkg" / "steps.py").read_text()
+
+
+@pytest.mark.parametrize("edit, why", [
+    # The step read as a value: its calls are not followed.
+    (lambda text: text.replace("    for _ in range(3):\n        params, loss = steps.train_step(",
+                               "    step = steps.train_step\n    for _ in range(3):\n"
+                               "        params, loss = step("),
+     "crosspkg/main.py:14: `train_step` used as a value, not called"),
+    # A def of the step's name in the caller's module: the bare name would mean it.
+    (lambda text: text.replace("def run():\n", "def train_step(a, b):\n    return a, b\n\n\n"
+                               "def run():\n"),
+     "`train_step` is used by another module (modcallpkg/main.py:19)"),
+])
+def test_a_caller_through_the_module_that_cannot_follow_keeps_the_contract(tmp_path, edit, why):
+    root = _modcall_package(tmp_path, main_edit=edit)
+    before = (root / "modcallpkg" / "main.py").read_text()
+    scan = cli("scan", "modcallpkg", "--style", "global", cwd=root).stdout.decode()
+    assert "modcallpkg/steps.py:10:2: PM612" in scan and why.replace("crosspkg", "modcallpkg") \
+        in scan, scan
+    assert "PM600" not in scan, scan
+    assert cli("apply", "modcallpkg", "--style", "global", cwd=root).returncode == 0
+    main = (root / "modcallpkg" / "main.py").read_text()
+    assert "reshape(n, 4, 3)" in main and '"loss": np.asarray(loss[0])' in main
+    assert "_mesh" not in main and main.count("\n") > before.count("\n")  # the faithful helper
+
+
+@pytest.mark.parametrize("form", sorted(_MODULE_FORMS))
+def test_steps_called_through_their_module_check_equivalent(tmp_path, form):
+    legacy = legacy_python_or_skip()
+    root = _modcall_package(tmp_path, form)
+    result = cli("check", root, "--style", "global", "--entry", "modcallpkg.main:run",
+                 "--devices", "8", "--repeat", "1", "--reference-python", legacy)
+    assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
+    assert b"modcallpkg.main:run [8 devices]: equivalent" in result.stdout

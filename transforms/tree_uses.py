@@ -52,9 +52,13 @@ class TreeFacts:
     # display of a module that may hold pmap code -> {name: the importers whose every use of
     # it is one module-level `from <module> import name` (a .py module, no alias)}
     plain: dict[str, dict[str, set[str]]] = dataclasses.field(default_factory=dict)
-    # display of such a module -> its names used any other way (an attribute, an alias, a
-    # function-level import, a notebook's import, the module as a value: EVERY_NAME)
+    # display of such a module -> its names used any other way (an alias, a function-level
+    # import, a notebook's import, the module as a value: EVERY_NAME)
     other: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+    # display of an importer -> {display of a module it uses by attribute: the dotted names
+    # that mean that module there (`steps` for `from pkg import steps`, `pkg.steps` for
+    # `import pkg.steps`)}, where its uses `steps.name` count as plain (`plain`)
+    aliases: dict[str, dict[str, set[str]]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +69,8 @@ class GroupMember:
     source: bytes
     context: "TreeContext"  # its own context, without the group
     imports: frozenset[str] = frozenset()  # the home's names it imports (empty for the home)
+    # the dotted names that mean the home module there, where it calls `steps.name(...)`
+    aliases: frozenset[str] = frozenset()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +135,8 @@ def contexts(facts: TreeFacts, modules: Iterable[TreeModule] = ()) -> dict[str, 
 def cross_module_groups(facts: TreeFacts, modules: Mapping[str, TreeModule]):
     """The groups whose steps are decided across modules: a module's module-level pmap steps
     (a pmap-decorated def, or `name = ...pmap...`) whose every use in another module is a
-    plain module-level `from <module> import name` in a .py module. An importer of such
+    plain module-level `from <module> import name`, or a read `module.name` through a name
+    only a module-level import binds, in a .py module. An importer of such
     steps from more than one module, or that is itself a group's home, is left out (its uses
     keep the steps it imports on pmap's contract, as before)."""
     candidates: dict[str, dict[str, set[str]]] = {}
@@ -138,9 +145,12 @@ def cross_module_groups(facts: TreeFacts, modules: Mapping[str, TreeModule]):
             continue
         other = facts.other.get(home, set())
         steps = _module_level_steps(modules[home].source)
+        # A module handed around as a value (EVERY_NAME) may reach any name, private ones
+        # too where some importer holds the module itself (`steps.train_step(...)`).
+        by_attribute = any(home in facts.aliases.get(i, {}) for i in modules)
         chosen = {name: importers for name, importers in names.items()
                   if name in steps and name not in other
-                  and (name.startswith("_") or EVERY_NAME not in other)}
+                  and ((name.startswith("_") and not by_attribute) or EVERY_NAME not in other)}
         if chosen:
             candidates[home] = chosen
     homes_of: dict[str, set[str]] = {}
@@ -156,7 +166,8 @@ def cross_module_groups(facts: TreeFacts, modules: Mapping[str, TreeModule]):
         importers = sorted({i for group in names.values() for i in group})
         members = [GroupMember(home, modules[home].source, NO_TREE)] + [
             GroupMember(i, modules[i].source, NO_TREE,
-                        frozenset(n for n, group in names.items() if i in group))
+                        frozenset(n for n, group in names.items() if i in group),
+                        frozenset(facts.aliases.get(i, {}).get(home, ())))
             for i in importers]
         yield CrossModuleGroup(home, frozenset(names), tuple(members))
 
@@ -225,15 +236,25 @@ def tree_facts(modules: Iterable[TreeModule]) -> TreeFacts:
             continue
         imported = ImportTable.from_tree(tree).imported if analysed else {}
         top_level = {id(s) for s in tree.body}
+        module_names = None  # the importer's plain module names, read at its first attribute
         for target, name, node in _uses_in(tree, importer, targets):
             if target is importer:
                 continue
             if _PMAP in target.source:
                 facts.uses.setdefault(target.display, {}).setdefault(
                     name, importer.where(node.lineno))
-                if _plain_import(node, name, importer, top_level):
+                chain = _dotted(node.value) if isinstance(node, ast.Attribute) \
+                    and name != EVERY_NAME else None
+                if chain is not None and module_names is None:
+                    module_names = _plain_module_names(tree, importer)
+                if _plain_import(node, name, importer, top_level) or (
+                        chain is not None and chain in module_names
+                        and isinstance(node.ctx, ast.Load)):
                     facts.plain.setdefault(target.display, {}).setdefault(
                         name, set()).add(importer.display)
+                    if chain is not None:
+                        facts.aliases.setdefault(importer.display, {}).setdefault(
+                            target.display, set()).add(chain)
                 else:
                     facts.other.setdefault(target.display, set()).add(name)
             if not analysed:
@@ -252,6 +273,56 @@ def _plain_import(node: ast.AST, name: str, importer: TreeModule, top_level: set
     return isinstance(node, ast.ImportFrom) and id(node) in top_level \
         and not importer.cell_starts and importer.display.endswith(".py") \
         and all(a.asname in (None, name) for a in node.names if a.name == name)
+
+
+def _plain_module_names(tree: ast.Module, importer: TreeModule) -> set[str]:
+    """The dotted names through which a .py importer's `name.attr` reads always mean one
+    module: bound only by module-level imports (`import pkg.steps as steps`, `from pkg
+    import steps`: bound once; `import pkg.steps`: `pkg` bound by `import pkg...` alone)."""
+    if importer.cell_starts or not importer.display.endswith(".py"):
+        return set()
+    by_import: dict[str, list[str]] = {}  # bound name -> the dotted module each binding gives
+    for statement in tree.body:
+        if isinstance(statement, ast.Import):
+            for alias in statement.names:
+                if alias.asname:
+                    by_import.setdefault(alias.asname, []).append(alias.asname)
+                else:
+                    by_import.setdefault(alias.name.split(".")[0], []).append(alias.name)
+        elif isinstance(statement, ast.ImportFrom):
+            for alias in statement.names:
+                name = alias.asname or alias.name
+                by_import.setdefault(name, []).append(name)
+    if not by_import:
+        return set()
+    top = {id(s) for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom))}
+    rebound = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in top:
+            rebound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            rebound.add(node.name)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            rebound.add(node.id)
+        elif isinstance(node, ast.arg):
+            rebound.add(node.arg)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            rebound |= set(node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            rebound.add(node.name)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            rebound.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            rebound.add(node.rest)
+    found = set()
+    for name, modules in by_import.items():
+        if name in rebound:
+            continue
+        if modules == [name]:  # bound once, as itself (an alias or a from-import)
+            found.add(name)
+        elif all(m != name for m in modules) and len(modules) == len(set(modules)):
+            found.update(modules)  # `import pkg.a`, `import pkg.b`: `pkg.a` and `pkg.b`
+    return found
 
 
 # What a module function taking no arguments may return, and the value kind the global

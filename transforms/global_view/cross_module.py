@@ -1,7 +1,7 @@
 """Steps called from other modules of the paths given: decided with those callers.
 
 Rule: a module-level pmap step that other modules of the run import by name
-(`from train import step`) goes global only when its callers in every module go global with
+(`from train import step`) or call through the module (`train.step(...)`) goes global only when its callers in every module go global with
 the same layouts; otherwise it keeps pmap's contract everywhere, and no importer's call of it
 is edited.
 
@@ -37,6 +37,8 @@ class CrossPlan:
     # importer: the home's steps whose calls here are analysed (and go global), and the home
     foreign: frozenset[str] = frozenset()
     home_source: bytes = b""
+    # importer: the dotted names that mean the home module there (`steps.train_step(...)`)
+    aliases: frozenset[str] = frozenset()
     # home: step name -> why its calls in another module cannot go global (`path:line: ...`)
     refused: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # the group's decision, not a trial of it: the pass must reproduce it exactly
@@ -78,9 +80,13 @@ def _decide(group: CrossModuleGroup, target, helper_module) -> dict[str, CrossPl
     home, importers = group.members[0], group.members[1:]
     live = set(group.names) & _eligible_steps(home.source)
     # An importer whose module binds an imported step's name elsewhere too (a def, an
-    # assignment, a parameter, a second import): its reads may not mean the step.
+    # assignment, a parameter, a second import): its reads may not mean the step. One that
+    # reads it only as `steps.name` must not name it otherwise: its analysis reads those
+    # attributes as the bare name (`as_names`).
     for member in importers:
-        live -= {name for name in member.imports & live if not _bound_once(member.source, name)}
+        live -= {name for name in member.imports & live
+                 if not _bound_once(member.source, name)
+                 and not (member.aliases and _never_named(member.source, name))}
     accepted: dict[str, tuple] = {}
     reasons: dict[str, str] = {}  # the first reason each refused step was refused for
     while live:
@@ -93,7 +99,8 @@ def _decide(group: CrossModuleGroup, target, helper_module) -> dict[str, CrossPl
             result = migrate_global(member.source, target, helper_module,
                                     context=member.context,
                                     cross=CrossPlan(foreign=frozenset(names),
-                                                    home_source=home.source))
+                                                    home_source=home.source,
+                                                    aliases=member.aliases))
             for name in names:
                 if name in result.usages:
                     usages[name].add(result.usages[name])
@@ -125,7 +132,8 @@ def _decide(group: CrossModuleGroup, target, helper_module) -> dict[str, CrossPl
         names = member.imports & set(accepted)
         if names:
             plans[member.display] = CrossPlan(foreign=frozenset(names),
-                                              home_source=home.source, final=True)
+                                              home_source=home.source,
+                                              aliases=member.aliases, final=True)
     return plans
 
 
@@ -173,6 +181,64 @@ def adopt(module, foreign, home) -> None:
     for site in foreign:
         module._bodies[site.key] = home.body_analysis(site)
         module.homes[id(site.body)] = home
+
+
+class _AsNames(ast.NodeTransformer):
+    def __init__(self, aliases: frozenset[str], names: frozenset[str]):
+        self.aliases, self.names = aliases, names
+
+    def visit_Attribute(self, node: ast.Attribute):
+        if node.attr in self.names and isinstance(node.ctx, ast.Load) \
+                and _dotted(node.value) in self.aliases:
+            return ast.copy_location(ast.Name(id=node.attr, ctx=ast.Load()), node)
+        return self.generic_visit(node)
+
+
+def as_names(tree: ast.Module, plan: CrossPlan) -> ast.Module:
+    """An importer's reads `steps.name` of the home's steps (`plan.foreign`), as the bare
+    names its analysis calls the foreign sites by. The Name keeps the attribute's span, so
+    an edit of the call keeps the text as written; `_never_named` made sure the bare name
+    means nothing else there."""
+    if not plan.aliases or not plan.foreign:
+        return tree
+    return ast.fix_missing_locations(_AsNames(plan.aliases, plan.foreign).visit(tree))
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
+
+
+def _never_named(source: bytes, name: str) -> bool:
+    """`name` is not an identifier the module binds or reads by itself."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            named = node.id
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                               ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+            named = node.name
+        elif isinstance(node, ast.arg):
+            named = node.arg
+        elif isinstance(node, ast.alias):
+            named = (node.asname or node.name).split(".")[0]
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            named = name if name in node.names else None
+        elif isinstance(node, ast.MatchMapping):
+            named = node.rest
+        else:
+            continue
+        if named == name:
+            return False
+    return True
 
 
 def _bound_once(source: bytes, name: str) -> bool:

@@ -219,11 +219,36 @@ class ExpressionsMixin:
         default = self._none_default(node)
         if default is not None:  # `devices = jax.local_devices() if devices is None else devices`
             return self.eval(default)
+        if isinstance(node, ast.FormattedValue) and self._formatted_stack(node):
+            return SAME
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.expr) and self.eval(child).changed:
                 raise Blocker(CONSUMER_UNKNOWN, child, f"{describe(self.eval(child))} in a "
                               f"{type(node).__name__} expression")
         return SAME
+
+    def _formatted_stack(self, node: ast.FormattedValue) -> bool:
+        """`f"{x}"` of a replicated stack formats pmap's n equal rows. The migrated `x` is one
+        row, so the field formats it repeated back to those rows, leaf by leaf
+        (`v[None].repeat(n, axis=0)` keeps a jax Array one and a host array numpy, with its
+        dtype): the same text. n is the local device count, the rows pmap stacks on each
+        process; a replicated global array formats from a local copy on any process. Only
+        `str` formatting (no conversion or `!s`, no format spec)."""
+        if node.format_spec is not None or node.conversion not in (-1, ord("s")):
+            return False
+        kind = self.eval(node.value)
+        if kind.tag != "repl" or kind.axis != 0:
+            return False
+        span = self.module.span(node.value)
+        made = self.__dict__.setdefault("_stacks_formatted", set())  # (span, text) edited here
+        if (span, self.edits.get(span)) in made:
+            return True  # the field is read again (a loop, a branch): already rewritten
+        jax = self.module.jax
+        text = (f"{jax}.tree.map(lambda v: v[None].repeat({jax}.local_device_count(), axis=0), "
+                f"{self.render(node.value)})")
+        self._edit(node.value, text)
+        made.add((span, text))
+        return True
 
     def _shard_data(self, node: ast.Attribute, array, shape: ast.Attribute | None) -> Kind:
         """`x.addressable_shards[k].data`: pmap's shard k is the (1, ...) row k of its stack.

@@ -42,6 +42,7 @@ from transforms.global_view.cross_module import (
     CrossModuleMismatch,
     CrossPlan,
     adopt,
+    as_names,
     foreign_sites,
     plan_for,
 )
@@ -154,6 +155,8 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
     # The home's steps this module calls, read as its own sites (cross_module.py)
     foreign, home = foreign_sites(cross) if cross is not None and cross.foreign \
         else ([], None)
+    if foreign:  # `steps.train_step(...)` read as a call of the foreign site by its name
+        tree = as_names(tree, cross)
     if {s.key for s in foreign} & {s.key for s in sites}:
         foreign = []
     own_sites = sites
