@@ -271,6 +271,13 @@ def _with_nested_sites(result: GlobalResult, tree: ast.Module) -> GlobalResult:
     replaced = {(f.line, f.col): f for f in [*refused, *map(nested_migrated_finding, done)]}
     findings = [replaced.get((f.line, f.col), f) if f.code == OPTIONS
                 and f.message.startswith(NESTED_BLOCKER) else f for f in result.findings]
+    for site in done:  # the callers that kept pmap's rows for it: not for a faithful callee now
+        name = site.function.name
+        said = f"`{name}`, which keeps pmap code in the faithful style; it would run under " \
+            "this function's mesh"
+        meant = f"`{name}`, a nested pmap whose 2-D form takes pmap's rows, so they are kept"
+        findings = [dataclasses.replace(f, message=f.message.replace(said, meant))
+                    if said in f.message else f for f in findings]
     return dataclasses.replace(result, source=source, findings=findings)
 
 
