@@ -35,13 +35,14 @@ def _grid(x):
 @jax.jit
 def grid(x):
     def per_device(x):
-        (x,) = jax.tree.map(lambda y: jax.lax.squeeze(y, (0, 1)), (x,))
-        return jax.tree.map(lambda y: jax.lax.expand_dims(y, (0, 1)), _grid(x))
+        _squeeze = lambda tree, axes: jax.tree.map(lambda a: jax.lax.squeeze(a, axes), tree)
+        _expand = lambda tree, axes: jax.tree.map(lambda a: jax.lax.expand_dims(a, axes), tree)
+        x = _squeeze(x, (0, 1))
+        return _expand(_grid(x), (0, 1))
 
-    shape = jax.numpy.shape(jax.tree.leaves((x,))[0])[:2]
     return jax.shard_map(
-        per_device, mesh=_grid_mesh(shape, ("rows", "cols")), in_specs=(P("rows", "cols"),),
-        out_specs=P("rows", "cols"), check_vma=False,
+        per_device, mesh=_grid_mesh(jax.numpy.shape(jax.tree.leaves(x)[0])[:2], ("rows", "cols")),
+        in_specs=(P("rows", "cols"),), out_specs=P("rows", "cols"), check_vma=False,
     )(x)
 
 
