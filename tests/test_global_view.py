@@ -72,7 +72,7 @@ def test_global_cases_leave_no_faithful_helper():
         if case.name.startswith(("producer", "consumer", "per_device", "inline", "static_argnums",
                                  "stacked_decorators", "out_axes_tree", "class_constant_axis",
                                  "placement_options", "in_axes_tree", "nonzero_axes", "hoist",
-                                 "axes_", "multiprocess_axes", "class_held")):
+                                 "axes_", "multiprocess_axes", "class_held", "nested_pmap")):
             text = (case / "after.py").read_text()
             assert "_pmap_style_shard_map" not in text and "jax.pmap(" not in text.split('"""', 2)[-1]
             assert "_first_replica" not in text, case.name

@@ -253,6 +253,31 @@ def test_nested_pmap_in_multiprocess_module_stays_pmap_with_its_reason():
     assert "jax.pmap(jax.pmap(" in code
 
 
+def test_nested_pmap_is_judged_at_its_own_site():
+    """PM505 judges the site: a process read in a function that does not reach the nested
+    pmap leaves it to the 2-D helper; a caller that reads one, or calls a helper that does,
+    keeps it as jax.pmap (issue 41 item 5)."""
+    template = """\
+        import jax
+        grid = jax.pmap(jax.pmap(lambda x: jax.lax.psum(x, "j"), "j"), "i")
+
+        def offset():
+            return jax.process_index()
+
+        def step(x):
+            return grid(x{tail})
+
+        def report():
+            return offset()
+        """
+    code, findings, _ = migrate(template.format(tail=""))
+    assert (2, "PM100") in findings and not any(c == "PM505" for _, c in findings)
+    assert "_nested_pmap_shard_map(" in code and "jax.pmap(" not in code.split("grid =")[1]
+    code, findings, _ = migrate(template.format(tail=" + offset()"))
+    assert (2, "PM505") in findings
+    assert 'grid = jax.pmap(jax.pmap(' in code
+
+
 def test_evidence_resolved_through_imports():
     source = """\
         import jax as j

@@ -12,8 +12,9 @@ Evidence-based, not decided for every module at run time: a module with no multi
 evidence keeps exactly the code it got before, and its generated helper stays the short one.
 
 `MultiProcess` runs before PmapToShardMap and records the first piece of evidence in the
-codemod context. A nested pmap in such a module stays `jax.pmap` (PM505): the 2-D helper has
-no host-local <-> global conversion. (`jax.device_count()` sizing a host-local batch in such
+codemod context. A nested pmap in such a module stays `jax.pmap` (PM505) when it depends on
+a multi-process reference (in its own statement, its callers', or top-level code:
+`process_read_reaching`): the 2-D helper has no host-local <-> global conversion. (`jax.device_count()` sizing a host-local batch in such
 modules is reported by DataPlacement, PM405.) `multihost_utils.sync_global_devices` is not
 evidence: it is what the host barrier rule writes, and it is correct single-process too.
 """
@@ -33,6 +34,7 @@ from transforms.reading.prefilter import all_nodes
 from transforms.reporting import ReportingTransformer
 
 SCRATCH_KEY = "pmap_migrate.multiprocess"  # (line, what) of the first multi-process call
+TREE_KEY = "pmap_migrate.multiprocess_tree"  # (ast tree, import table) of such a module
 PMAP = "jax.pmap"
 EVIDENCE = {
     "jax.process_index", "jax.process_count", "jax.process_indices", "jax.host_id",
@@ -77,11 +79,24 @@ def migration_note(rule: ReportingTransformer) -> str:
     return f"; multi-process (`{what}`, line {line}): host-local rows, as pmap"
 
 
+def nested_note(rule: ReportingTransformer) -> str:
+    """What a nested site's PM100 message adds in a multi-process module ('' elsewhere): it
+    got the single-process 2-D helper because no multi-process reference reaches it."""
+    found = evidence(rule)
+    if found is None:
+        return ""
+    line, what = found
+    return f"; single-process: the module's `{what}` (line {line}) does not reach it (PM505)"
+
+
 def keeps_pmap(rule: ReportingTransformer, site: cst.CSTNode, *, nested: bool) -> bool:
     """For PmapToShardMap: True (and the site reported) when `site` must stay `jax.pmap`: a
     nested pmap in a multi-process module."""
-    found = evidence(rule)
-    if found is None or not nested:
+    if evidence(rule) is None or not nested:
+        return False
+    tree, imported = rule.context.scratch[TREE_KEY]
+    found = process_read_reaching(tree, imported, rule._position(site)[0])
+    if found is None:  # judged at its own site: a read elsewhere does not reach it
         return False
     line, what = found
     rule._report(site, Code.MULTIPROCESS_PMAP_KEPT,
@@ -111,6 +126,7 @@ class MultiProcess(ReportingTransformer):
         evidence = first_evidence(tree, table.imported) if tree is not None else None
         if evidence is not None:
             self.context.scratch[SCRATCH_KEY] = evidence
+            self.context.scratch[TREE_KEY] = tree, table.imported  # for keeps_pmap's judgement
 
 
 def _process_zero_guards(tree: ast.Module) -> set[int]:
@@ -239,3 +255,74 @@ def first_evidence(tree: ast.Module, imported: dict[str, str],
         return None
     line, _, what = min(found)
     return line, what
+
+
+def process_read_reaching(tree: ast.Module, imported: dict[str, str], line: int
+                          ) -> tuple[int, str] | None:
+    """(line, dotted name) of the first multi-process reference that the pmap site on `line`
+    depends on, or None when none does: the site is judged where it stands, not by a read
+    elsewhere in the module (issue 41 item 5).
+
+    Read per module-level statement, on the safe side: the statement holding the site, every
+    def or class that uses its name (or uses one that does, transitively: its callers), and
+    the module's other top-level code (which runs whenever the module does), each counted with
+    the module functions and classes it uses in turn. A reference in a function that none of
+    those reaches (another entry point, a data loader the site's callers never call) does not
+    make this site multi-process."""
+    body = tree.body
+    start = lambda s: min([s.lineno] + [d.lineno for d in getattr(s, "decorator_list", ())])
+    holder = next((s for s in body if start(s) <= line <= s.end_lineno), None)
+    if holder is None:
+        return None
+    bound = {id(s): _bound_names(s) for s in body}
+    loads = {id(s): {n.id for n in ast.walk(s) if isinstance(n, ast.Name)
+                     and isinstance(n.ctx, ast.Load)} for s in body}
+    own = {id(s): _evidence_in(s, imported) for s in body}
+    # Which statements read the process index themselves or through what they use.
+    by_name = {name: s for s in body for name in bound[id(s)]}
+    reads = {id(s): own[id(s)][0] if own[id(s)] else None for s in body}
+    changed = True
+    while changed:
+        changed = False
+        for s in body:
+            if reads[id(s)] is None:
+                found = next((reads[id(by_name[n])] for n in sorted(loads[id(s)])
+                              if n in by_name and reads[id(by_name[n])] is not None), None)
+                if found is not None:
+                    reads[id(s)], changed = found, True
+    # The statements the site depends on: its own, its callers (transitively), top-level code.
+    names, reaching = set(bound[id(holder)]), {id(holder)}
+    changed = True
+    while changed:
+        changed = False
+        for s in body:
+            if id(s) not in reaching and loads[id(s)] & names \
+                    and isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                reaching.add(id(s))
+                names |= bound[id(s)]
+                changed = True
+    reaching |= {id(s) for s in body
+                 if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    found = [reads[id(s)] for s in body if id(s) in reaching and reads[id(s)] is not None]
+    return min(found) if found else None
+
+
+def _bound_names(statement: ast.stmt) -> set[str]:
+    """The module-level names a statement binds (a def's, a class's, assignment targets')."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {statement.name}
+    targets = statement.targets if isinstance(statement, ast.Assign) else \
+        [statement.target] if isinstance(statement, (ast.AnnAssign, ast.AugAssign)) else []
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def _evidence_in(statement: ast.stmt, imported: dict[str, str]) -> list[tuple[int, str]]:
+    """(line, what) of the multi-process references in `statement`, first first."""
+    found = []
+    for node in ast.walk(statement):
+        if isinstance(node, (ast.Attribute, ast.Name)) and isinstance(node.ctx, ast.Load):
+            qualified = dotted(node, imported)
+            if qualified in EVIDENCE or (qualified.startswith(MULTIHOST_UTILS)
+                                         and qualified not in NOT_EVIDENCE):
+                found.append((node.lineno, node.col_offset, ast.unparse(node)))
+    return [(line, what) for line, _, what in sorted(found)]

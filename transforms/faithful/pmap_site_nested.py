@@ -47,7 +47,7 @@ class NestedSites:
         except NestedRefused as refused:
             self._refuse_pair(original, inner_call, label, refused)
             return updated
-        if not self._migrated(original, label, summary):
+        if not self._migrated(original, label, summary, nested=True):
             return updated
         self._needs_nested = True
         return cst.Call(func=cst.Name(self._helper_name(NESTED_HELPER_NAME)), args=args)
@@ -131,7 +131,7 @@ class NestedSites:
         except NestedRefused as refused:
             self._refuse_pair(stacked[0], stacked[1], label, refused)
             return updated
-        if not self._migrated(stacked[0], "stacked pmap decorators", summary):
+        if not self._migrated(stacked[0], "stacked pmap decorators", summary, nested=True):
             return updated
         self._needs_nested = True
         partial_func = next(

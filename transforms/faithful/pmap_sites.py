@@ -28,7 +28,7 @@ from __future__ import annotations
 import libcst as cst
 
 from transforms.codes import Code
-from transforms.faithful.multiprocess import migration_note, pmap_helper_source
+from transforms.faithful.multiprocess import migration_note, nested_note, pmap_helper_source
 from transforms.faithful.pmap_hazards import site_claimed
 from transforms.faithful.pmap_site_nested import NestedSites
 from transforms.faithful.pmap_site_rewrite import SiteRewrite
@@ -354,10 +354,12 @@ class PmapToShardMap(SiteRewrite, NestedSites, ValueUses, ReportingTransformer):
     def _code_fresh(self, node: cst.CSTNode) -> str:
         return one_line(node)
 
-    def _migrated(self, node: cst.CSTNode, label: str, summary: str) -> bool:
-        """Report the migration of a site; False when a suppression keeps it as it is."""
+    def _migrated(self, node: cst.CSTNode, label: str, summary: str, nested: bool = False) -> bool:
+        """Report the migration of a site; False when a suppression keeps it as it is.
+        `nested`: the single-process 2-D helper, which a multi-process module gets only where
+        nothing the site depends on is multi-process (multiprocess.keeps_pmap)."""
         detail = f" ({summary})" if summary else ""
-        detail += migration_note(self)
+        detail += nested_note(self) if nested else migration_note(self)
         if not self._report(node, Code.PMAP_MIGRATED,
                             f"{label} -> jax.jit + jax.shard_map{detail}"):
             return False

@@ -4,6 +4,7 @@ it left, with the rules' findings moved back to the input's line numbers."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from transforms.codes import Code
 from transforms.line_matcher import LineMatcher
@@ -21,13 +22,24 @@ def migrate_global_then_faithful(source: bytes, target, ignored, migrate_source,
     rest = migrate_source(first.source, target, ignored)
     lines = _line_map(first.source, source)
     moved = [dataclasses.replace(f, line=lines.get(f.line, f.line),
-                                 col=f.col - _indent_added(first.source, source, f.line, lines))
+                                 col=f.col - _indent_added(first.source, source, f.line, lines),
+                                 message=_lines_named(f.message, lines))
              for f in rest.findings]
     # Per-process idioms in global callers are reported by the global pass, in its terms.
     said = {(f.line, f.col) for f in first.findings if f.code == Code.PROCESS_IDIOM_KEPT}
     moved = [f for f in moved if not (f.code == Code.PROCESS_IDIOM_KEPT and (f.line, f.col) in said)]
     findings = sorted([*first.findings, *moved], key=lambda f: (f.line, f.col, f.code))
     return dataclasses.replace(rest, findings=findings, _original=source, layouts=first.layouts)
+
+
+def _lines_named(message: str, lines: dict[int, int]) -> str:
+    """`message` with the lines it names ("line 47", "lines 3") moved back to the input's: the
+    faithful rules read the global pass's output, whose lines are not the user's."""
+    return _LINE_NAMED.sub(lambda m: f"{m.group(1)}{lines.get(int(m.group(2)), int(m.group(2)))}",
+                           message)
+
+
+_LINE_NAMED = re.compile(r"(\bline )(\d+)\b")
 
 
 def _line_map(new: bytes, old: bytes) -> dict[int, int]:

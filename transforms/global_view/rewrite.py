@@ -27,6 +27,7 @@ from transforms.codes.global_view import (
     CONSUMER_UNKNOWN,
     CONTRACT,
     FALLS_BACK_WITH_CALLER,
+    OPTIONS,
     PROCESS_IDIOM_KEPT,
     SITE,
     UNAVAILABLE,
@@ -38,6 +39,12 @@ from transforms.global_view.callers import (
     top_level_function,
 )
 from transforms.global_view.contract import contract_sites
+from transforms.global_view.nested_sites import (
+    NESTED_BLOCKER,
+    nested_sites,
+    rewrite_nested_sites,
+)
+from transforms.global_view.nested_sites import migrated_finding as nested_migrated_finding
 from transforms.global_view.cross_module import (
     CrossModuleMismatch,
     CrossPlan,
@@ -121,6 +128,7 @@ def migrate_global(source: bytes, target: TargetJax, helper_module: str | None =
         cross = plan_for(context.group, context.member, target, helper_module)
     with literals_quoted_as(module_quote(tree, source)):  # the module's quotes, for what it gets
         result = _migrate_parsed(source, tree, target, helper_module, top_level, context, cross)
+        result = _with_nested_sites(result, tree)
     if cross is not None and cross.final:
         planned = set(cross.followed) | set(cross.foreign)
         if not planned <= set(result.usages):
@@ -249,6 +257,35 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
                      for entry in entries if results[c].layouts)
     return GlobalResult(new_module.bytes, dedupe(findings), layouts,
                         tuple(s.key for s in global_sites), usages, foreign_blocked)
+
+
+def _with_nested_sites(result: GlobalResult, tree: ast.Module) -> GlobalResult:
+    """`result` with the nested pmaps the main pass kept on pmap's layout (its PM602 "a nested
+    pmap") written as one shard_map over a 2-D mesh where they can be (nested_sites.py), and
+    the reason in that PM602 where they cannot. Their callers are the main pass's as they are:
+    the 2-D form takes and returns pmap's rows."""
+    if not any(isinstance(s, ast.FunctionDef) and len(s.decorator_list) >= 2 for s in tree.body):
+        return result
+    table = ImportTable.from_tree(tree)
+    multiprocess = first_evidence(tree, table.imported, guards_count=False) is not None
+    sites, refused = nested_sites(tree, table.imported, multiprocess)
+    blocked = {(f.line, f.col) for f in result.findings
+               if f.code == OPTIONS and f.message.startswith(NESTED_BLOCKER)}
+    sites = [s for s in sites if (s.decorator.lineno, s.decorator.col_offset + 1) in blocked]
+    refused = [f for f in refused if (f.line, f.col) in blocked]
+    source, done = rewrite_nested_sites(result.source, tree, sites, table.imported) \
+        if sites else (result.source, [])
+    replaced = {(f.line, f.col): f for f in [*refused, *map(nested_migrated_finding, done)]}
+    findings = [replaced.get((f.line, f.col), f) if f.code == OPTIONS
+                and f.message.startswith(NESTED_BLOCKER) else f for f in result.findings]
+    for site in done:  # the callers that kept pmap's rows for it: not for a faithful callee now
+        name = site.function.name
+        said = f"`{name}`, which keeps pmap code in the faithful style; it would run under " \
+            "this function's mesh"
+        meant = f"`{name}`, a nested pmap whose 2-D form takes pmap's rows, so they are kept"
+        findings = [dataclasses.replace(f, message=f.message.replace(said, meant))
+                    if said in f.message else f for f in findings]
+    return dataclasses.replace(result, source=source, findings=findings)
 
 
 def _foreign_usages(foreign, decision, module: ModuleInfo):
