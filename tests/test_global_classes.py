@@ -140,7 +140,7 @@ def test_a_global_caller_of_a_faithful_class_stays_faithful():
     """Code kept faithful must not run under the caller's mesh."""
     source = TRAINER.replace("        self.w = None\n", "        self.w = None\n"
                              '        self.other = jax.pmap(lambda v: v, axis_name="batch")\n'
-                             "\n    def reset(self):\n        self.other = None\n")
+                             "\n    def reset(self):\n        self.other = abs\n")
     source = source.replace("def run():", '@jax.pmap\ndef double(v):\n    return 2 * v\n\n\n'
                             "def run():").replace(
         '    return {"w": np.asarray(w[0])}',
@@ -249,6 +249,89 @@ def test_a_pmap_built_in_another_method_goes_global():
 @pytest.mark.equivalence
 def test_a_pmap_built_in_another_method_computes_the_same(tmp_path):
     _equivalent_on_8_devices(LAZY_TRAINER, tmp_path)
+
+
+# -- the class's instances as its creator uses them ---------------------------------------------
+# Two classes holding a pmap under the same attribute name, one built in a method after a
+# `None` placeholder in `__init__`, both called on their instances by the function that creates
+# them (as training scripts call `trainer.p_train_step(...)`).
+TWO_HOLDERS = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def _sgd(w, x):
+    return w - 0.1 * jax.lax.pmean(jnp.mean(x, axis=0), "batch")
+
+
+class First:
+    def __init__(self):
+        self.p_step = jax.pmap(_sgd, axis_name="batch", donate_argnums=(0,))
+
+
+class Second:
+    def __init__(self):
+        self.p_step = None
+
+    def compile(self):
+        self.p_step = jax.pmap(lambda w, x: w + jax.lax.psum(x, "batch"), axis_name="batch")
+
+
+def run():
+    n = jax.local_device_count()
+    first = First()
+    second = Second()
+    second.compile()
+    w = jnp.stack([jnp.zeros(3)] * n)
+    v = jnp.stack([jnp.ones(3)] * n)
+    for t in range(2):
+        x = np.arange(n * 12, dtype=np.float32).reshape(n, 4, 3)
+        y = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
+        w = first.p_step(w, x)
+        v = second.p_step(v, y)
+    return {"w": np.asarray(w[0]), "v": np.asarray(v)}
+'''
+
+
+def test_pmaps_called_on_instances_by_their_creator_go_global():
+    """`first.p_step(...)` in `run`, which creates `first`, is followed like `self.p_step(...)`;
+    `Second`'s `self.p_step` (a `None` placeholder, then the pmap) is another object's attribute
+    than `First`'s, so neither rebinds the other."""
+    found = _findings(TWO_HOLDERS)
+    assert len(found.get("PM600", [])) == 2 and "PM612" not in found, found
+    text = _migrated(TWO_HOLDERS)
+    assert pmap_contract_code(text) == [], pmap_contract_code(text)
+    assert "jax.device_put(jnp.zeros(3), NamedSharding(mesh, P()))" in text
+    assert "reshape(n * 4, 3)" in text and '"w": np.asarray(w)' in text
+
+
+@pytest.mark.equivalence
+def test_pmaps_called_on_instances_by_their_creator_compute_the_same(tmp_path):
+    _equivalent_on_8_devices(TWO_HOLDERS, tmp_path)
+
+
+@pytest.mark.parametrize("edit, words", [
+    # rebound on the instance by module code: which pmap a call reaches is not known
+    (("    second.compile()\n", "    second.compile()\n    first.p_step = second.p_step\n"),
+     "assigned again"),
+    # read as a value: its calls are not all seen
+    (("        w = first.p_step(w, x)\n", "        step = first.p_step\n        w = step(w, x)\n"),
+     "other than as a call on an instance the analysis follows"),
+    # called in a def nested in the creator, where the instance is not followed
+    (("        w = first.p_step(w, x)\n",
+      "        def apply(w, x):\n            return first.p_step(w, x)\n\n"
+      "        w = apply(w, x)\n"),
+     "other than as a call on an instance the analysis follows"),
+    # a placeholder other than `None` stored by a method of the class
+    (("        self.p_step = None\n", "        self.p_step = abs\n"), "assigned again"),
+])
+def test_other_uses_of_an_instance_held_pmap_keep_the_contract(edit, words):
+    source = TWO_HOLDERS.replace(*edit)
+    assert source != TWO_HOLDERS
+    found = _findings(source)
+    assert any(words in m for m in found.get("PM612", []) + found.get("PM609", [])), found
+    text = _migrated(source)
+    assert pmap_contract_code(text) != []
 
 
 _NESTED_IN_METHOD = TRAINER.replace(

@@ -36,6 +36,7 @@ import copy
 import dataclasses
 
 from transforms.codes.global_view import CLASS_HELD, OPTIONS
+from transforms.global_view.class_receivers import assignment_of, receivers
 from transforms.global_view.site_options import assigned_site, make_site
 from transforms.global_view.sites import (
     PMAP,
@@ -352,9 +353,22 @@ def _binds(tree: ast.Module, name: str) -> bool:
 
 
 def _single_assignment(attribute: str, statement, tree: ast.Module, cls, where) -> None:
+    """The attribute holding the pmap is bound once on `cls`'s instances: other stores of
+    `.attribute` are on instances of other classes (class_receivers.py), or a `None`
+    placeholder in a method of `cls` (calling it fails in both programs alike)."""
+    known, assigned = receivers(tree), assignment_of(tree)
+    own = {id(c) for c in getattr(cls, "chain", [cls])}
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr == attribute \
                 and not isinstance(node.ctx, ast.Load) and node is not statement.targets[0]:
+            receiver = known.get(id(node))
+            if receiver is not None and _another_class(receiver, cls, own):
+                continue
+            store = assigned.get(id(node))
+            if receiver is not None and receiver.method is not None \
+                    and id(receiver.method) in own and store is not None \
+                    and isinstance(store.value, ast.Constant) and store.value.value is None:
+                continue
             raise Blocker(CLASS_HELD, where,
                           f"the attribute `{attribute}` of `{cls.name}` holding "
                           f"this pmap is assigned again at line {node.lineno} "
@@ -367,8 +381,20 @@ def _single_assignment(attribute: str, statement, tree: ast.Module, cls, where) 
                           f"the attribute `{attribute}` of `{cls.name}` holding this pmap")
 
 
+def _another_class(receiver, cls, own: set[int]) -> bool:
+    """The receiver is an instance of a module class other than `cls` and its bases (a
+    subclass of `cls` is refused by _class_shape, a base used elsewhere too)."""
+    if receiver.method is not None:
+        return id(receiver.method) not in own
+    return receiver.cls != cls.name and receiver.cls not in {
+        c.name for c in getattr(cls, "chain", [cls])}
+
+
 def _called_through_self(cls: ast.ClassDef, attribute: str, tree: ast.Module, where) -> None:
-    """Every load of `.attribute` anywhere is `self.attribute(...)` in a method of `cls`."""
+    """Every load of `.attribute` on an instance of `cls` is a call the analysis follows:
+    `self.attribute(...)` in a method of `cls`, or `obj.attribute(...)` in the module function
+    that binds `obj = Cls(...)` (instances.py follows the instance there). Loads on instances of
+    other classes (class_receivers.py) are not this pmap."""
     calls = set()
     for member in chain_members(cls):
         if isinstance(member, ast.FunctionDef) and member.args.args:
@@ -378,14 +404,26 @@ def _called_through_self(cls: ast.ClassDef, attribute: str, tree: ast.Module, wh
                         and node.func.attr == attribute and isinstance(node.func.value, ast.Name) \
                         and node.func.value.id == me:
                     calls.add(id(node.func))
+    known = receivers(tree)
+    own = {id(c) for c in getattr(cls, "chain", [cls])}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == attribute:
+            receiver = known.get(id(node.func))
+            if receiver is not None and receiver.method is None and not receiver.nested \
+                    and receiver.cls == cls.name:
+                calls.add(id(node.func))
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr == attribute \
                 and isinstance(node.ctx, ast.Load) and id(node) not in calls:
+            receiver = known.get(id(node))
+            if receiver is not None and _another_class(receiver, cls, own):
+                continue
             raise Blocker(CLASS_HELD, where,
                           f"`{ast.unparse(node)}` at line {node.lineno} uses this "
-                          f"pmap `{cls.name}` holds other than as a `self.{attribute}(...)` "
-                          "call in the class's own methods (called from outside the class, or "
-                          "used as a value), so not every call can be followed")
+                          f"pmap `{cls.name}` holds other than as a call on an instance the "
+                          "analysis follows (`self` in its methods, or in the function that "
+                          "creates it): not every call is seen")
 
 
 def _how_built(cls: ast.ClassDef, statement, target) -> str:
