@@ -10,10 +10,13 @@ take and give global arrays:
   `@property` ones (instances.py follows them where the attribute is read), and nothing in the
   module subclasses it; its bases, if any, are a single-inheritance chain of module-level
   classes used nowhere else, whose methods it inherits (class_view: one class as its instances
-  run it, `super().name(...)` resolved to the base's method);
-- the attribute is assigned once in the module, by a statement of a method's own body (not
-  in an `if` or loop of it), and only ever called as `self.<attribute>(...)` in the class's
-  own methods;
+  run it, `super().name(...)` resolved to the base's method). A pmap built by a class that
+  exactly one module class inherits from is held by that subclass (_holder);
+- every call of the attribute is on an instance the analysis follows: `self.attr(...)` in the
+  class's methods, or `obj.attr(...)` in the function binding `obj = Cls(...)`; the same
+  attribute name on another class's instance is not this pmap (class_receivers.py);
+- the attribute is assigned once on the class's instances, by a statement of a method's own
+  body (not in an `if` or loop of it), a `None` placeholder in a method aside;
 - the class is instantiated in one module-level function only (that function builds the mesh
   and runs under it), and its instances never escape it (not passed, stored or returned);
 - the mapped function is a lambda, a module-level def, a def nested in the building method
@@ -78,9 +81,10 @@ def find_class_sites(tree: ast.Module, imported, functions, constants, claimed: 
         held = _held_assignments(statement, imported, factories, claimed)
         if not held:
             continue
+        holder = _holder(statement, tree)
         for target, value, pmap_node, factory in held:
             try:
-                site = _held_site(statement, target, value, factory, tree, imported,
+                site = _held_site(statement, holder, target, value, factory, tree, imported,
                                   functions, constants)
                 sites.append(site)
             except Blocker as blocker:
@@ -136,9 +140,25 @@ def _held_assignments(cls: ast.ClassDef, imported, factories, claimed):
     return found
 
 
-def _held_site(cls: ast.ClassDef, statement, value, factory, tree, imported, functions,
-               constants) -> Site:
-    """The site of one pmap the class holds; a Blocker (at the pmap) naming what keeps it
+def _holder(cls: ast.ClassDef, tree: ast.Module) -> ast.ClassDef:
+    """The class whose instances run `cls`'s code: `cls`, or, when exactly one module-level
+    class inherits from it, that class's holder (a framework's base class builds the pmap in
+    its `__init__`, the experiment subclassing it is what the program instantiates).
+    _class_shape then refuses a base that is used other than as that subclass's base."""
+    current, seen = cls, {id(cls)}
+    while True:
+        below = [s for s in tree.body if isinstance(s, ast.ClassDef)
+                 and any(isinstance(b, ast.Name) and b.id == current.name for b in s.bases)]
+        if len(below) != 1 or id(below[0]) in seen:
+            return current
+        current = below[0]
+        seen.add(id(current))
+
+
+def _held_site(cls: ast.ClassDef, holder: ast.ClassDef, statement, value, factory, tree,
+               imported, functions, constants) -> Site:
+    """The site of one pmap the class `cls` holds, for the instances of `holder` (cls or its
+    one subclass chain's last class: _holder); a Blocker (at the pmap) naming what keeps it
     faithful otherwise."""
     where = value if factory is None else _returned_pmap(factory, imported)
     where = pmap_call(where, imported) or where
@@ -159,6 +179,7 @@ def _held_site(cls: ast.ClassDef, statement, value, factory, tree, imported, fun
                       "`self.<name> = ...` (" + _how_built(cls, statement, target)
                       + "): kept in the faithful style")
     attribute = target.attr
+    cls = holder
     _class_shape(cls, tree, where)
     cls = class_view(cls, tree)  # with the methods it inherits from bases in the module
     _single_assignment(attribute, statement, tree, cls, where)
