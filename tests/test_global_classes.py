@@ -856,3 +856,47 @@ def test_a_property_not_followed_keeps_the_class_faithful(edit, words):
     found = _findings(source)
     assert "PM600" not in found, found
     assert any(words in m for m in found.get("PM609", [])), found
+
+
+# Two held pmaps of different axis names called only through the instance: no statement of
+# the creator calls them by name, so none can be put under its own mesh (an internal error,
+# `max()` of no axis, before the caller's planner refused it).
+TWO_AXES = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class Trainer:
+    def __init__(self):
+        self.a = jax.pmap(lambda w, x: w - 0.1 * jax.lax.pmean(x, "batch"), axis_name="batch")
+        self.b = jax.pmap(lambda w, x: w + jax.lax.psum(x, "i"), axis_name="i")
+
+    def fit(self, w, v, x):
+        return self.a(w, x), self.b(v, x)
+
+
+def run():
+    n = jax.local_device_count()
+    trainer = Trainer()
+    w = jnp.stack([jnp.zeros(3)] * n)
+    x = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
+    w, v = trainer.fit(w, w, x)
+    return {"w": np.asarray(w[0]), "v": np.asarray(v[0])}
+'''
+
+
+@pytest.mark.parametrize("source", [
+    TWO_AXES,
+    TWO_AXES.replace("    w, v = trainer.fit(w, w, x)\n",
+                     "    w, v = trainer.a(w, x), trainer.b(w, x)\n"),
+], ids=["through_a_method", "on_the_instance"])
+def test_held_pmaps_of_two_axis_names_keep_the_contract(source):
+    found = _findings(source)
+    assert "PM005" not in found, found
+    assert any("different axis names (batch, i)" in m for m in found.get("PM612", [])), found
+    assert pmap_contract_code(_migrated(source)) != []
+
+
+@pytest.mark.equivalence
+def test_held_pmaps_of_two_axis_names_compute_the_same(tmp_path):
+    _equivalent_on_8_devices(TWO_AXES, tmp_path)
