@@ -51,8 +51,14 @@ def plan_axes(analysis, default_axis: str) -> AxisPlan:
     named = [sites[key].axis_name for _, key in calls if sites[key].axis_name is not None]
     # Only through helpers (a chain of folded callers): their calls choose the main axis,
     # and each helper of another axis names its own mesh (`_helpers_under_their_axis`).
-    main = _main_axis(named or [sites[key].axis_name for _, key in _helper_site_calls(analysis)
-                                if sites[key].axis_name is not None])
+    through = named or [sites[key].axis_name for _, key in _helper_site_calls(analysis)
+                        if sites[key].axis_name is not None]
+    if not through:  # called only where no call here is located (an instance's methods)
+        key = min(analysis.specs, key=lambda k: sites[k].node.lineno)
+        raise Blocker(OPTIONS, sites[key].node, f"calls pmap sites with different axis names "
+                      f"({', '.join(sorted(axes))}), none of them from a statement of this "
+                      "function or a helper it follows, so none can be put under its mesh")
+    main = _main_axis(through)
     first = {main: 0}
     for name in named:
         first.setdefault(name, len(first))

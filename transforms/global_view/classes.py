@@ -10,10 +10,13 @@ take and give global arrays:
   `@property` ones (instances.py follows them where the attribute is read), and nothing in the
   module subclasses it; its bases, if any, are a single-inheritance chain of module-level
   classes used nowhere else, whose methods it inherits (class_view: one class as its instances
-  run it, `super().name(...)` resolved to the base's method);
-- the attribute is assigned once in the module, by a statement of a method's own body (not
-  in an `if` or loop of it), and only ever called as `self.<attribute>(...)` in the class's
-  own methods;
+  run it, `super().name(...)` resolved to the base's method). A pmap built by a class that
+  exactly one module class inherits from is held by that subclass (_holder);
+- every call of the attribute is on an instance the analysis follows: `self.attr(...)` in the
+  class's methods, or `obj.attr(...)` in the function binding `obj = Cls(...)`; the same
+  attribute name on another class's instance is not this pmap (class_receivers.py);
+- the attribute is assigned once on the class's instances, by a statement of a method's own
+  body (not in an `if` or loop of it), a `None` placeholder in a method aside;
 - the class is instantiated in one module-level function only (that function builds the mesh
   and runs under it), and its instances never escape it (not passed, stored or returned);
 - the mapped function is a lambda, a module-level def, a def nested in the building method
@@ -36,6 +39,7 @@ import copy
 import dataclasses
 
 from transforms.codes.global_view import CLASS_HELD, OPTIONS
+from transforms.global_view.class_receivers import assignment_of, receivers
 from transforms.global_view.site_options import assigned_site, make_site
 from transforms.global_view.sites import (
     PMAP,
@@ -77,9 +81,10 @@ def find_class_sites(tree: ast.Module, imported, functions, constants, claimed: 
         held = _held_assignments(statement, imported, factories, claimed)
         if not held:
             continue
+        holder = _holder(statement, tree)
         for target, value, pmap_node, factory in held:
             try:
-                site = _held_site(statement, target, value, factory, tree, imported,
+                site = _held_site(statement, holder, target, value, factory, tree, imported,
                                   functions, constants)
                 sites.append(site)
             except Blocker as blocker:
@@ -135,9 +140,25 @@ def _held_assignments(cls: ast.ClassDef, imported, factories, claimed):
     return found
 
 
-def _held_site(cls: ast.ClassDef, statement, value, factory, tree, imported, functions,
-               constants) -> Site:
-    """The site of one pmap the class holds; a Blocker (at the pmap) naming what keeps it
+def _holder(cls: ast.ClassDef, tree: ast.Module) -> ast.ClassDef:
+    """The class whose instances run `cls`'s code: `cls`, or, when exactly one module-level
+    class inherits from it, that class's holder (a framework's base class builds the pmap in
+    its `__init__`, the experiment subclassing it is what the program instantiates).
+    _class_shape then refuses a base that is used other than as that subclass's base."""
+    current, seen = cls, {id(cls)}
+    while True:
+        below = [s for s in tree.body if isinstance(s, ast.ClassDef)
+                 and any(isinstance(b, ast.Name) and b.id == current.name for b in s.bases)]
+        if len(below) != 1 or id(below[0]) in seen:
+            return current
+        current = below[0]
+        seen.add(id(current))
+
+
+def _held_site(cls: ast.ClassDef, holder: ast.ClassDef, statement, value, factory, tree,
+               imported, functions, constants) -> Site:
+    """The site of one pmap the class `cls` holds, for the instances of `holder` (cls or its
+    one subclass chain's last class: _holder); a Blocker (at the pmap) naming what keeps it
     faithful otherwise."""
     where = value if factory is None else _returned_pmap(factory, imported)
     where = pmap_call(where, imported) or where
@@ -158,6 +179,7 @@ def _held_site(cls: ast.ClassDef, statement, value, factory, tree, imported, fun
                       "`self.<name> = ...` (" + _how_built(cls, statement, target)
                       + "): kept in the faithful style")
     attribute = target.attr
+    cls = holder
     _class_shape(cls, tree, where)
     cls = class_view(cls, tree)  # with the methods it inherits from bases in the module
     _single_assignment(attribute, statement, tree, cls, where)
@@ -352,9 +374,22 @@ def _binds(tree: ast.Module, name: str) -> bool:
 
 
 def _single_assignment(attribute: str, statement, tree: ast.Module, cls, where) -> None:
+    """The attribute holding the pmap is bound once on `cls`'s instances: other stores of
+    `.attribute` are on instances of other classes (class_receivers.py), or a `None`
+    placeholder in a method of `cls` (calling it fails in both programs alike)."""
+    known, assigned = receivers(tree), assignment_of(tree)
+    own = {id(c) for c in getattr(cls, "chain", [cls])}
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr == attribute \
                 and not isinstance(node.ctx, ast.Load) and node is not statement.targets[0]:
+            receiver = known.get(id(node))
+            if receiver is not None and _another_class(receiver, cls, own):
+                continue
+            store = assigned.get(id(node))
+            if receiver is not None and receiver.method is not None \
+                    and id(receiver.method) in own and store is not None \
+                    and isinstance(store.value, ast.Constant) and store.value.value is None:
+                continue
             raise Blocker(CLASS_HELD, where,
                           f"the attribute `{attribute}` of `{cls.name}` holding "
                           f"this pmap is assigned again at line {node.lineno} "
@@ -367,8 +402,20 @@ def _single_assignment(attribute: str, statement, tree: ast.Module, cls, where) 
                           f"the attribute `{attribute}` of `{cls.name}` holding this pmap")
 
 
+def _another_class(receiver, cls, own: set[int]) -> bool:
+    """The receiver is an instance of a module class other than `cls` and its bases (a
+    subclass of `cls` is refused by _class_shape, a base used elsewhere too)."""
+    if receiver.method is not None:
+        return id(receiver.method) not in own
+    return receiver.cls != cls.name and receiver.cls not in {
+        c.name for c in getattr(cls, "chain", [cls])}
+
+
 def _called_through_self(cls: ast.ClassDef, attribute: str, tree: ast.Module, where) -> None:
-    """Every load of `.attribute` anywhere is `self.attribute(...)` in a method of `cls`."""
+    """Every load of `.attribute` on an instance of `cls` is a call the analysis follows:
+    `self.attribute(...)` in a method of `cls`, or `obj.attribute(...)` in the module function
+    that binds `obj = Cls(...)` (instances.py follows the instance there). Loads on instances of
+    other classes (class_receivers.py) are not this pmap."""
     calls = set()
     for member in chain_members(cls):
         if isinstance(member, ast.FunctionDef) and member.args.args:
@@ -378,14 +425,26 @@ def _called_through_self(cls: ast.ClassDef, attribute: str, tree: ast.Module, wh
                         and node.func.attr == attribute and isinstance(node.func.value, ast.Name) \
                         and node.func.value.id == me:
                     calls.add(id(node.func))
+    known = receivers(tree)
+    own = {id(c) for c in getattr(cls, "chain", [cls])}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == attribute:
+            receiver = known.get(id(node.func))
+            if receiver is not None and receiver.method is None and not receiver.nested \
+                    and receiver.cls == cls.name:
+                calls.add(id(node.func))
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr == attribute \
                 and isinstance(node.ctx, ast.Load) and id(node) not in calls:
+            receiver = known.get(id(node))
+            if receiver is not None and _another_class(receiver, cls, own):
+                continue
             raise Blocker(CLASS_HELD, where,
                           f"`{ast.unparse(node)}` at line {node.lineno} uses this "
-                          f"pmap `{cls.name}` holds other than as a `self.{attribute}(...)` "
-                          "call in the class's own methods (called from outside the class, or "
-                          "used as a value), so not every call can be followed")
+                          f"pmap `{cls.name}` holds other than as a call on an instance the "
+                          "analysis follows (`self` in its methods, or in the function that "
+                          "creates it): not every call is seen")
 
 
 def _how_built(cls: ast.ClassDef, statement, target) -> str:

@@ -1,6 +1,7 @@
 """PM612 with a mapped function written over several lines (jaxline's `functools.partial(`
 hugging the pmap, jumanji's on lines of its own): the function keeps its shape one level
-inside the adapter's call, its continuation lines moved with it."""
+inside the adapter's call, its continuation lines moved with it. (`run` reads the
+class's pmap as a value, which keeps it on the contract.)"""
 import functools
 
 import jax
@@ -47,8 +48,9 @@ def keys_for(key, apply):
 def run():
     n = jax.local_device_count()
     evaluator = Evaluator(3.0)
+    evaluate = evaluator.evaluate
     x = jnp.arange(n * 2, dtype=jnp.float32).reshape(n, 2)
     return {
-        "evaluate": np.asarray(evaluator.evaluate(x)),
+        "evaluate": np.asarray(evaluate(x)),
         "keys": np.asarray(keys_for(jnp.ones(2), lambda k: k + 1)),
     }

@@ -1,5 +1,6 @@
-"""PM609: module code calls the held pmap itself (`model.forward(x)`), not through a method
-of the class: the class stays faithful."""
+"""PM609: module code calls the held pmap in a lambda nested in the function that creates the
+instance (`lambda v: model.forward(v)`), where the instance is not followed: the class stays
+on pmap's contract."""
 import jax
 import numpy as np
 
@@ -12,4 +13,5 @@ class Model:
 def run():
     n = jax.local_device_count()
     model = Model()
-    return {"y": np.asarray(model.forward(np.ones((n, 4), np.float32)))}
+    apply = lambda v: model.forward(v)
+    return {"y": np.asarray(apply(np.ones((n, 4), np.float32)))}

@@ -1,5 +1,5 @@
-"""PM609: the class holding the pmap is subclassed, and the subclass's methods may call it
-with other layouts: both stay faithful."""
+"""PM609: the class holding the pmap is instantiated and also subclassed, and the subclass's
+methods may call it with other layouts: both stay on pmap's contract."""
 import jax
 import numpy as np
 
