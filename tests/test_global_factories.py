@@ -373,3 +373,35 @@ def test_a_class_held_factory_under_lru_cache_goes_global():
         b"def make_step(", b"@functools.lru_cache(None)\ndef make_step(")
     assert _codes(source) == ["PM600"]
     assert _codes(source.replace(b"@functools.lru_cache(None)", b"@jax.named_call")) != ["PM600"]
+
+
+_CLOSURE_IN_TUPLE = (ROOT / "tests" / "fixtures_global" / "closure_factory_returned_in_a_tuple"
+                     / "before.py").read_bytes()
+
+
+def test_a_factory_closure_pmapped_and_returned_in_a_tuple_goes_global():
+    assert _codes(_CLOSURE_IN_TUPLE) == ["PM600"]
+
+
+@pytest.mark.parametrize("old, new", [
+    # the closure's factory is read elsewhere too: that use would see its def edited
+    (b"    return np.asarray(w[0])", b"    extra = make_learner(0.2)\n    return np.asarray(w[0])"),
+    # the returned tuple is kept whole: its pmap's calls are not all seen
+    (b"    learn, steps = setup(0.1)", b"    pair = setup(0.1)\n    learn, steps = pair"),
+    # the closure is read before it is mapped
+    (b"    learn = jax.pmap(learn,", b"    print(learn)\n    learn = jax.pmap(learn,"),
+])
+def test_a_returned_factory_closure_not_provably_only_called_keeps_the_contract(old, new):
+    assert old in _CLOSURE_IN_TUPLE
+    assert "PM600" not in _codes(_CLOSURE_IN_TUPLE.replace(old, new))
+
+
+@pytest.mark.parametrize("used", ["setup", "make_learner"])
+def test_a_returned_factory_closure_another_module_uses_keeps_the_contract(used):
+    """Another module calling the function that returns the pmap calls it where this module
+    cannot see; one calling the closure's factory would get its def edited."""
+    tree = TreeContext(used_elsewhere={used: "other.py:3"})
+    findings = with_named_blockers(
+        migrate_source(_CLOSURE_IN_TUPLE, style="global", tree=tree).findings)
+    assert "PM600" not in [f.code for f in findings]
+    assert any("other.py:3" in f.message for f in findings if f.code == "PM603")

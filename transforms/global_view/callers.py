@@ -218,7 +218,8 @@ def used_in_other_modules(module, sites, blocked: dict[str, Blocker]) -> dict[st
                                           f"`{site.name}` maps the def `{factory}` returns, "
                                           f"which another module uses ({where}) and would see "
                                           "edited")
-            continue
+            if not site.factory or site.key in found:
+                continue  # a factory returning the pmap of a closure: its callers elsewhere too
         if (site.key in blocked and NO_CALLER_HERE not in blocked[site.key].message) \
                 or (site.owner is not None and not site.factory):
             continue

@@ -65,7 +65,7 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
                 if isinstance(n, (ast.Name, ast.Attribute))):
             continue  # top-level code whose every pmap is called where it is built
         if isinstance(statement, ast.FunctionDef) and keeps_behaviour(statement, imported) \
-                and _returned_pmap(statement, imported) is not None:
+                and _returned_pmap(statement, imported, functions) is not None:
             # A function never read here is called, if at all, from another module: as a
             # factory its site names that module's use (callers.used_in_other_modules) or
             # its lack of callers.
@@ -79,6 +79,11 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
                 elif misuse is not None:
                     raise Blocker(PMAP_AS_VALUE, site.node, f"this pmap {misuse}: kept in the "
                                   "faithful style", covers=site.node)
+                if site is not None and site.closure_call is not None \
+                        and len(loads.get(site.closure_call.func.id, [])) != 1:
+                    # the rewrite may edit the closure's def, which its other uses would see
+                    raise Blocker(PMAP_AS_VALUE, site.node, _factory_read_elsewhere(
+                        statement.name, site.closure_call, site.enclosing), covers=site.node)
                 if site is not None:
                     site.constants = defaults  # the body reads them too (`pmean(g, axis_name)`)
             except Blocker as blocker:
@@ -301,11 +306,13 @@ def _misused(name: str, returned: tuple[int, int] | None, loads: list[ast.Name],
     return None
 
 
-def _returned_pmap(function: ast.FunctionDef, imported):
+def _returned_pmap(function: ast.FunctionDef, imported, functions=None):
     """The pmap call `function` returns in its last statement, and its (index, length) in the
     tuple returned, or None alone: `return jax.pmap(...)`, or `return step` / `return step,
     lr` where `step = jax.pmap(...)` is a statement of its body and the only binding and the
-    only other read of `step` in it. None if it returns no such pmap."""
+    only other read of `step` in it; given the module's `functions`, also `step` a factory's
+    closure mapped in place (`step = make(...)`, `step = jax.pmap(step, ...)`: the returned
+    value is still only that pmap). None if it returns no such pmap."""
     last = function.body[-1] if function.body else None
     if not isinstance(last, ast.Return) or last.value is None:
         return None
@@ -328,7 +335,22 @@ def _returned_pmap(function: ast.FunctionDef, imported):
                      or isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == element.id]
             if len(names) == 2 and not named:  # `step = ...` and `return step`
                 return bound, position(index)
+            if len(names) == 4 and not named and functions and _returned_closure(
+                    function, element.id, imported, functions) is not None:
+                return bound, position(index)  # `step = make(...)`, `step = jax.pmap(step)`
     return None
+
+
+def _returned_closure(function: ast.FunctionDef, name: str, imported, functions):
+    """(the def, its factory, the call) where `function` maps a factory's closure and
+    returns it: `name = make(...)`, `name = jax.pmap(name, ...)` in its own body
+    (`_factory_closures`), `name` read nowhere else but in `return name`; else None.
+    `functions`: the module's functions."""
+    stores: dict[str, int] = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            stores[node.id] = stores.get(node.id, 0) + 1
+    return _factory_closures(function, imported, stores, functions).get(name)
 
 
 def _factory_site(function: ast.FunctionDef, imported, functions, constants) -> Site | None:
@@ -337,10 +359,13 @@ def _factory_site(function: ast.FunctionDef, imported, functions, constants) -> 
     `ring_shift(n)(x)`, or stored (`shift = ring_shift(n)`, `shift, perm = ...`) in a name
     only called: a site whose callers are those calls' functions. It closes over the factory's
     own locals, never over a caller's values."""
-    returned = _returned_pmap(function, imported)
+    returned = _returned_pmap(function, imported, functions)
     if returned is None:
         return None
     pmapped, position = returned
+    mapped = pmapped.args[0] if pmapped.args else None
+    closure = _returned_closure(function, mapped.id, imported, functions) \
+        if isinstance(mapped, ast.Name) else None
     others = [n for n in ast.walk(function) if isinstance(n, (ast.Name, ast.Attribute))
               and dotted(n, imported) == PMAP and n is not pmapped.func]
     if others or any(isinstance(n, ast.Return) for s in function.body[:-1]
@@ -354,10 +379,14 @@ def _factory_site(function: ast.FunctionDef, imported, functions, constants) -> 
     functions = {**functions, **{n.name: n for n in nested if not n.decorator_list
                                  and n.name not in stores
                                  and sum(m.name == n.name for m in nested) == 1}}
+    if closure is not None:
+        functions[mapped.id] = closure[0]
     try:
         site = assigned_site(function.name, pmapped, function, imported, functions, constants)
     except Blocker as blocker:
         raise covering(blocker, pmapped) from None
+    if closure is not None:
+        site.enclosing, site.closure_call = closure[1], closure[2]
     if site.static:  # their jitted def would take the factory's own name and place
         raise Blocker(OPTIONS, pmapped, "static_broadcasted_argnums on a pmap a factory "
                       "returns: its jitted step is not written inside the factory yet",
