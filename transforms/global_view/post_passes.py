@@ -298,7 +298,8 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
         texts.append(contract_functions_text(contract, module.contract_names,
                                              functools=functools or "functools", jax=module.jax))
     names_axis_type = bool(texts)  # the mesh functions name it
-    if module.device_rows_function in _names_in(new_module):  # an f-string field calls it
+    if module.device_rows_function in text \
+            and module.device_rows_function in _names_in(new_module):  # a field calls it
         texts.append(DEVICE_ROWS_FUNCTION_TEXT.format(name=module.device_rows_function,
                                                       jax=module.jax))
     context = RuleContext()
