@@ -106,7 +106,7 @@ def step(w, x, y, flag):
 '''
     text = migrate_source(source).source.decode()
     assert max(len(line) for line in text.splitlines() if "pmap-migrate" not in line
-               and "in_specs (pmap" not in line and "call.lower" not in line) <= LINE_LIMIT
+               and "call.lower" not in line) <= LINE_LIMIT
     assert "@functools.partial(\n    _pmap_style_shard_map," in text
 
 

@@ -229,10 +229,12 @@ class ExpressionsMixin:
 
     def _formatted_stack(self, node: ast.FormattedValue) -> bool:
         """`f"{x}"` of a replicated stack formats pmap's n equal rows. The migrated `x` is one
-        row, so the field formats it repeated back to those rows, leaf by leaf
-        (`v[None].repeat(n, axis=0)` keeps a jax Array one and a host array numpy, with its
-        dtype): the same text. n is the local device count, the rows pmap stacks on each
-        process; a replicated global array formats from a local copy on any process. Only
+        row, so the field formats it repeated back to those rows, leaf by leaf, through the
+        module's `_device_rows` (step_text.DEVICE_ROWS_FUNCTION_TEXT: `v[None].repeat(n,
+        axis=0)` keeps a jax Array one and a host array numpy, with its dtype): the same text.
+        A function, not the expression in the field: an f-string field cannot be wrapped, and
+        the expression took 85 characters. n is the local device count, the rows pmap stacks on
+        each process; a replicated global array formats from a local copy on any process. Only
         `str` formatting (no conversion or `!s`, no format spec)."""
         if node.format_spec is not None or node.conversion not in (-1, ord("s")):
             return False
@@ -243,9 +245,7 @@ class ExpressionsMixin:
         made = self.__dict__.setdefault("_stacks_formatted", set())  # (span, text) edited here
         if (span, self.edits.get(span)) in made:
             return True  # the field is read again (a loop, a branch): already rewritten
-        jax = self.module.jax
-        text = (f"{jax}.tree.map(lambda v: v[None].repeat({jax}.local_device_count(), axis=0), "
-                f"{self.render(node.value)})")
+        text = f"{self.module.device_rows_function}({self.render(node.value)})"
         self._edit(node.value, text)
         made.add((span, text))
         return True

@@ -12,7 +12,8 @@ from transforms.global_view.replication import BodyAnalysis
 from transforms.global_view.site_options import constant_defaults_left, string_constants
 from transforms.global_view.sites import Site, dotted
 from transforms.global_view.step_text import indent_unit
-from transforms.global_view.values import MESH_FUNCTION, TREE_MAP, is_row_zero_lambda
+from transforms.global_view.values import (DEVICE_ROWS_FUNCTION, MESH_FUNCTION, TREE_MAP,
+                                          is_row_zero_lambda)
 from transforms.reading.names import ImportTable
 from transforms.tree_uses import NO_TREE, TreeContext, used_elsewhere
 
@@ -70,6 +71,7 @@ class ModuleInfo:
         self.process_stacked: dict[int, str] = {}
         self._taken = module_names(tree)  # what a new module-level name must not shadow
         self.mesh_function = self.fresh(MESH_FUNCTION)
+        self.device_rows_function = self.fresh(DEVICE_ROWS_FUNCTION)
         # The contract functions' names here: their own, or free ones where the module uses
         # theirs for something of its own. A name an earlier run imported from the helper
         # module is the function itself, kept (a second run must not import it again as `_2`).

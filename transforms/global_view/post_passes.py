@@ -20,7 +20,7 @@ from transforms.global_view.dataflow import CallerResult
 from transforms.global_view.hoist import hoist_local_sites, inline_key
 from transforms.global_view.module_info import ModuleInfo
 from transforms.global_view.sites import Site
-from transforms.global_view.step_text import MESH_FUNCTION_TEXT
+from transforms.global_view.step_text import DEVICE_ROWS_FUNCTION_TEXT, MESH_FUNCTION_TEXT
 from transforms.global_view.values import quoted
 from transforms.imports import RuleContext, add_import, apply_queued_imports, remove_import
 from transforms.module_helpers import docstrings_indented
@@ -279,9 +279,9 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
                   global_sites: list[Site], findings: list[Finding],
                   contract: frozenset[str] | None = None, helper_module: str | None = None,
                   mesh_needed: bool = False):
-    """The edited module `text` as libcst: each caller's mesh on entry, the `_mesh` function,
-    local sites hoisted to module level (their PM600s say so), the imports the style
-    names, the contract functions with the features `contract` names (None: no site keeps
+    """The edited module `text` as libcst: each caller's mesh on entry, the `_mesh` function
+    (and `_device_rows` where an f-string field calls it), local sites hoisted to module level
+    (their PM600s say so), the imports the style names, the contract functions with the features `contract` names (None: no site keeps
     pmap's contract; with `helper_module`, imported from there), and no `from jax import pmap`
     the global sites left unused. `mesh_needed`: the `_mesh` function even with no global
     site here (callers of another module's global steps, cross_module.py). Returns (module,
@@ -297,12 +297,17 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
     if contract is not None and helper_module is None:  # the floor's functions, as its sites use them
         texts.append(contract_functions_text(contract, module.contract_names,
                                              functools=functools or "functools", jax=module.jax))
+    names_axis_type = bool(texts)  # the mesh functions name it
+    if module.device_rows_function in text \
+            and module.device_rows_function in _names_in(new_module):  # a field calls it
+        texts.append(DEVICE_ROWS_FUNCTION_TEXT.format(name=module.device_rows_function,
+                                                      jax=module.jax))
     context = RuleContext()
     if texts:
         text = docstrings_indented("\n\n".join(texts), new_module.default_indent)
         # Its only hook is leave_Module: called on the module itself, not through a visit
         # of every node (the same result, without rebuilding the tree).
-        mesh_function = MeshFunction(text, import_functools=functools is None)
+        mesh_function = MeshFunction(text, import_functools=functools is None and names_axis_type)
         new_module = mesh_function.leave_Module(new_module, new_module)
         if not mesh_function.functools_placed:  # no import above it: one in the header
             add_import(context, "functools")
@@ -330,7 +335,7 @@ def finish_module(text: str, module: ModuleInfo, results: dict[str, CallerResult
     if tree is None or dropper.finds_new(tree):
         new_module = new_module.visit(dropper)
         code, tree = new_module.code, None
-    if texts:  # the mesh functions name it
+    if names_axis_type:
         add_import(context, "jax.sharding", "AxisType")
     if contract is not None and helper_module is not None:
         used = _names_in(new_module)

@@ -23,6 +23,13 @@ def {name}(axis_name):
     return {jax}.make_mesh(({jax}.device_count(),), (axis_name,), axis_types=(AxisType.Auto,))
 '''
 
+# pmap's n equal rows of a replicated value, which an f-string field formatted: the migrated
+# value is one row (expressions.py `_formatted_stack`; post_passes.py adds it where called).
+DEVICE_ROWS_FUNCTION_TEXT = '''def {name}(tree):
+    """pmap's n equal rows of replicated `tree`, leaf by leaf, so its f-string text stays."""
+    return {jax}.tree.map(lambda v: v[None].repeat({jax}.local_device_count(), axis=0), tree)
+'''
+
 
 def jit_decorator(jax: str, partial: str, jit_options: list[str]) -> str:
     return f"@{partial}({jax}.jit, {', '.join(jit_options)})" if jit_options else f"@{jax}.jit"

@@ -15,6 +15,9 @@ from transforms.global_view.sites import Blocker
 AXIS_PLACEHOLDER = "\x00axis\x00"  # the caller's mesh axis, known once its sites are
 MESH_PLACEHOLDER = "\x00mesh\x00"  # the name of that axis's mesh (`mesh`, or `mesh_j`: axes.py)
 MESH_FUNCTION = "_mesh"  # the module's cached 1-D mesh per axis name (post_passes.py writes it)
+# The module's function giving back pmap's n equal rows of a replicated value, for an f-string
+# field that formats one (expressions.py; post_passes.py writes it where a field calls it).
+DEVICE_ROWS_FUNCTION = "_device_rows"
 
 
 def placed(jax: str, text: str, spec: str) -> str:

@@ -118,9 +118,9 @@ def _pmap_style_shard_map(
             jax.tree_util.tree_map_with_path(note, dyn_specs, (dyn, kwargs), is_leaf=is_spec)
         except ValueError as error:
             raise ValueError(
-                f"in_specs (pmap's in_axes) must be a tree prefix of the tuple of arguments passed "
-                f"positionally to the pmapped function, but in_specs={dyn_specs[0]} is not a "
-                f"prefix of these {len(dyn)} argument(s):\n"
+                f"in_specs (pmap's in_axes) must be a tree prefix of the tuple of arguments "
+                f"passed positionally to the pmapped function, but in_specs={dyn_specs[0]} is "
+                f"not a prefix of these {len(dyn)} argument(s):\n"
                 + re.sub(r"tree_map\w* tree", "pmap in_specs", str(error))) from None
         first = {}  # mapped size -> the first leaf mapped with it
         for path, axis, x in mapped:

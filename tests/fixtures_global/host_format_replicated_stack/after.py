@@ -17,6 +17,11 @@ def _mesh(axis_name):
     return jax.make_mesh((jax.device_count(),), (axis_name,), axis_types=(AxisType.Auto,))
 
 
+def _device_rows(tree):
+    """pmap's n equal rows of replicated `tree`, leaf by leaf, so its f-string text stays."""
+    return jax.tree.map(lambda v: v[None].repeat(jax.local_device_count(), axis=0), tree)
+
+
 @jax.jit
 def step(p, x):
     return jax.shard_map(
@@ -34,7 +39,7 @@ def run():
     params = jax.device_put(jnp.arange(3.0), NamedSharding(mesh, P()))
     x = np.arange(n * 2, dtype=np.float32)
     stats, params = step(params, x)
-    text = f"stats {jax.tree.map(lambda v: v[None].repeat(jax.local_device_count(), axis=0), stats)} params {jax.tree.map(lambda v: v[None].repeat(jax.local_device_count(), axis=0), params)!s}"
+    text = f"stats {_device_rows(stats)} params {_device_rows(params)!s}"
     host = jax.device_get(stats)
-    text += f" host {jax.tree.map(lambda v: v[None].repeat(jax.local_device_count(), axis=0), host)}"
+    text += f" host {_device_rows(host)}"
     return {"text": np.frombuffer(text.encode(), dtype=np.uint8), "params": np.asarray(params)}
