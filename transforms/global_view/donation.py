@@ -11,8 +11,9 @@ other use raises "Array has been deleted" where the original computed.
 
 Safe, because pmap deletes them as well or because nothing deletes them: a step's own
 results, `device_put_replicated` / flax `replicate` / `device_put_sharded` placements (and
-module helpers that only return one), numpy arrays. Every other value is "unsafe" and gets a
-token; the walk below follows, flow-sensitively, which names (and aliases: `old = params`,
+module helpers that only return one), numpy arrays, and Python numbers, which are no device
+buffer at all (donation_numbers.py states which expressions are). Every other value is
+"unsafe" and gets a token; the walk below follows, flow-sensitively, which names (and aliases: `old = params`,
 `old["w"]`, tuple unpacking, containers, calls that may hand an argument back) may hold which
 tokens, and which tokens a donating call may have deleted. Loops run to a fixpoint, so a
 value donated on one iteration and read on the next is seen.
@@ -73,7 +74,9 @@ class DonatedReads(DonatedValues, StatementInterpreter):
         self.qualify = qualify
         self.local, self.escaping, self.introspects = scope_of(function)
         parameters = parameters_of(function)
-        self.state = State({p: frozenset({("parameter", p)}) for p in parameters}, frozenset())
+        numbers = module.defaults_left_numbers(function)  # hold a number: no array
+        self.state = State({p: frozenset() if p in numbers else frozenset({("parameter", p)})
+                            for p in parameters}, frozenset())
         self.origin: dict[Token, ast.AST] = {}
         self.donors: dict[Token, tuple[ast.Call, Site]] = {}
         self.loops: list[Jumps] = []

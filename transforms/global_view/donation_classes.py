@@ -100,6 +100,9 @@ class InstanceDonatedReads(DonatedReads):
         self.constructing: int | None = None  # the `name = Cls(...)` call being bound
         self.builds: set[int] = set()  # the nodes of held sites' `jax.pmap(...)` expressions
 
+    def _scope_function(self):
+        return self.methods[-1] if self.methods else self.function
+
     # -- the instance and its attributes --------------------------------------------------
     def _instance_name(self, node) -> str | None:
         """The class of the instance the name `node` holds, if it holds one."""
