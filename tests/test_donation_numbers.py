@@ -172,3 +172,41 @@ def test_is_number_reads_operands():
                                    lambda f: None, lambda f: "")
     assert check("k * 2 + n ** 2 - (k if k > 1 else 3)")
     assert not check("k * y") and not check("k @ k") and not check("only_global")
+
+
+# Epochs of a number of steps the analysis cannot count: the inner loop may run no trip.
+EPOCHS = (
+    "    for epoch in range(2):\n"
+    "        batches = loader(data, batch_size)\n"
+    "        for _ in range(len(data) // batch_size):\n"
+    "            batch = shard(next(batches))\n"
+    "            state, g = p_step(state, batch)\n"
+    "            losses.append(float(unreplicate(g).mean()))\n")
+STEPS = (
+    "    for _ in range(3):\n"
+    "        batch = shard(next(batches))\n"
+    "        state, g = p_step(state, batch)\n"
+    "        losses.append(float(unreplicate(g).mean()))\n")
+
+
+def test_loop_that_may_run_no_trip_deletes_nothing_on_that_path():
+    """On the path where the inner loop ran no trip, no step ran, so `state` still holds the
+    value `state.replicate()` made, live; on the other path it holds the step's results. The
+    next epoch reads neither deleted (a step deletes what the names held when it ran)."""
+    source = PROGRAM.replace(STEPS, EPOCHS)
+    result, findings = _migrate(source)
+    codes = [f.code for f in findings]
+    assert "PM600" in codes and "PM610" not in codes, [f.to_text() for f in findings]
+
+
+def test_value_held_when_the_step_ran_stays_deleted_after_the_loop():
+    """`initial` held the replicated state when the first step deleted it: read after the
+    loop (which may have run), it is a deleted value."""
+    source = PROGRAM.replace(STEPS, EPOCHS).replace(
+        "    state = state.replicate()\n",
+        "    state = state.replicate()\n    initial = state\n").replace(
+        "    return {\"w\":", "    first = float(unreplicate(initial.w).sum())  # read\n"
+        "    return {\"first\": first, \"w\":")
+    _, findings = _migrate(source)
+    assert "PM600" not in [f.code for f in findings]
+    assert _donation_lines(findings) == [_line(source, "# read")], [f.to_text() for f in findings]

@@ -41,13 +41,26 @@ KEEPS_NOTHING_BUILTINS = {"max", "min", "dict", "list", "tuple", "zip", "enumera
 # numpy's random generators: every draw from one is a new host array.
 NUMPY_GENERATORS = {"numpy.random.RandomState", "numpy.random.default_rng",
                     "numpy.random.Generator"}
-Token = tuple  # ("node", id) | ("parameter", name) | ("global", name)
+Token = tuple  # ("node", id) | ("parameter", name) | ("global", name) | ("deleted", token)
+
+
+def deleted(token: Token) -> Token:
+    """The form a name holds `token` in once a step has deleted it (`_delete`)."""
+    return ("deleted", token)
+
+
+def live(token: Token) -> Token:
+    """The token itself, of a deleted form or not (what messages and `donors` name)."""
+    return token[1] if token[0] == "deleted" else token
 
 
 @dataclasses.dataclass(frozen=True)
 class State:
     names: dict  # name -> frozenset of tokens it may hold
-    donated: frozenset  # tokens a donating call may have deleted
+    # The deleted forms (`deleted(token)`) of the tokens a donating call may have deleted.
+    # Deletion is marked in the names that held the value when the step ran, so a path on
+    # which no step ran (a loop that may run no trip) keeps its names' values live.
+    donated: frozenset
 
     def join(self, other: State | None) -> State:
         if other is None:
@@ -418,10 +431,18 @@ class DonatedValues:
                               "donated a copy of it, the migrated jit deletes it, and other "
                               "code may read it later")
             self.donors.setdefault(token, (call, site))
-        self.state = State(self.state.names, self.state.donated | donated)
+        self._delete(donated)
         if site.out_none or has_none(site.out_tree):
             return frozenset({self._token(call)})  # pmap's unstacked result: not pmap's layout
         return frozenset()  # the step's own results: pmap deletes them too
+
+    def _delete(self, tokens: frozenset) -> None:
+        """A step deleted the values of `tokens`: every name that holds one now holds it
+        deleted; a value made later from the same expression is a new one."""
+        if not tokens:
+            return
+        self.state = State(delete_in(self.state.names, tokens),
+                           self.state.donated | {deleted(t) for t in tokens})
 
     def _produced(self, call: ast.Call, name: str, passed: frozenset) -> frozenset:
         """A producer the caller analysis rewrote: safe, or a fresh (unsafe) value."""
@@ -459,18 +480,17 @@ class DonatedValues:
             and isinstance(last.value, ast.Call) and self.qualify(last.value.func) in SAFE_PRODUCERS
 
     def _token(self, node) -> Token:
-        """The token of the value `node` makes now. A value it made before that a step may
-        have deleted keeps its status under an "earlier" token: this one is fresh."""
+        """The token of the value `node` makes now. A value it made before that a step
+        deleted is held in its deleted form (`_delete`), so this one is fresh."""
         token = ("node", id(node))
         self.origin.setdefault(token, node)
-        if token in self.state.donated:
-            earlier = ("earlier", id(node))
-            self.origin[earlier] = node
-            self.donors.setdefault(earlier, self.donors[token])
-            rename = {name: (tokens - {token}) | {earlier} if token in tokens else tokens
-                      for name, tokens in self.state.names.items()}
-            self.state = State(rename, (self.state.donated - {token}) | {earlier})
         return token
+
+
+def delete_in(names: dict, tokens: frozenset) -> dict:
+    """`names` (name -> tokens) with each of `tokens` in its deleted form."""
+    return {name: frozenset(deleted(t) if t in tokens else t for t in held)
+            if held & tokens else held for name, held in names.items()}
 
 
 def donated_positions(site: Site) -> set[int]:
