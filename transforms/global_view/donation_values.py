@@ -200,7 +200,7 @@ class DonatedValues:
     def _comprehension(self, node) -> frozenset:
         """Its body runs once per element: passes until no more values are donated, so a value
         one pass donates (`[step(w, x) for x in xs]`) is read by the next."""
-        saved = self.state.names
+        saved, before = self.state.names, self.state.donated
         parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
         tokens = frozenset({self._token(node)})
         outer = self._eval(node.generators[0].iter)  # evaluated once, before the first element
@@ -213,7 +213,9 @@ class DonatedValues:
             tokens = tokens.union(*(self._eval(p) for p in parts))
             if self.state.donated == donated:
                 break
-        self.state = State(saved, self.state.donated)
+        # its own names go; what a step deleted in it, the names outside hold deleted too
+        deleted_here = frozenset(live(t) for t in self.state.donated - before)
+        self.state = State(delete_in(saved, deleted_here), self.state.donated)
         return tokens
 
     def _call(self, call: ast.Call) -> frozenset:
