@@ -235,6 +235,12 @@ FALLBACK = {
             pass
         return {"deleted": np.asarray(deleted), "w": np.asarray(params[0])}
     """,
+    # Donated inside a comprehension, read after it: the deletion reaches the names outside.
+    "donated_in_a_comprehension_read_after": """
+        params = jnp.stack([jnp.ones(3)] * n)
+        results = [train_step(p, x) for p in [params]]
+        return {"w": np.asarray(params[0]), "r": np.asarray(results[0][1])}  # read
+    """,
     "donated_again_in_a_comprehension": """
         params = jnp.stack([jnp.ones(3)] * n)
         results = [train_step(params, x) for _ in range(2)]  # read

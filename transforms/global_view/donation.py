@@ -11,10 +11,14 @@ other use raises "Array has been deleted" where the original computed.
 
 Safe, because pmap deletes them as well or because nothing deletes them: a step's own
 results, `device_put_replicated` / flax `replicate` / `device_put_sharded` placements (and
-module helpers that only return one), numpy arrays. Every other value is "unsafe" and gets a
-token; the walk below follows, flow-sensitively, which names (and aliases: `old = params`,
+module helpers that only return one), numpy arrays, and Python numbers, which are no device
+buffer at all (donation_numbers.py states which expressions are). Every other value is
+"unsafe" and gets a token; the walk below follows, flow-sensitively, which names (and aliases: `old = params`,
 `old["w"]`, tuple unpacking, containers, calls that may hand an argument back) may hold which
-tokens, and which tokens a donating call may have deleted. Loops run to a fixpoint, so a
+tokens. A donating call deletes a value in the names that hold it when it runs (they hold its
+token in a deleted form from then on), so where paths join, one on which no step ran (a loop
+that may run no trip) keeps its names' values live rather than meeting the other path's
+deletions. Loops run to a fixpoint, so a
 value donated on one iteration and read on the next is seen.
 
 One read is allowed: `d = old.is_deleted()` (or `np.asarray` / `bool` of it) as a top-level
@@ -39,6 +43,7 @@ from transforms.global_view.donation_values import (
     State,
     Token,
     free_names,
+    live,
     short,
 )
 from transforms.global_view.interpreter import Jumps, StatementInterpreter
@@ -73,7 +78,9 @@ class DonatedReads(DonatedValues, StatementInterpreter):
         self.qualify = qualify
         self.local, self.escaping, self.introspects = scope_of(function)
         parameters = parameters_of(function)
-        self.state = State({p: frozenset({("parameter", p)}) for p in parameters}, frozenset())
+        numbers = module.defaults_left_numbers(function)  # hold a number: no array
+        self.state = State({p: frozenset() if p in numbers else frozenset({("parameter", p)})
+                            for p in parameters}, frozenset())
         self.origin: dict[Token, ast.AST] = {}
         self.donors: dict[Token, tuple[ast.Call, Site]] = {}
         self.loops: list[Jumps] = []
@@ -94,7 +101,8 @@ class DonatedReads(DonatedValues, StatementInterpreter):
 
     def _closed_over(self, node, name) -> None:
         held = self.held.get(name, set())
-        hit = {t for t in self.state.donated if t in held or ("node", t[1]) in held}
+        hit = {live(t) for t in self.state.donated
+               if live(t) in held or ("node", live(t)[1]) in held}
         if hit:
             raise Blocker(DONATED_COPY_READ, node, f"`{name}` may hold {self._what(hit)}, which "
                           f"{self._donor(hit)}; it is visible outside this function's own "
@@ -128,6 +136,7 @@ class DonatedReads(DonatedValues, StatementInterpreter):
         return getattr(node, "lineno", 0)
 
     def _deleted_read(self, read: ast.AST, tokens, raises: bool) -> Blocker:
+        tokens = {live(t) for t in tokens}
         effect = ("the read raises `Array has been deleted` where the original computes" if raises
                   else "`is_deleted()` gives True where the original gives False")
         return Blocker(DONATED_COPY_READ, read,

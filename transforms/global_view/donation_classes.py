@@ -54,7 +54,7 @@ from transforms.global_view.donation import (
     parameters_of,
     scope_of,
 )
-from transforms.global_view.donation_values import State, free_names
+from transforms.global_view.donation_values import State, delete_in, free_names, live
 from transforms.global_view.sites import Blocker
 
 
@@ -95,10 +95,12 @@ class InstanceDonatedReads(DonatedReads):
         self.frames: list[list] = []  # per method being followed: its returns' (tokens, state)
         self.following: list[tuple[str, str]] = []  # (class, method) being followed
         self.methods: list[ast.FunctionDef] = []  # the methods being followed, innermost last
-        self.renamed: list = []  # tokens `_token` renamed "earlier", in order
         self.statement = function  # the statement being walked (for refusals' lines)
         self.constructing: int | None = None  # the `name = Cls(...)` call being bound
         self.builds: set[int] = set()  # the nodes of held sites' `jax.pmap(...)` expressions
+
+    def _scope_function(self):
+        return self.methods[-1] if self.methods else self.function
 
     # -- the instance and its attributes --------------------------------------------------
     def _instance_name(self, node) -> str | None:
@@ -364,7 +366,7 @@ class InstanceDonatedReads(DonatedReads):
             if number is not None and parameter not in stored:
                 constants[parameter] = number
         saved = (self.state.names, self.local, self.escaping, self.introspects,
-                 self.constants, len(self.renamed))
+                 self.constants, self.state.donated)
         attributes = {k: v for k, v in self.state.names.items() if "." in k}
         self.state = State({**attributes, **bound}, self.state.donated)
         for parameter, tokens in bound.items():
@@ -385,19 +387,12 @@ class InstanceDonatedReads(DonatedReads):
         end = self.state
         for _, state in returns:
             end = end.join(state)
-        names, self.local, self.escaping, self.introspects, self.constants, start = saved
-        for token in self.renamed[start:]:  # values the method made anew: the caller's are older
-            earlier = ("earlier", token[1])
-            names = {n: (tokens - {token}) | {earlier} if token in tokens else tokens
-                     for n, tokens in names.items()}
+        names, self.local, self.escaping, self.introspects, self.constants, before = saved
+        # what a step the method ran deleted, the caller's names hold deleted too
+        names = delete_in(names, frozenset(live(t) for t in end.donated - before))
         names = {**names, **{k: v for k, v in end.names.items() if "." in k}}
         self.state = State(names, end.donated)
         return frozenset().union(*(tokens for tokens, _ in returns))
-
-    def _token(self, node):
-        if ("node", id(node)) in self.state.donated:
-            self.renamed.append(("node", id(node)))
-        return super()._token(node)
 
 
 def _own_nodes(function: ast.FunctionDef):

@@ -13,6 +13,13 @@ import ast
 import dataclasses
 
 from transforms.codes.global_view import DONATED_COPY_READ
+from transforms.global_view.callers import MODULE_CALLER
+from transforms.global_view.donation_numbers import (
+    NUMBER_TYPES,
+    is_number,
+    module_constants,
+    number_names,
+)
 from transforms.global_view.sites import Blocker, Site
 from transforms.global_view.values import DEVICE_COUNT, DEVICES, REPLICATE, TO_SCALAR, TREE_MAP
 
@@ -34,13 +41,26 @@ KEEPS_NOTHING_BUILTINS = {"max", "min", "dict", "list", "tuple", "zip", "enumera
 # numpy's random generators: every draw from one is a new host array.
 NUMPY_GENERATORS = {"numpy.random.RandomState", "numpy.random.default_rng",
                     "numpy.random.Generator"}
-Token = tuple  # ("node", id) | ("parameter", name) | ("global", name)
+Token = tuple  # ("node", id) | ("parameter", name) | ("global", name) | ("deleted", token)
+
+
+def deleted(token: Token) -> Token:
+    """The form a name holds `token` in once a step has deleted it (`_delete`)."""
+    return ("deleted", token)
+
+
+def live(token: Token) -> Token:
+    """The token itself, of a deleted form or not (what messages and `donors` name)."""
+    return token[1] if token[0] == "deleted" else token
 
 
 @dataclasses.dataclass(frozen=True)
 class State:
     names: dict  # name -> frozenset of tokens it may hold
-    donated: frozenset  # tokens a donating call may have deleted
+    # The deleted forms (`deleted(token)`) of the tokens a donating call may have deleted.
+    # Deletion is marked in the names that held the value when the step ran, so a path on
+    # which no step ran (a loop that may run no trip) keeps its names' values live.
+    donated: frozenset
 
     def join(self, other: State | None) -> State:
         if other is None:
@@ -92,6 +112,8 @@ class DonatedValues:
         if name in self.module.imported or name in self.module.functions or any(
                 isinstance(s, ast.ClassDef) and s.name == name for s in self.module.tree.body):
             return frozenset()  # a module, function or class, not an array
+        if type(self._module_constants().get(name)) in NUMBER_TYPES:
+            return frozenset()  # a module-level number (donation_numbers.py)
         return frozenset({("global", name)})
 
     # -- expressions ----------------------------------------------------------------------
@@ -126,7 +148,8 @@ class DonatedValues:
         if isinstance(node, ast.Name):
             return self._read(node, node.id)
         if isinstance(node, ast.Call):
-            return self._call(node)
+            tokens = self._call(node)
+            return frozenset() if self._is_number(node) else tokens
         if isinstance(node, (ast.Attribute, ast.Starred)):
             return self._eval(node.value)
         if isinstance(node, ast.Subscript):
@@ -157,10 +180,14 @@ class DonatedValues:
                 if isinstance(child, ast.expr):
                     self._eval(child)
             return frozenset()
-        tokens = frozenset({self._token(node)})  # arithmetic and the rest: new, or an operand
+        # arithmetic and the rest: new, or an operand; a number holds none (its operands are
+        # still read)
+        number = self._is_number(node)
+        tokens = frozenset() if number else frozenset({self._token(node)})
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.expr):
-                tokens |= self._eval(child)
+                operand = self._eval(child)
+                tokens = tokens if number else tokens | operand
         return tokens
 
     def _read(self, node, name: str) -> frozenset:
@@ -173,7 +200,7 @@ class DonatedValues:
     def _comprehension(self, node) -> frozenset:
         """Its body runs once per element: passes until no more values are donated, so a value
         one pass donates (`[step(w, x) for x in xs]`) is read by the next."""
-        saved = self.state.names
+        saved, before = self.state.names, self.state.donated
         parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
         tokens = frozenset({self._token(node)})
         outer = self._eval(node.generators[0].iter)  # evaluated once, before the first element
@@ -186,7 +213,9 @@ class DonatedValues:
             tokens = tokens.union(*(self._eval(p) for p in parts))
             if self.state.donated == donated:
                 break
-        self.state = State(saved, self.state.donated)
+        # its own names go; what a step deleted in it, the names outside hold deleted too
+        deleted_here = frozenset(live(t) for t in self.state.donated - before)
+        self.state = State(delete_in(saved, deleted_here), self.state.donated)
         return tokens
 
     def _call(self, call: ast.Call) -> frozenset:
@@ -230,7 +259,7 @@ class DonatedValues:
         for holder in [call.func.value if isinstance(call.func, ast.Attribute) else None,
                        *arguments]:
             root = self._root_key(holder) if holder is not None else None
-            if root in self._scalar_names():
+            if root in self._number_names():
                 continue  # a number holds nothing
             if root is not None and (passed | receiver):
                 self._set(root, self._names(root) | passed | receiver)
@@ -300,45 +329,42 @@ class DonatedValues:
             return function.id
         return None
 
-    def _scalar_names(self) -> set[str]:
-        """Names the function binds only to numbers: `for step in range(...)`, `n = int(x)`,
-        `k = len(xs)`, a number literal."""
-        if not hasattr(self, "_scalars"):
-            numbers, others = set(), set()
-            for node in ast.walk(self.function):
-                if isinstance(node, (ast.For, ast.comprehension)):
-                    target, value = node.target, node.iter
-                    ranged = isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
-                        and value.func.id == "range"
-                    names = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
-                    (numbers if ranged and isinstance(target, ast.Name) else others).update(names)
-                elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-                    value = node.value
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    number = isinstance(value, ast.Constant) and type(value.value) in (int, float) \
-                        or isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
-                        and value.func.id in ("int", "float", "len")
-                    for target in targets:
-                        names = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
-                        (numbers if number and isinstance(target, ast.Name) else others).update(
-                            names)
-                elif isinstance(node, (ast.With, ast.AsyncWith)):
-                    others.update(n.id for item in node.items if item.optional_vars is not None
-                                  for n in ast.walk(item.optional_vars) if isinstance(n, ast.Name))
-                elif isinstance(node, ast.NamedExpr):
-                    others.add(node.target.id)
-                elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    others.add(node.name)
-                elif isinstance(node, ast.ExceptHandler) and node.name:
-                    others.add(node.name)
-                elif isinstance(node, (ast.Global, ast.Nonlocal)):
-                    others.update(node.names)
-                elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                    others.update((a.asname or a.name).split(".")[0] for a in node.names)
-            others.update(a.arg for a in ast.walk(self.function.args) if isinstance(a, ast.arg))
-            shadowed = {"range", "int", "float", "len"} & self.module.table.bound_otherwise
-            self._scalars = set() if shadowed else numbers - others
-        return self._scalars
+    # -- numbers (donation_numbers.py) ------------------------------------------------------
+    def _scope_function(self) -> ast.FunctionDef:
+        """The function whose names the walk reads now."""
+        return self.function
+
+    def _number_scope(self) -> tuple[set[str], set[str]]:
+        """The current function's number names and every name it binds, once per function.
+        Its parameters count where every call leaves their number default: only the
+        caller's own (a followed method's are bound to the call's arguments)."""
+        function = self._scope_function()
+        cache = self.__dict__.setdefault("_number_scopes", {})
+        if id(function) not in cache:
+            parameters = frozenset()
+            others: set[str] = set()
+            if function is self.function and function.name != MODULE_CALLER:
+                parameters = self.module.defaults_left_numbers(function)
+            if function.name == MODULE_CALLER:  # its names are globals a def may rebind
+                others = {name for n in ast.walk(self.module.tree)
+                          if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
+            cache[id(function)] = number_names(function, parameters, others,
+                                               self._module_constants(), self.builtin,
+                                               self.qualify)
+        return cache[id(function)]
+
+    def _number_names(self) -> set[str]:
+        return self._number_scope()[0]
+
+    def _is_number(self, node) -> bool:
+        names, local = self._number_scope()
+        return is_number(node, names, local, self._module_constants(), self.builtin,
+                         self.qualify)
+
+    def _module_constants(self) -> dict:
+        if not hasattr(self, "_constants_of_module"):
+            self._constants_of_module = module_constants(self.module.tree)
+        return self._constants_of_module
 
     def _host_arrays(self, call: ast.Call, name: str) -> bool:
         """numpy arrays made anew: `tree_map(np.asarray, tree)`, or a draw from a numpy random
@@ -407,10 +433,18 @@ class DonatedValues:
                               "donated a copy of it, the migrated jit deletes it, and other "
                               "code may read it later")
             self.donors.setdefault(token, (call, site))
-        self.state = State(self.state.names, self.state.donated | donated)
+        self._delete(donated)
         if site.out_none or has_none(site.out_tree):
             return frozenset({self._token(call)})  # pmap's unstacked result: not pmap's layout
         return frozenset()  # the step's own results: pmap deletes them too
+
+    def _delete(self, tokens: frozenset) -> None:
+        """A step deleted the values of `tokens`: every name that holds one now holds it
+        deleted; a value made later from the same expression is a new one."""
+        if not tokens:
+            return
+        self.state = State(delete_in(self.state.names, tokens),
+                           self.state.donated | {deleted(t) for t in tokens})
 
     def _produced(self, call: ast.Call, name: str, passed: frozenset) -> frozenset:
         """A producer the caller analysis rewrote: safe, or a fresh (unsafe) value."""
@@ -448,18 +482,17 @@ class DonatedValues:
             and isinstance(last.value, ast.Call) and self.qualify(last.value.func) in SAFE_PRODUCERS
 
     def _token(self, node) -> Token:
-        """The token of the value `node` makes now. A value it made before that a step may
-        have deleted keeps its status under an "earlier" token: this one is fresh."""
+        """The token of the value `node` makes now. A value it made before that a step
+        deleted is held in its deleted form (`_delete`), so this one is fresh."""
         token = ("node", id(node))
         self.origin.setdefault(token, node)
-        if token in self.state.donated:
-            earlier = ("earlier", id(node))
-            self.origin[earlier] = node
-            self.donors.setdefault(earlier, self.donors[token])
-            rename = {name: (tokens - {token}) | {earlier} if token in tokens else tokens
-                      for name, tokens in self.state.names.items()}
-            self.state = State(rename, (self.state.donated - {token}) | {earlier})
         return token
+
+
+def delete_in(names: dict, tokens: frozenset) -> dict:
+    """`names` (name -> tokens) with each of `tokens` in its deleted form."""
+    return {name: frozenset(deleted(t) if t in tokens else t for t in held)
+            if held & tokens else held for name, held in names.items()}
 
 
 def donated_positions(site: Site) -> set[int]:

@@ -111,17 +111,29 @@ class ModuleInfo:
 
     def defaults_left_none(self, function: ast.FunctionDef) -> frozenset[str]:
         """The parameters of the module function `function` that default to None and that
-        every call leaves so: it is only ever called by name here (at least once, never with
-        *args or **kwargs) and no other module of the run uses it."""
+        every call leaves so (`_defaults_left`)."""
+        return frozenset(parameter for parameter, value in self._defaults_left(function).items()
+                         if value is None)
+
+    def defaults_left_numbers(self, function: ast.FunctionDef) -> frozenset[str]:
+        """The parameters of the module function `function` whose default is a number literal
+        (int, float, complex, bool) that every call leaves (`_defaults_left`): in the paths
+        given they hold that number."""
+        return frozenset(parameter for parameter, value in self._defaults_left(function).items()
+                         if type(value) in (int, float, complex, bool))
+
+    def _defaults_left(self, function: ast.FunctionDef) -> dict[str, object]:
+        """The parameters of the module function `function` with a constant default that
+        every call leaves, with that constant: it is only ever called by name here (at least
+        once, never with *args or **kwargs) and no other module of the run uses it."""
         name = function.name
         if self.functions.get(name) is not function or self.elsewhere(name) is not None:
-            return frozenset()
+            return {}
         calls = self.calls_of(name)
         loads = [n for n in self.names.get(name, ()) if isinstance(n.ctx, ast.Load)]
         if not calls or len(loads) != len(calls):
-            return frozenset()
-        return frozenset(parameter for parameter, value
-                         in constant_defaults_left(function, calls).items() if value is None)
+            return {}
+        return constant_defaults_left(function, calls)
 
     def elsewhere(self, name: str) -> str | None:
         """Where another module of the run uses the module-level `name` (`path:line`); None
