@@ -18,6 +18,7 @@ import functools
 from transforms.codes.global_view import OPTIONS, PMAP_AS_VALUE
 from transforms.global_view.callers import top_level_function, walk_own_scope
 from transforms.global_view.classes import find_class_sites
+from transforms.global_view.method_locals import method_callers
 from transforms.global_view.site_options import (
     assigned_site,
     constant_defaults_left,
@@ -114,6 +115,13 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
         if site is not None:
             sites.append(site)
             claimed.update(id(n) for n in ast.walk(site.node))
+    for caller in method_callers(tree).values():  # a method's own pmaps: its locals
+        local, local_blockers = _local_sites(caller, imported, functions, constants)
+        for site in local:
+            if _kept_in_method(caller, site):
+                sites.append(site)
+                claimed.update(id(n) for n in ast.walk(site.node if site.decorated
+                                                        else site.node.func))
     held, held_blockers = find_class_sites(tree, imported, functions, constants, claimed)
     sites += held
     blockers += held_blockers
@@ -524,6 +532,16 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants,
             except Blocker as blocker:
                 blockers.append(covering(blocker, node.func))
     return sites, blockers
+
+
+def _kept_in_method(method: ast.FunctionDef, site: Site) -> bool:
+    """A method's local site only: called where it is built, or its name read in the method
+    only as the callee of a call (never stored on `self`, returned or passed on)."""
+    if site.inline:
+        return True
+    calls = {id(n.func) for n in ast.walk(method) if isinstance(n, ast.Call)}
+    return all(id(n) in calls for n in ast.walk(method) if isinstance(n, ast.Name)
+               and n.id == site.name and isinstance(n.ctx, ast.Load))
 
 
 def _read_once(functions: dict[str, ast.FunctionDef], loads: dict[str, list]) -> frozenset[str]:
