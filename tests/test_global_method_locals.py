@@ -52,3 +52,13 @@ def test_a_result_leaving_the_method_keeps_the_contract(use, reason):
     source, findings = _migrate(use)
     assert pmap_contract_code(source), source
     assert "PM600" not in findings and reason in findings["PM612"]
+
+
+def test_a_method_local_that_does_not_qualify_names_its_own_reason():
+    """Not the class's "held other than as self.<name>": the local's own blocker (PM602)."""
+    source = METHOD.replace("lambda v:", "lambda *v:").replace("v * 2.0 + jax.lax.psum(v, \"i\")",
+                                                              "v[0] * 2.0").replace("USE", "")
+    result = migrate_source(source.encode(), style="global")
+    messages = [f.message for f in result.findings if f.code == "PM612"]
+    assert len(messages) == 1 and "*args" in messages[0] and "PM602" in messages[0]
+    assert "PM609" not in messages[0]
