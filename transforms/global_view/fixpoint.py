@@ -20,6 +20,7 @@ from transforms.codes.global_view import (
     FALLS_BACK_WITH_CALLER,
     PRODUCER_UNKNOWN,
 )
+from transforms.global_view.method_locals import is_method_caller
 from transforms.global_view.callers import (
     MODULE_CALLER,
     called_function_names,
@@ -152,6 +153,10 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
                         raise Blocker(CONSUMER_UNKNOWN, functions[caller],
                                       f"`{caller}` returns values "
                                       "in the global layout to callers in this module")
+                    if result.returns_changed and is_method_caller(caller):
+                        raise Blocker(CONSUMER_UNKNOWN, functions[caller],
+                                      f"`{caller}` returns values in the global layout to "
+                                      "its callers, which the global style does not follow")
                     if result.returns_changed and module.elsewhere(caller):
                         raise Blocker(CONSUMER_UNKNOWN, functions[caller],
                                       f"`{caller}` returns values in the global layout, and "

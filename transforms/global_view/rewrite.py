@@ -33,6 +33,7 @@ from transforms.codes.global_view import (
     UNAVAILABLE,
 )
 from transforms.faithful.multiprocess import first_evidence
+from transforms.global_view.method_locals import method_callers
 from transforms.global_view.callers import (
     MODULE_CALLER,
     mark_reads_before_binding,
@@ -194,6 +195,9 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
         mark_reads_before_binding(tree, sites)
     if code is not None:
         module.functions[MODULE_CALLER] = code
+    owners = {s.owner for s in sites}  # methods whose own pmaps are sites: callers of their own
+    module.functions.update({name: method for name, method in method_callers(tree).items()
+                             if name in owners})
     # One site's blocker sends only that site to pmap's contract (single-process modules).
     decision = decide(module, sites, blockers + kept_as_written, analysis, barrier_pmaps,
                       demote=not multiprocess)

@@ -18,6 +18,7 @@ import functools
 from transforms.codes.global_view import OPTIONS, PMAP_AS_VALUE
 from transforms.global_view.callers import top_level_function, walk_own_scope
 from transforms.global_view.classes import find_class_sites
+from transforms.global_view.method_locals import method_callers
 from transforms.global_view.site_options import (
     assigned_site,
     constant_defaults_left,
@@ -119,6 +120,18 @@ def find_sites(tree: ast.Module, imported: dict[str, str], top_level: bool = Fal
         if site is not None:
             sites.append(site)
             claimed.update(id(n) for n in ast.walk(site.node))
+    for caller in method_callers(tree).values():  # a method's own pmaps: its locals
+        local, local_blockers = _local_sites(caller, imported, functions, constants)
+        for site in local:
+            if _kept_in_method(caller, site.inline or site.name):
+                sites.append(site)
+                claimed.update(id(n) for n in ast.walk(site.node if site.decorated
+                                                        else site.node.func))
+        for blocker in local_blockers:  # a local that does not qualify: its own reason
+            name = _local_name(caller, blocker.covers or blocker.node)
+            if name is not None and _kept_in_method(caller, name):
+                blockers.append(blocker)
+                claimed.update(_claimed_by(blocker))
     held, held_blockers = find_class_sites(tree, imported, functions, constants, claimed)
     sites += held
     blockers += held_blockers
@@ -553,6 +566,24 @@ def _local_sites(function: ast.FunctionDef, imported, functions, constants,
             except Blocker as blocker:
                 blockers.append(covering(blocker, node.func))
     return sites, blockers
+
+
+def _kept_in_method(method: ast.FunctionDef, name: str | bool) -> bool:
+    """A method's local site only: called where it is built (`name` True), or its name read
+    in the method only as the callee of a call (never stored on `self`, returned or passed
+    on)."""
+    if name is True:
+        return True
+    calls = {id(n.func) for n in ast.walk(method) if isinstance(n, ast.Call)}
+    return all(id(n) in calls for n in ast.walk(method) if isinstance(n, ast.Name)
+               and n.id == name and isinstance(n.ctx, ast.Load))
+
+
+def _local_name(method: ast.FunctionDef, pmap: ast.AST) -> str | None:
+    """The local name `name = <pmap>` binds in `method` (None: built otherwise)."""
+    return next((s.targets[0].id for s in ast.walk(method) if isinstance(s, ast.Assign)
+                 and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                 and any(n is pmap for n in ast.walk(s.value))), None)
 
 
 def _read_once(functions: dict[str, ast.FunctionDef], loads: dict[str, list]) -> frozenset[str]:

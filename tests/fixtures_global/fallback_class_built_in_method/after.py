@@ -1,5 +1,6 @@
-"""PM609: the pmap is bound to a local name of a method (built on every call, not held on
-self), so the tool does not follow it: kept in the faithful style."""
+"""PM604: the pmap is bound to a local name of a method, so it is that method's local
+(method_locals.py), but what it maps is the method's parameter, whose layout is unknown (the
+method's callers are not followed): kept on pmap's contract."""
 import jax
 import numpy as np
 from jax.sharding import PartitionSpec as P
