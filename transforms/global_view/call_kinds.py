@@ -150,6 +150,8 @@ class CallKindsMixin:
         consumed = self._consumer(call, name)
         if consumed is not None:
             return consumed
+        if isinstance(func, ast.Name) and func.id in self.module.nested_steps:
+            return self._nested_step_call(call, func.id)
         values = [*call.args, *(k.value for k in call.keywords)]
         if isinstance(func, ast.Name) and func.id in self.module.functions and (any(
                 self.site_read(a) is not None for a in values) or any(
@@ -194,6 +196,19 @@ class CallKindsMixin:
         # (`jax.random.normal(key, (n, 3))`, `np.linspace(0, 1, n)`: argument_specs.py).
         return ROWS if rows and self._contract_pmap(func) or mapped_rows \
             or self._sized_by_devcount(call, 0) else SAME
+
+    def _nested_step_call(self, call: ast.Call, name: str) -> Kind:
+        """A call of a nested pmap written in the global style (nested_sites.py): its 2-D
+        form takes and returns pmap's rows, so it is given only values this function leaves
+        as the original had them, and its results are the original's."""
+        for argument in [*call.args, *(k.value for k in call.keywords)]:
+            value = argument.value if isinstance(argument, ast.Starred) else argument
+            kind = self.eval(value)
+            if self.site_read(value) is not None or kind.tag != "same" or kind.leads:
+                what = "a pmap step" if self.site_read(value) is not None else describe(kind)
+                raise Blocker(CONSUMER_UNKNOWN, argument, f"{what} passed to `{name}`, a "
+                              "nested pmap whose 2-D form takes the values pmap took")
+        return SAME
 
     def _popped(self, call: ast.Call) -> Kind | None:
         """`xs.pop()`, `xs.pop(0)`, `queue.popleft()` of a list (or deque) this function

@@ -75,7 +75,9 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
     its callers it could only have held them back. A caller that returns values in the global
     layout to a function of this module that calls no site (flax imagenet's
     `train_and_evaluate`, returning the trained state to `run`) is decided again folded into
-    that function (`returning`), which then reads what it returns."""
+    that function (`returning`), which then reads what it returns. A caller may also call
+    the module's nested pmaps written in the global style (`module.nested_steps`), which take
+    and return what pmap's did."""
     tree, imported = module.tree, module.imported
     by_name = {s.key: s for s in sites}
     faithful = {name: b for b in blockers for name in b.names}
@@ -109,7 +111,7 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
     outcomes: dict[tuple[str, frozenset[str]], CallerResult | Blocker] | None = \
         {} if demote else None
     module_sites = [s for s in sites if s.owner is None]
-    always_callable = {s.name for s in module_sites} if demote else None
+    always_callable = {s.name for s in module_sites} | module.nested_steps if demote else None
     changed = True
     while changed:
         changed = False
@@ -129,7 +131,8 @@ def decide(module: ModuleInfo, sites: list[Site], blockers: list[Blocker], analy
                     # Module sites a caller may call: the global ones, and with `demote` those
                     # kept on pmap's contract too (no mesh context is set around them).
                     callable_sites = always_callable if always_callable is not None else \
-                        {s.name for s in module_sites if s.key not in blocked}
+                        {s.name for s in module_sites if s.key not in blocked} \
+                        | module.nested_steps
                     faithful_call = faithful_callee(
                         functions[caller], functions, followed, blocked_callers, imported,
                         set(callable_sites), barrier_pmaps) or faithful_class_use(

@@ -67,6 +67,8 @@ class ModuleInfo:
         self.sites: dict = {}  # every site of the module, by key (set by the driver)
         self._sites_by_name: tuple[dict, dict[str, Site]] | None = None  # site_named's index
         self.under_other_mesh: set[str] = set()  # sites run on another axis's mesh (axes.py)
+        # nested pmaps written in the global style, which callers may call (rewrite.py)
+        self.nested_steps: frozenset[str] = frozenset()
         # Producer call id -> why the multi-process analysis keeps its value in pmap's layout.
         self.process_stacked: dict[int, str] = {}
         self._taken = module_names(tree)  # what a new module-level name must not shadow

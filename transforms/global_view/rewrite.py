@@ -198,6 +198,7 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
     owners = {s.owner for s in sites}  # methods whose own pmaps are sites: callers of their own
     module.functions.update({name: method for name, method in method_callers(tree).items()
                              if name in owners})
+    module.nested_steps = _global_nested_steps(tree, table, blockers, multiprocess)
     # One site's blocker sends only that site to pmap's contract (single-process modules).
     decision = decide(module, sites, blockers + kept_as_written, analysis, barrier_pmaps,
                       demote=not multiprocess)
@@ -261,6 +262,24 @@ def _migrate_parsed(source: bytes, tree: ast.Module, target: TargetJax,
                      for entry in entries if results[c].layouts)
     return GlobalResult(new_module.bytes, dedupe(findings), layouts,
                         tuple(s.key for s in global_sites), usages, foreign_blocked)
+
+
+def _global_nested_steps(tree: ast.Module, table: ImportTable, blockers: list[Blocker],
+                         multiprocess: bool) -> frozenset[str]:
+    """The nested pmaps that `_with_nested_sites` writes in the global style: functions a
+    global caller may call (fixpoint.decide). Their 2-D form takes and returns what pmap's
+    did, so a caller that hands them only values it leaves as the original had them
+    (CallKindsMixin._nested_step_call refuses any other) gets what the original got.
+    Single-process modules only: nested_sites judges a multi-process one by what reaches it,
+    not by its callers."""
+    if multiprocess or not any(isinstance(s, ast.FunctionDef) and len(s.decorator_list) >= 2
+                               for s in tree.body):
+        return frozenset()
+    found = {(b.node.lineno, b.node.col_offset) for b in blockers
+             if b.message.startswith(NESTED_BLOCKER)}
+    sites, _ = nested_sites(tree, table.imported, multiprocess)
+    return frozenset(s.function.name for s in sites
+                     if (s.decorator.lineno, s.decorator.col_offset) in found)
 
 
 def _with_nested_sites(result: GlobalResult, tree: ast.Module) -> GlobalResult:

@@ -1,6 +1,7 @@
-"""A caller of a nested pmap and of a 1-D step: the nested pmap goes global over its 2-D mesh,
-taking pmap's rows, so the caller keeps them and the 1-D step stays on pmap's contract (PM612,
-naming the nested pmap); values pass between the two in pmap's layout, as in the original."""
+"""A caller of a nested pmap that stays on pmap's contract (its axis name is not a literal,
+which the 2-D form needs) and of a 1-D step: the caller keeps pmap's rows and the 1-D step
+stays on pmap's contract too (PM612, naming the nested pmap), since only a nested pmap written
+in the global style takes a global caller's values as the original took them."""
 # pmap-migrate-test: original needs legacy jax
 import functools
 
@@ -9,16 +10,18 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+ROWS = "rows"
+
 
 @functools.partial(jax.pmap, axis_name="i")
 def scale(x):
     return x * 2.0 / lax.psum(x.sum(), "i")
 
 
-@functools.partial(jax.pmap, axis_name="rows")
+@functools.partial(jax.pmap, axis_name=ROWS)
 @functools.partial(jax.pmap, axis_name="cols")
 def grid(x):
-    return lax.psum(x, "cols") + lax.axis_index("rows")
+    return lax.psum(x, "cols") + lax.axis_index(ROWS)
 
 
 def run():

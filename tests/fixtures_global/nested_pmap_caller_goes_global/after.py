@@ -1,6 +1,7 @@
 """A caller of a nested pmap and of a 1-D step: the nested pmap goes global over its 2-D mesh,
-taking pmap's rows, so the caller keeps them and the 1-D step stays on pmap's contract (PM612,
-naming the nested pmap); values pass between the two in pmap's layout, as in the original."""
+taking and returning pmap's rows, so the caller may call it like a function it does not
+follow, handing it only values it leaves as the original had them (`y.reshape` to an explicit
+shape is the same array either way); the 1-D step goes global with it."""
 # pmap-migrate-test: original needs legacy jax
 import functools
 
@@ -8,14 +9,25 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import PartitionSpec as P, AxisType
-from _pmap_helpers import _per_device_shard_map
+from jax.sharding import AxisType, PartitionSpec as P
+
+
+@functools.cache
+def _mesh(axis_name):
+    """The 1-D mesh over all devices that the steps of `axis_name` run on, built at first use
+    (never at import)."""
+    return jax.make_mesh((jax.device_count(),), (axis_name,), axis_types=(AxisType.Auto,))
+
+
+def _scale(x):
+    return jax.tree.map(lambda y: jnp.expand_dims(y, 0), x * 2.0 / lax.psum(x.sum(), "i"))
 
 
 @jax.jit
-@functools.partial(_per_device_shard_map, axis_name="i", in_specs=P("i"), out_specs=P("i"))
 def scale(x):
-    return x * 2.0 / lax.psum(x.sum(), "i")
+    return jax.shard_map(
+        _scale, mesh=_mesh("i"), in_specs=(P("i"),), out_specs=P("i"), check_vma=False
+    )(x)
 
 
 @functools.cache
@@ -48,8 +60,8 @@ def grid(x):
 
 def run():
     n = jax.local_device_count()
-    x = jnp.arange(n * 3.0).reshape((n, 3)) + 1.0
+    x = jnp.arange(n * 3.0).reshape((n * 3,)) + 1.0
     y = scale(x)
     g = grid(y.reshape((n // 2, 2, 3)))
-    z = scale(g.reshape((n, 3)))
+    z = scale(g.reshape((n * 3,)))
     return {"y": np.asarray(y), "g": np.asarray(g), "z": np.asarray(z)}
