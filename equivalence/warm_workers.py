@@ -31,6 +31,13 @@ from equivalence import runner
 FRESH_WORKERS = "PMAP_MIGRATE_FRESH_WORKERS"
 # Set per run, after a warm worker has started: they never take part in choosing one.
 PER_RUN = ("XLA_FLAGS", "PJRT_NPROC", "PMAP_MIGRATE_DEVICES", "PMAP_MIGRATE_HARNESS_PID")
+# The variables an interpreter, numpy or jax may read while the warm worker starts and
+# imports: runs that differ in these need another warm worker. Any other variable (pytest's
+# PYTEST_CURRENT_TEST, say) only reaches the run, which gets its whole environment anyway.
+AT_IMPORT = ("PYTHON", "JAX_", "XLA_", "TF_", "TPU_", "LD_", "OMP_", "OPENBLAS", "MKL_",
+             "NUMPY", "NPY_", "PATH", "HOME", "VIRTUAL_ENV", "CUDA", "LIBTPU", "LANG", "LC_")
+# Idle warm workers kept at most (each holds jax in memory, ~100 MB): the oldest go first.
+MAX_IDLE = 6
 
 
 class WarmWorkerLost(RuntimeError):
@@ -117,33 +124,50 @@ class WarmWorker:
             pass
 
 
+def _start_environment(env: dict[str, str]) -> dict[str, str]:
+    """What of a run's environment a warm worker starts with (see AT_IMPORT)."""
+    return {k: v for k, v in env.items() if k.startswith(AT_IMPORT) and k not in PER_RUN}
+
+
 class _Pool:
-    """Idle warm workers by (python, environment, lane); a run takes one or starts one."""
+    """Idle warm workers by (python, starting environment, lane), oldest first; a run takes
+    one or starts one."""
 
     def __init__(self):
-        self._idle: dict[tuple, list[WarmWorker]] = {}
+        self._idle: list[tuple[tuple, WarmWorker]] = []
         self._lock = threading.Lock()
 
+    @staticmethod
+    def _key(python: str, env: dict[str, str], lane: int) -> tuple:
+        return python, lane, tuple(sorted(_start_environment(env).items()))
+
     def take(self, python: str, env: dict[str, str], lane: int) -> WarmWorker:
-        key = (python, lane, tuple(sorted((k, v) for k, v in env.items() if k not in PER_RUN)))
+        key = self._key(python, env, lane)
         with self._lock:
-            idle = self._idle.setdefault(key, [])
-            while idle:
-                worker = idle.pop()
-                if worker.alive():
-                    return worker
-        return WarmWorker(python, {k: v for k, v in env.items() if k not in PER_RUN})
+            for index in range(len(self._idle) - 1, -1, -1):
+                if self._idle[index][0] == key:
+                    worker = self._idle.pop(index)[1]
+                    if worker.alive():
+                        return worker
+        return WarmWorker(python, _start_environment(env))
 
     def give_back(self, python: str, env: dict[str, str], lane: int, worker: WarmWorker):
-        key = (python, lane, tuple(sorted((k, v) for k, v in env.items() if k not in PER_RUN)))
         if not worker.alive():
             return
         with self._lock:
-            self._idle.setdefault(key, []).append(worker)
+            self._idle.append((self._key(python, env, lane), worker))
+            surplus = self._idle[:-MAX_IDLE] if len(self._idle) > MAX_IDLE else []
+            del self._idle[:len(surplus)]
+        for _, old in surplus:
+            old.close()
+
+    def idle_count(self) -> int:
+        with self._lock:
+            return len(self._idle)
 
     def close(self) -> None:
         with self._lock:
-            workers = [w for idle in self._idle.values() for w in idle]
+            workers = [w for _, w in self._idle]
             self._idle.clear()
         for worker in workers:
             worker.close()

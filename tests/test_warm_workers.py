@@ -51,6 +51,10 @@ def unseeded():
     return np.asarray([np.random.random(), random.random()])
 
 
+def marker():
+    return np.asarray(int(os.environ["RUN_MARKER"]))
+
+
 def sleeps():
     import time
     time.sleep(600)
@@ -105,6 +109,29 @@ def test_unseeded_random_numbers_differ_between_runs_as_in_fresh_workers(program
     assert first.ok and second.ok, (first.error, second.error)
     a, b = first.output["arrays"]["leaf0"], second.output["arrays"]["leaf0"]
     assert a[0] != b[0] and a[1] != b[1]
+
+
+def test_runs_differing_in_other_variables_share_warm_workers_and_idle_ones_are_few(
+        program, monkeypatch):
+    """A variable no interpreter reads at import (pytest sets PYTEST_CURRENT_TEST per test)
+    reaches its run but starts no new warm worker; the idle ones stay within MAX_IDLE."""
+    started = []
+    real = warm_workers.WarmWorker.__init__
+
+    def counting(self, *args, **kwargs):
+        started.append(1)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(warm_workers.WarmWorker, "__init__", counting)
+    for value in range(4):
+        monkeypatch.setenv("RUN_MARKER", str(value))
+        outcome = run_entry(program, "prog:marker", devices=1)
+        assert outcome.ok, outcome.error
+        assert int(outcome.output["arrays"]["leaf0"]) == value
+    assert len(started) <= 1
+    for lane in range(warm_workers.MAX_IDLE + 3):
+        assert run_entry(program, "prog:marker", devices=1, lane=lane).ok
+    assert warm_workers.POOL.idle_count() <= warm_workers.MAX_IDLE
 
 
 def test_a_run_past_its_timeout_is_killed_and_the_warm_worker_serves_again(program):
