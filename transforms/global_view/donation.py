@@ -38,6 +38,7 @@ from __future__ import annotations
 import ast
 
 from transforms.codes.global_view import DONATED_COPY_READ
+from transforms.global_view.donation_numbers import module_constants
 from transforms.global_view.donation_values import (
     DonatedValues,
     State,
@@ -358,21 +359,6 @@ def ends_early(loop: ast.For) -> bool:
 
 def _module_ints(tree: ast.Module) -> dict[str, int]:
     """Module-level names bound once, to an int literal, and never rebound."""
-    stores: dict[str, int] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            stores[node.id] = stores.get(node.id, 0) + 1
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            for name in node.names:
-                stores[name] = stores.get(name, 0) + 2
-    found = {}
-    for statement in tree.body:
-        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
-                and isinstance(statement.targets[0], ast.Name) \
-                and isinstance(statement.value, ast.Constant) \
-                and type(statement.value.value) is int \
-                and stores.get(statement.targets[0].id) == 1:
-            found[statement.targets[0].id] = statement.value.value
-    return found
+    return {name: value for name, value in module_constants(tree).items() if type(value) is int}
 
 
