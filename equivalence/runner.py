@@ -198,16 +198,8 @@ def _run_in(
         return RunOutcome(False, 0.0, error=failed)
     # Output goes to files, not pipes: an entry that prints megabytes cannot fill memory or
     # block, and the tail of stderr explains a crash.
-    argv = [str(root), entry, str(out_dir)]
-    from equivalence import warm_workers  # it builds on this module
-
-    try:
-        if not warm_workers.enabled(platform):
-            raise warm_workers.WarmWorkerLost("turned off")
-        returncode = warm_workers.run_warm(python, argv, env, str(root), out_dir / "stdout.txt",
-                                           out_dir / "stderr.txt", timeout, lane)
-    except warm_workers.WarmWorkerLost:  # none could start the run: a fresh worker runs it
-        returncode = _run_fresh(python, argv, env, root, out_dir, timeout)
+    returncode = _run_worker(python, [str(root), entry, str(out_dir)], env, root, out_dir,
+                             timeout, platform, lane)
     if returncode is None:
         stall = stall_message(out_dir / "stderr.txt")
         error = f"timed out after {timeout:g} s" + (f" in a collective rendezvous: {stall}" if stall else "")
@@ -227,6 +219,21 @@ def _run_in(
         return RunOutcome(False, seconds, error=result["error"], jax_version=result.get("jax_version", ""),
                           stall=stall)
     return finished_outcome(result, out_dir, seconds)
+
+
+def _run_worker(python: str, argv: list[str], env: dict[str, str], root: Path, out_dir: Path,
+                timeout: float, platform: str, lane: int) -> int | None:
+    """Run the worker, forked from a warm worker where one can start it, else in a new
+    interpreter; its return code, or None past `timeout`."""
+    from equivalence import warm_workers  # it builds on this module
+
+    if warm_workers.enabled(platform):
+        try:
+            return warm_workers.run_warm(python, argv, env, str(root), out_dir / "stdout.txt",
+                                         out_dir / "stderr.txt", timeout, lane)
+        except warm_workers.WarmWorkerLost:
+            pass  # none could start the run: a fresh worker runs it
+    return _run_fresh(python, argv, env, root, out_dir, timeout)
 
 
 def _run_fresh(python: str, argv: list[str], env: dict[str, str], root: Path, out_dir: Path,
